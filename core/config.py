@@ -1,0 +1,153 @@
+"""`RunConfig`: one training job, validated the moment it is made.
+
+Everything that can be checked without TensorFlow is checked here, so a bad
+value never reaches the engine. Checks that need the live machine (does
+device "GPU:3" exist?) live in `core.training.check_against_machine`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+PRECISIONS = ("off", "float16", "bfloat16")
+
+MAX_BATCH_SIZE = 1 << 20
+MAX_STEPS = 100_000_000
+MAX_STEPS_PER_CALL = 10_000
+MAX_WORKERS = 64
+
+
+class ConfigError(ValueError):
+    """A run setting is invalid; the message names the field, the value and what is allowed."""
+
+    def __init__(self, field_name: str, given: Any, allowed: str):
+        self.field = field_name
+        self.given = given
+        self.allowed = allowed
+        super().__init__(f"{field_name}: got {given!r}; allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training job: what to train, where, and with which knobs.
+
+    `batch_size` is the *global* batch: under a multi-replica strategy each
+    replica sees batch_size / replicas examples per step.
+    """
+
+    model: str = "mlp"
+    dataset: str = "synthetic"
+    strategy: str = "default"
+    devices: tuple[str, ...] = ()
+    batch_size: int = 64
+    steps: int = 100
+    epochs: int | None = None
+    learning_rate: float = 1e-3
+    optimizer: str = "adam"
+    precision: str = "off"
+    xla: bool = False
+    steps_per_call: int = 1
+    seed: int = 0
+    workers: int = 2
+    tpu_address: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "devices", tuple(normalize_device_name(d) for d in self.devices))
+        _validate(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists)."""
+        data = asdict(self)
+        data["devices"] = list(self.devices)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """Rebuild from `to_dict()` output; unknown keys are ignored (older/newer files)."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        if "devices" in kwargs:
+            kwargs["devices"] = tuple(kwargs["devices"] or ())
+        return cls(**kwargs)
+
+    def with_changes(self, **changes: Any) -> RunConfig:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def warnings(self, has_accelerator: bool) -> list[str]:
+        """Valid but questionable choices, in words the user can act on."""
+        notes = []
+        if self.precision == "float16" and not has_accelerator:
+            notes.append(
+                "float16 on a CPU-only run is allowed but roughly 50x slower than float32 there: "
+                "CPUs have no fast float16 math. Use precision 'off' (or 'bfloat16' on CPUs with AMX/AVX-512 BF16)."
+            )
+        if self.strategy == "mirrored" and len(self.devices) == 1:
+            notes.append("Mirrored over a single device is a one-replica run: pick two or more devices to compare scaling.")
+        return notes
+
+
+def normalize_device_name(name: str) -> str:
+    """'/device:GPU:0', '/physical_device:GPU:0', 'gpu:0' -> 'GPU:0'."""
+    if not isinstance(name, str):
+        raise ConfigError("devices", name, "device names such as 'CPU:0' or 'GPU:1'")
+    short = name.strip().split("device:")[-1].lstrip("/")
+    kind, _, index = short.partition(":")
+    if not kind or not index.isdigit():
+        raise ConfigError("devices", name, "device names such as 'CPU:0' or 'GPU:1'")
+    return f"{kind.upper()}:{int(index)}"
+
+
+def _validate(config: RunConfig) -> None:
+    from core import data, models  # local: keeps config importable on its own
+
+    if config.model not in models.MODELS:
+        raise ConfigError("model", config.model, ", ".join(models.MODELS))
+    if config.dataset not in data.DATASETS:
+        raise ConfigError("dataset", config.dataset, ", ".join(data.DATASETS))
+    model_spec = models.MODELS[config.model]
+    if not model_spec.accepts(data.DATASETS[config.dataset]):
+        usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
+        raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
+    _check_choice("strategy", config.strategy, STRATEGIES)
+    _check_choice("optimizer", config.optimizer, OPTIMIZERS)
+    _check_choice("precision", config.precision, PRECISIONS)
+    _check_int("batch_size", config.batch_size, 1, MAX_BATCH_SIZE)
+    _check_int("steps", config.steps, 1, MAX_STEPS)
+    if config.epochs is not None:
+        _check_int("epochs", config.epochs, 1, 100_000)
+    _check_int("steps_per_call", config.steps_per_call, 1, MAX_STEPS_PER_CALL)
+    _check_int("seed", config.seed, 0, 2**31 - 1)
+    _check_int("workers", config.workers, 1, MAX_WORKERS)
+    lr = config.learning_rate
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0 or lr > 10:
+        raise ConfigError("learning_rate", lr, "a number > 0 and <= 10, such as 0.001")
+    if not isinstance(config.xla, bool):
+        raise ConfigError("xla", config.xla, "true or false")
+    if config.strategy == "one-device" and len(config.devices) != 1:
+        raise ConfigError("devices", list(config.devices), "exactly one device for strategy 'one-device', e.g. CPU:0")
+    if config.strategy == "default" and config.devices:
+        raise ConfigError("devices", list(config.devices), "none for strategy 'default' (TensorFlow places ops itself)")
+    if len(set(config.devices)) != len(config.devices):
+        raise ConfigError("devices", list(config.devices), "each device once")
+    if config.strategy == "mirrored":
+        kinds = {d.split(":")[0] for d in config.devices}
+        if len(kinds) > 1:
+            raise ConfigError("devices", list(config.devices), "devices of one kind for mirrored (all CPUs or all GPUs)")
+    if config.strategy == "tpu" and not str(config.tpu_address).strip():
+        raise ConfigError("tpu_address", config.tpu_address, "'local', a TPU name, or grpc://host:port")
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(name, value, ", ".join(allowed))
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(name, value, f"a whole number from {low} to {high}")

@@ -1,0 +1,52 @@
+"""Step-time statistics: warm-up kept apart, steady state summarised honestly.
+
+Step time is the wall time of one call of the compiled training function
+divided by the steps it ran (`steps_per_call`), measured after the call's
+losses reached the host, so the device work is inside the timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Warm-up (first call: tracing and compilation) and steady-state figures.
+
+    `spread` is (p90 - p10) / median of the steady-state step times: 0.1 means
+    the middle 80% of steps lie within 10% of the median's width.
+    """
+
+    warmup_s: float | None
+    warmup_steps: int
+    steady_steps: int
+    median_ms: float | None
+    p95_ms: float | None
+    spread: float | None
+    samples_per_s: float | None
+
+
+def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int) -> StepStats:
+    """Statistics of a run's step times, the first `warmup_steps` counted as warm-up."""
+    times = np.asarray(step_times_s, dtype=np.float64)
+    warmup_steps = min(warmup_steps, len(times))
+    warmup_s = float(times[:warmup_steps].sum()) if warmup_steps else None
+    steady = times[warmup_steps:]
+    if not len(steady):
+        return StepStats(warmup_s, warmup_steps, 0, None, None, None, None)
+    median = float(np.median(steady))
+    p10, p90, p95 = (float(v) for v in np.percentile(steady, [10, 90, 95]))
+    total = float(steady.sum())
+    return StepStats(
+        warmup_s=warmup_s,
+        warmup_steps=warmup_steps,
+        steady_steps=len(steady),
+        median_ms=median * 1e3,
+        p95_ms=p95 * 1e3,
+        spread=(p90 - p10) / median if median > 0 else None,
+        samples_per_s=global_batch_size * len(steady) / total if total > 0 else None,
+    )
