@@ -6,10 +6,12 @@ batched, prefetched `tf.data.Dataset` the engine consumes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +20,6 @@ from core.models import IMAGE, TEXT, TEXT_SEQUENCE_LENGTH, TEXT_VOCAB_SIZE, Mode
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 SYNTHETIC_EXAMPLES = 4096
 SYNTHETIC_EPOCH_EXAMPLES = 60_000
-KERAS_CACHE = Path.home() / ".keras" / "datasets"
 
 
 class DataUnavailable(RuntimeError):
@@ -65,10 +66,16 @@ def load_arrays(dataset: str, model: ModelSpec, seed: int = 0) -> tuple[np.ndarr
         raise
     except Exception as exc:  # keras raises plain Exception on a failed download
         spec = DATASETS[dataset]
+        cache = keras_datasets_dir()
         raise DataUnavailable(
             f"Could not load {spec.title}: {exc}. This machine looks offline. Download it once while online, or place "
-            f"{spec.cache_file} in {KERAS_CACHE}/ by hand; the 'digits' and 'synthetic' data sets work offline."
+            f"{spec.cache_file} in {cache}/ by hand; the 'digits' and 'synthetic' data sets work offline."
         ) from None
+
+
+def keras_datasets_dir() -> Path:
+    """Where keras.datasets caches downloads ($KERAS_HOME/datasets, default ~/.keras/datasets)."""
+    return Path(os.environ.get("KERAS_HOME", "~/.keras")).expanduser() / "datasets"
 
 
 def steps_per_epoch(dataset: str, model: ModelSpec, batch_size: int) -> int:
@@ -106,7 +113,7 @@ def _synthetic(model: ModelSpec, seed: int) -> tuple[np.ndarray, np.ndarray, int
     return x, y, model.num_classes
 
 
-@lru_cache(maxsize=None)
+@cache
 def _digits() -> tuple[np.ndarray, np.ndarray, int]:
     path = RESOURCES / "digits.npz"
     if not path.exists():
@@ -125,28 +132,28 @@ def _images(loader: Callable[[], Any]) -> tuple[np.ndarray, np.ndarray, int]:
     return x, y.reshape(-1).astype(np.int32), 10
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mnist():
     import keras
 
     return _images(keras.datasets.mnist.load_data)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fashion_mnist():
     import keras
 
     return _images(keras.datasets.fashion_mnist.load_data)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cifar10():
     import keras
 
     return _images(keras.datasets.cifar10.load_data)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _imdb():
     import keras
 

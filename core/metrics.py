@@ -7,8 +7,8 @@ losses reached the host, so the device work is inside the timing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -7,15 +7,18 @@ imported only inside the builders.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.data import DatasetSpec
 
 IMAGE = "image"
 TEXT = "text"
+TEXT_VOCAB_SIZE = 20_000
+TEXT_SEQUENCE_LENGTH = 128
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,10 @@ def _position_embedding_class():
     return PositionEmbedding
 
 
-def _transformer(input_shape, num_classes, vocab_size=20_000, dim=64, heads=4, blocks=2):
+def _transformer(input_shape, num_classes, vocab_size=TEXT_VOCAB_SIZE, dim=64, heads=4, blocks=2):
     import keras
     from keras import layers
 
-    seq_len = input_shape[0]
     tokens = keras.Input(input_shape, dtype="int32")
     x = _position_embedding_class()()(layers.Embedding(vocab_size, dim)(tokens))
     for _ in range(blocks):
@@ -140,9 +142,6 @@ def _transformer(input_shape, num_classes, vocab_size=20_000, dim=64, heads=4, b
     outputs = layers.Dense(num_classes, dtype="float32")(x)
     return keras.Model(tokens, outputs, name="transformer_small")
 
-
-TEXT_VOCAB_SIZE = 20_000
-TEXT_SEQUENCE_LENGTH = 128
 
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
@@ -199,7 +198,7 @@ def get_model_spec(name: str) -> ModelSpec:
         raise KeyError(f"unknown model {name!r}; known models: {', '.join(MODELS)}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def param_count(name: str) -> int:
     """Trainable + non-trainable parameters of the model at its default input shape (imports TF)."""
     return int(get_model_spec(name).build().count_params())

@@ -18,12 +18,12 @@ import math
 import os
 import platform
 import socket
-import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from core import data as data_module
 from core.callbacks import RunCallback, RunContext
@@ -214,7 +214,6 @@ def _cpu_model() -> str:
 
 
 def _prepare(config: RunConfig) -> _Session:
-    import keras
     import tensorflow as tf
 
     from core.strategies import make_strategy
@@ -282,7 +281,7 @@ def _make_train_function(strategy, model, optimizer, config: RunConfig):
                 loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
             scaled = optimizer.scale_loss(loss) if scale_loss else loss
         gradients = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
         return loss
 
     step = tf.function(one_step, jit_compile=True) if config.xla else one_step

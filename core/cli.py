@@ -1,0 +1,373 @@
+"""Headless subcommands: `python main.py devices | models | run | compare | history | export | worker`.
+
+Progress goes to stderr, results to stdout (`--json` for one JSON document).
+Exit codes: 0 completed, 1 failed or stopped run, 2 invalid input (the message
+on stderr says which field, what was given and what is allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from core.config import OPTIMIZERS, PRECISIONS, STRATEGIES, ConfigError, RunConfig
+from core.results import COMPLETED, RunResult, StepRecord
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` and run one subcommand; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "worker":
+        from core.cluster import worker_main
+
+        return worker_main(argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from core.logs import setup_logging
+
+    setup_logging(verbose=getattr(args, "verbose", False))
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="main.py", description="Device Lab: how fast does this model train on each device I have?")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    devices = sub.add_parser("devices", help="list CPUs, GPUs and TPUs with memory details")
+    devices.add_argument("--json", action="store_true", help="one JSON document instead of a table")
+    devices.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices first")
+    devices.set_defaults(handler=_cmd_devices)
+
+    models = sub.add_parser("models", help="list the sample models")
+    models.add_argument("--json", action="store_true")
+    models.set_defaults(handler=_cmd_models)
+
+    run = sub.add_parser("run", help="train one model on one device or strategy")
+    _add_job_arguments(run)
+    run.add_argument("--strategy", default="default", choices=STRATEGIES)
+    run.add_argument("--devices", default="", metavar="CPU:0,CPU:1", help="comma-separated TF device names")
+    run.add_argument("--workers", type=int, default=2, help="processes for --strategy multi-worker")
+    run.add_argument("--tpu", default="", metavar="ADDRESS", help="TPU name, grpc://host:port or 'local'")
+    run.add_argument("--tensorboard", default="", metavar="DIR", help="write TensorBoard event files under DIR")
+    run.add_argument("--profile", default="", metavar="A-B", help="capture a TF profiler trace of steps A to B")
+    run.set_defaults(handler=_cmd_run)
+
+    compare = sub.add_parser("compare", help="run the same job on several targets and compare")
+    _add_job_arguments(compare)
+    compare.add_argument("--targets", required=True, metavar="T1;T2", help='e.g. "CPU:0;mirrored:CPU:0,CPU:1"')
+    compare.add_argument("--baseline", type=int, default=0, metavar="I", help="row whose samples/s is speed-up 1.0")
+    compare.set_defaults(handler=_cmd_compare)
+
+    history = sub.add_parser("history", help="list stored runs")
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(handler=_cmd_history)
+
+    export = sub.add_parser("export", help="export stored runs to CSV or JSON")
+    export.add_argument("run_ids", nargs="+", type=int, metavar="RUN_ID")
+    target = export.add_mutually_exclusive_group(required=True)
+    target.add_argument("--csv", metavar="FILE")
+    target.add_argument("--json", metavar="FILE")
+    export.set_defaults(handler=_cmd_export)
+    return parser
+
+
+def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="sample model name (see `main.py models`)")
+    parser.add_argument("--data", default="synthetic", help="synthetic, digits, mnist, fashion_mnist, cifar10, imdb")
+    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
+    parser.add_argument("--batch-size", type=int, default=64, help="global batch size")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=None, help="whole passes over the data instead of --steps")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
+    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    parser.add_argument("--precision", default="off", choices=PRECISIONS)
+    parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
+    parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="steps per tf.function call")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-save", action="store_true", help="do not record the run in the history")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
+
+
+def _job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
+    fields = dict(
+        model=args.model,
+        dataset=args.data,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        epochs=args.epochs,
+        learning_rate=args.lr,
+        optimizer=args.optimizer,
+        precision=args.precision,
+        xla=args.xla,
+        steps_per_call=args.steps_per_call,
+        seed=args.seed,
+    )
+    fields.update(overrides)
+    return RunConfig(**fields)
+
+
+def _configure(logical_cpus: int) -> None:
+    from core.runtime import RuntimeSettings, configure_runtime
+
+    for warning in configure_runtime(RuntimeSettings(logical_cpus=logical_cpus)):
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _cmd_devices(args: argparse.Namespace) -> int:
+    _configure(args.logical_cpus)
+    from core.devices import device_table_rows, format_bytes, inspect_devices
+
+    report = inspect_devices()
+    rows = device_table_rows(report)
+    if args.json:
+        print(json.dumps({"devices": rows, "notes": list(report.notes)}, indent=2))
+        return EXIT_OK
+    table = [
+        [row["kind"], row["tf_name"] or "-", row["name"], *(format_bytes(row[k]) for k in ("memory_total", "memory_used", "memory_free"))]
+        for row in rows
+    ]
+    print(format_columns(["kind", "TF name", "name", "memory total", "used", "free"], table))
+    for row in rows:
+        print(f"\n{row['kind']} {row['tf_name'] or ''} {row['name']}")
+        for label, value in row["details"].items():
+            print(f"  {label}: {value}")
+        if row["reason"]:
+            print(f"  Unavailable: {row['reason']}")
+    for note in report.notes:
+        print(f"\nnote: {note}")
+    return EXIT_OK
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from core.models import describe_models
+
+    rows = describe_models()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = [[r["name"], r["title"], "x".join(map(str, r["input_shape"])), f"{r['params']:,}", r["default_dataset"]] for r in rows]
+    print(format_columns(["name", "model", "input", "params", "default data"], table))
+    for r in rows:
+        print(f"  {r['name']}: {r['description']}")
+    return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    devices = tuple(d for d in args.devices.split(",") if d.strip())
+    config = _job_config(args, strategy=args.strategy, devices=devices, workers=args.workers, tpu_address=args.tpu)
+    profile = _parse_step_range(args.profile) if args.profile else None
+    _configure(args.logical_cpus)
+    from core.profiling import run_callbacks_for
+    from core.training import check_against_machine, run_training, total_steps
+
+    check_against_machine(config)
+    callbacks = run_callbacks_for(config, args.tensorboard or None, profile)
+    progress = ProgressPrinter(total_steps(config), config.batch_size)
+    with stop_on_interrupt() as stop_event:
+        result = run_training(config, progress, stop_event, callbacks)
+    progress.finish()
+    _save(result, args.no_save)
+    if args.json:
+        print(json.dumps(result.summary(), indent=2))
+    else:
+        print(format_result(result))
+    if result.status != COMPLETED:
+        print(f"{result.status}: {result.message}", file=sys.stderr)
+    return EXIT_OK if result.status == COMPLETED else EXIT_RUN_FAILED
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from core.compare import format_table, parse_targets, run_comparison
+
+    targets = parse_targets(args.targets)
+    if not 0 <= args.baseline < len(targets):
+        raise ConfigError("baseline", args.baseline, f"a row index from 0 to {len(targets) - 1}")
+    base = _job_config(args)
+    _configure(args.logical_cpus)
+
+    def announce(index: int, total: int, label: str) -> None:
+        print(f"run {index + 1} of {total}: {label}", file=sys.stderr)
+
+    with stop_on_interrupt() as stop_event:
+        comparison = run_comparison(
+            base,
+            targets,
+            baseline_index=args.baseline,
+            on_progress=announce,
+            stop_event=stop_event,
+            on_result=lambda _index, result: _save(result, args.no_save),
+        )
+    if args.json:
+        print(json.dumps(comparison.to_rows_dict(), indent=2))
+    else:
+        print(format_table(comparison))
+        for warning in comparison.warnings:
+            print(f"warning: {warning}")
+    return EXIT_OK if all(row.status == COMPLETED for row in comparison.rows) else EXIT_RUN_FAILED
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from core.store import RunStore
+
+    store = RunStore.open()
+    if store.notice:
+        print(f"warning: {store.notice}", file=sys.stderr)
+    runs = store.list_runs()
+    if args.json:
+        print(json.dumps([_summary_dict(r) for r in runs], indent=2))
+        return EXIT_OK
+    table = [
+        [r.id, r.started_at, r.status, r.model, r.strategy, ",".join(r.devices) or "-", r.steps, _fmt(r.samples_per_s, ".1f"), _fmt(r.step_time_median_ms, ".2f")]
+        for r in runs
+    ]
+    print(format_columns(["id", "started", "status", "model", "strategy", "devices", "steps", "samples/s", "median ms"], table))
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from core.store import RunStore
+
+    store = RunStore.open()
+    known = {r.id for r in store.list_runs()}
+    missing = [i for i in args.run_ids if i not in known]
+    if missing:
+        raise ConfigError("RUN_ID", missing, "ids listed by `main.py history`")
+    if args.csv:
+        store.export_csv(args.run_ids, args.csv)
+    else:
+        store.export_json(args.run_ids, args.json)
+    print(f"exported {len(args.run_ids)} run(s) to {args.csv or args.json}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _save(result: RunResult, skip: bool) -> None:
+    if skip:
+        return
+    from core.store import RunStore
+
+    store = RunStore.open()
+    if store.notice:
+        print(f"warning: {store.notice}", file=sys.stderr)
+    run_id = store.save(result)
+    print(f"saved as run {run_id} in the history", file=sys.stderr)
+
+
+def _summary_dict(summary: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    data = asdict(summary)
+    data["devices"] = list(data.get("devices") or [])
+    return data
+
+
+def _parse_step_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    if not (first.strip().isdigit() and last.strip().isdigit()):
+        raise ConfigError("profile", text, "a step range such as 10-20")
+    return int(first), int(last)
+
+
+class ProgressPrinter:
+    """An `on_steps` callback printing one progress line to stderr at most twice a second."""
+
+    def __init__(self, total_steps: int, batch_size: int, stream=None, interval_s: float = 0.5):
+        self.total_steps = total_steps
+        self.batch_size = batch_size
+        self.stream = stream or sys.stderr
+        self.interval_s = interval_s
+        self._last_print = 0.0
+        self._last: StepRecord | None = None
+
+    def __call__(self, records: Sequence[StepRecord]) -> None:
+        self._last = records[-1]
+        now = time.monotonic()
+        if now - self._last_print >= self.interval_s or self._last.step == self.total_steps:
+            self._last_print = now
+            self._print()
+
+    def _print(self) -> None:
+        r = self._last
+        rate = self.batch_size / r.step_time_s if r.step_time_s > 0 else 0.0
+        tag = " (warm-up)" if r.warmup else ""
+        self.stream.write(
+            f"\rstep {r.step}/{self.total_steps}  loss {r.loss:.4f}  {r.step_time_s * 1e3:.2f} ms/step  {rate:,.0f} samples/s{tag}   "
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self._last is not None:
+            self.stream.write("\n")
+
+
+class stop_on_interrupt:
+    """Context manager: the first Ctrl-C sets a stop event (the run ends cleanly), the second aborts."""
+
+    def __enter__(self) -> threading.Event:
+        self.event = threading.Event()
+        self._previous: Callable | int | None = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self.event
+
+    def _handle(self, _signum, _frame) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+        print("\nstopping after the current step call (Ctrl-C again to abort)", file=sys.stderr)
+
+    def __exit__(self, *exc_info) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def format_result(result: RunResult) -> str:
+    """The result as aligned 'name: value' lines."""
+    s = result.summary()
+    lines = [
+        ("status", s["status"]),
+        ("model", s["model"]),
+        ("data", s["dataset"]),
+        ("strategy", s["strategy"]),
+        ("devices", ", ".join(result.environment.get("devices", [])) or "-"),
+        ("replicas", s["replicas"]),
+        ("steps", s["steps"]),
+        ("warm-up", f"{_fmt(s['warmup_s'], '.2f')} s ({s['warmup_steps']} steps: tracing and compilation)"),
+        ("step time median", f"{_fmt(s['step_time_median_ms'], '.2f')} ms"),
+        ("step time p95", f"{_fmt(s['step_time_p95_ms'], '.2f')} ms"),
+        ("samples/s", _fmt(s["samples_per_s"], ",.1f")),
+        ("final loss", _fmt(s["final_loss"], ".4f")),
+        ("peak memory", _memory(s["peak_memory_bytes"], s["peak_memory_source"])),
+    ]
+    lines += [("warning", w) for w in s["warnings"]]
+    width = max(len(name) for name, _ in lines)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in lines)
+
+
+def format_columns(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain left-aligned text table."""
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _memory(value: int | None, source: str) -> str:
+    return "n/a" if value is None else f"{value / 2**20:,.0f} MiB ({source})"

@@ -1,0 +1,105 @@
+"""Exports of stored runs: CSV and JSON, under a system header like benchmark tools print.
+
+The header comes from the runs' `environment` dicts, taking whatever keys are there
+(well-known ones first). A key whose value differs between runs shows every distinct
+value: a list in JSON, "a | b" in CSV. Each run in the JSON keeps its own environment.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from core.results import RunResult
+
+_HEADER_ORDER = ("tensorflow", "keras", "python", "platform", "host", "cpu", "gpus", "driver", "cuda", "cudnn", "devices")
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A result as the history holds it: with its id, label and group."""
+
+    id: int
+    label: str
+    group: str
+    result: RunResult
+
+
+def system_info(runs: Sequence[StoredRun]) -> dict[str, Any]:
+    """The machine the runs were measured on: each environment key with its value, or its distinct values."""
+    return {key: seen[0] if len(seen) == 1 else seen for key, seen in _distinct_values(runs).items()}
+
+
+def _distinct_values(runs: Sequence[StoredRun]) -> dict[str, list[Any]]:
+    values: dict[str, list[Any]] = {}
+    for run in runs:
+        for key, value in run.result.environment.items():
+            seen = values.setdefault(key, [])
+            if value not in seen:
+                seen.append(value)
+    known = [key for key in _HEADER_ORDER if key in values]
+    return {key: values[key] for key in known + sorted(key for key in values if key not in known)}
+
+
+def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:
+    """`#` header lines, then one row per run: id, label, group and the result's summary figures."""
+    rows = [{"id": run.id, "label": run.label, "group": run.group, **_flat(run.result.summary())} for run in runs]
+    columns = list(rows[0]) if rows else ["id", "label", "group"]
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        _write_header(file, runs)
+        writer = csv.DictWriter(file, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
+    """{"system": system_info, "exported_at": ..., "runs": [result.to_dict() with id, label, group]}."""
+    document = {
+        "system": system_info(runs),
+        "exported_at": _now(),
+        "runs": [{"id": run.id, "label": run.label, "group": run.group, **run.result.to_dict()} for run in runs],
+    }
+    Path(path).write_text(json.dumps(document, indent=1), encoding="utf-8")
+
+
+def write_steps_csv(run: StoredRun, path: str | Path) -> None:
+    """`#` header lines, then step, loss, step_time_s, warmup: one row per step."""
+    result = run.result
+    with open(path, "w", newline="", encoding="utf-8") as file:
+        _write_header(file, [run])
+        writer = csv.writer(file)
+        writer.writerow(("step", "loss", "step_time_s", "warmup"))
+        warmup = result.warmup_steps
+        writer.writerows(
+            (step, loss, seconds, int(step <= warmup))
+            for step, (loss, seconds) in enumerate(zip(result.losses, result.step_times_s, strict=True), start=1)
+        )
+
+
+def _write_header(file: Any, runs: Sequence[StoredRun]) -> None:
+    ids = ", ".join(str(run.id) for run in runs)
+    lines = [f"Device Lab export, {_now()}, runs: {ids}"]
+    lines += [f"{key}: {' | '.join(map(_text, seen))}" for key, seen in _distinct_values(runs).items()]
+    file.write("".join(f"# {line}\n" for line in lines))
+
+
+def _flat(summary: dict[str, Any]) -> dict[str, Any]:
+    """Lists as text so each figure fits one CSV cell."""
+    return {key: "; ".join(map(_text, value)) if isinstance(value, list) else value for key, value in summary.items()}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(_text, value))
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,18 @@
+"""Core tests share one TensorFlow runtime with the CPU split into two logical devices."""
+
+import pytest
+
+LOGICAL_CPUS = 2
+
+
+@pytest.fixture(scope="session")
+def two_cpus() -> list[str]:
+    """Short names of the two logical CPU devices (configured once, before TF initialises)."""
+    from core.runtime import RuntimeSettings, configure_runtime
+
+    configure_runtime(RuntimeSettings(logical_cpus=LOGICAL_CPUS))
+    import tensorflow as tf
+
+    names = [d.name.split("device:")[-1] for d in tf.config.list_logical_devices("CPU")]
+    assert len(names) >= LOGICAL_CPUS, f"expected {LOGICAL_CPUS} logical CPUs, TF has {names}"
+    return names[:LOGICAL_CPUS]

@@ -1,0 +1,96 @@
+"""The headless CLI as a user runs it: real processes, exit codes, JSON keys, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_KEYS = {"status", "model", "strategy", "replicas", "steps", "warmup_s", "step_time_median_ms",
+            "step_time_p95_ms", "samples_per_s", "final_loss"}
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    return dict(os.environ, DEVICE_LAB_DATA_DIR=str(tmp_path / "data"), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
+
+
+def cli(args, env, timeout=240):
+    return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
+    out = cli(["run", "--model", "mlp", "--data", "digits", "--steps", "8", "--steps-per-call", "2", "--json"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert RUN_KEYS <= set(result)
+    assert result["status"] == "completed" and result["steps"] == 8 and result["samples_per_s"] > 0
+    assert "step 8/8" in out.stderr
+
+
+def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
+    out = cli(["run", "--model", "mlp", "--strategy", "mirrored", "--devices", "CPU:0,CPU:1", "--logical-cpus", "2",
+               "--steps", "6", "--steps-per-call", "3", "--json", "--no-save"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["replicas"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--batch-size", "0"], "batch_size: got 0"),
+        (["--lr", "nan"], "learning_rate: got nan"),
+        (["--strategy", "one-device", "--devices", "GPU:3"], "devices: got 'GPU:3'"),
+        (["--data", "imagenet"], "dataset: got 'imagenet'"),
+    ],
+)
+def test_bad_input_exits_2_with_the_reason_on_stderr(cli_env, args, fragment):
+    out = cli(["run", "--model", "mlp", "--steps", "3", *args], cli_env)
+    assert out.returncode == 2
+    assert fragment in out.stderr and "allowed:" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_failed_run_exits_1_and_is_kept_in_history(cli_env):
+    out = cli(["run", "--model", "cnn", "--batch-size", "16", "--optimizer", "sgd", "--lr", "10", "--steps", "100", "--json"], cli_env)
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["status"] == "failed"
+    assert "Lower the learning rate" in out.stderr
+    history = json.loads(cli(["history", "--json"], cli_env).stdout)
+    assert [run["status"] for run in history] == ["failed"]
+
+
+def test_models_json_lists_the_samples(cli_env):
+    out = cli(["models", "--json"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert {m["name"] for m in json.loads(out.stdout)} >= {"mlp", "cnn", "resnet", "transformer"}
+
+
+def test_devices_json_lists_the_cpu_with_memory(cli_env):
+    out = cli(["devices", "--json"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    cpu = next(d for d in data["devices"] if d["kind"] == "CPU")
+    assert cpu["memory_total"] > 0 and cpu["tf_name"] == "CPU:0"
+    assert any("GPU" in note for note in data["notes"])
+
+
+def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
+    proc = subprocess.Popen([sys.executable, "main.py", "run", "--model", "mlp", "--steps", "100000", "--json"], cwd=ROOT,
+                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    seen = ""
+    while "step " not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.read(1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    result = json.loads(stdout)
+    assert result["status"] == "stopped"
+    assert 0 < result["steps"] < 100000 and result["samples_per_s"] > 0
+    assert proc.returncode == 1
+    assert "Traceback" not in stderr

@@ -1,0 +1,61 @@
+"""RunConfig validation: every bad value names its field, what was given and what is allowed."""
+
+import math
+
+import pytest
+
+from core.config import ConfigError, RunConfig
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "allowed_fragment"),
+    [
+        ({"batch_size": 0}, "batch_size", "whole number from 1"),
+        ({"batch_size": -8}, "batch_size", "whole number from 1"),
+        ({"learning_rate": -0.1}, "learning_rate", "> 0"),
+        ({"learning_rate": math.nan}, "learning_rate", "> 0"),
+        ({"learning_rate": "abc"}, "learning_rate", "> 0"),
+        ({"model": "gpt5"}, "model", "mlp"),
+        ({"dataset": "imagenet"}, "dataset", "digits"),
+        ({"strategy": "parameter-server"}, "strategy", "mirrored"),
+        ({"precision": "float8"}, "precision", "bfloat16"),
+        ({"optimizer": "lion"}, "optimizer", "adam"),
+        ({"steps": 0}, "steps", "whole number"),
+        ({"steps_per_call": 0}, "steps_per_call", "whole number"),
+        ({"strategy": "one-device"}, "devices", "exactly one device"),
+        ({"strategy": "mirrored", "devices": ("CPU:0", "GPU:0")}, "devices", "one kind"),
+        ({"devices": ("not a device",)}, "devices", "CPU:0"),
+        ({"model": "transformer", "dataset": "digits"}, "dataset", "imdb"),
+        ({"strategy": "tpu"}, "tpu_address", "grpc://"),
+    ],
+)
+def test_invalid_values_raise_config_error_naming_field(changes, field, allowed_fragment):
+    with pytest.raises(ConfigError) as info:
+        RunConfig(**changes)
+    error = info.value
+    assert error.field == field
+    message = str(error)
+    assert message.startswith(f"{field}:")
+    assert repr(error.given) in message
+    assert allowed_fragment in message
+
+
+def test_valid_config_round_trips_through_dict():
+    config = RunConfig(model="cnn", strategy="mirrored", devices=("/device:CPU:0", "cpu:1"), batch_size=32, precision="bfloat16")
+    assert config.devices == ("CPU:0", "CPU:1")
+    assert RunConfig.from_dict(config.to_dict()) == config
+
+
+def test_float16_on_cpu_is_allowed_but_warns():
+    config = RunConfig(precision="float16")
+    warnings = config.warnings(has_accelerator=False)
+    assert any("50x slower" in w for w in warnings)
+    assert config.warnings(has_accelerator=True) == []
+
+
+def test_device_that_does_not_exist_is_refused(two_cpus):
+    from core.training import check_against_machine
+
+    with pytest.raises(ConfigError) as info:
+        check_against_machine(RunConfig(strategy="one-device", devices=("GPU:7",)))
+    assert "GPU:7" in str(info.value) and "CPU:0" in str(info.value)
