@@ -121,15 +121,20 @@ def _job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
     return RunConfig(**fields)
 
 
-def _configure(logical_cpus: int) -> None:
+def _configure(logical_cpus: int, verbose: bool = False) -> None:
+    """Import TF (its C++ start-up chatter to the log file unless --verbose) and split the CPU if asked."""
+    from core.logs import import_tensorflow_quietly
     from core.runtime import RuntimeSettings, configure_runtime
+
+    if not verbose:
+        import_tensorflow_quietly()
 
     for warning in configure_runtime(RuntimeSettings(logical_cpus=logical_cpus)):
         print(f"warning: {warning}", file=sys.stderr)
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    _configure(args.logical_cpus)
+    _configure(args.logical_cpus, getattr(args, "verbose", False))
     from core.devices import device_table_rows, format_bytes, inspect_devices
 
     report = inspect_devices()
@@ -171,7 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     devices = tuple(d for d in args.devices.split(",") if d.strip())
     config = _job_config(args, strategy=args.strategy, devices=devices, workers=args.workers, tpu_address=args.tpu)
     profile = _parse_step_range(args.profile) if args.profile else None
-    _configure(args.logical_cpus)
+    _configure(args.logical_cpus, getattr(args, "verbose", False))
     from core.profiling import run_callbacks_for
     from core.training import check_against_machine, run_training, total_steps
 
@@ -198,7 +203,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if not 0 <= args.baseline < len(targets):
         raise ConfigError("baseline", args.baseline, f"a row index from 0 to {len(targets) - 1}")
     base = _job_config(args)
-    _configure(args.logical_cpus)
+    _configure(args.logical_cpus, getattr(args, "verbose", False))
 
     def announce(index: int, total: int, label: str) -> None:
         print(f"run {index + 1} of {total}: {label}", file=sys.stderr)
@@ -276,9 +281,12 @@ def _summary_dict(summary: Any) -> dict[str, Any]:
 
 
 def _parse_step_range(text: str) -> tuple[int, int]:
+    from core.profiling import PROFILE_FIELD, check_profile_steps
+
     first, _, last = text.partition("-")
     if not (first.strip().isdigit() and last.strip().isdigit()):
-        raise ConfigError("profile", text, "a step range such as 10-20")
+        raise ConfigError(PROFILE_FIELD, text, "a step range such as 10-20")
+    check_profile_steps(int(first), int(last))
     return int(first), int(last)
 
 
