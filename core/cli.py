@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--strategy", default="default", choices=STRATEGIES)
     run.add_argument("--devices", default="", metavar="CPU:0,CPU:1", help="comma-separated TF device names")
     run.add_argument("--workers", type=int, default=2, help="processes for --strategy multi-worker")
+    run.add_argument("--cluster", default="", metavar="H:P,H:P", help="multi-worker across hosts: this host is the first")
     run.add_argument("--tpu", default="", metavar="ADDRESS", help="TPU name, grpc://host:port or 'local'")
     run.add_argument("--tensorboard", default="", metavar="DIR", help="write TensorBoard event files under DIR")
     run.add_argument("--profile", default="", metavar="A-B", help="capture a TF profiler trace of steps A to B")
@@ -174,7 +175,17 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     devices = tuple(d for d in args.devices.split(",") if d.strip())
-    config = _job_config(args, strategy=args.strategy, devices=devices, workers=args.workers, tpu_address=args.tpu)
+    hosts = tuple(h for h in args.cluster.split(",") if h.strip())
+    config = _job_config(
+        args,
+        strategy=args.strategy,
+        devices=devices,
+        workers=len(hosts) if hosts else args.workers,
+        cluster_hosts=hosts,
+        tpu_address=args.tpu,
+    )
+    if config.strategy == "multi-worker":
+        _announce_cluster(config)
     profile = _parse_step_range(args.profile) if args.profile else None
     _configure(args.logical_cpus, getattr(args, "verbose", False))
     from core.profiling import run_callbacks_for
@@ -194,6 +205,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if result.status != COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
     return EXIT_OK if result.status == COMPLETED else EXIT_RUN_FAILED
+
+
+def _announce_cluster(config: RunConfig) -> None:
+    from core.cluster import GRPC_WARNING, worker_commands
+
+    print(f"warning: {GRPC_WARNING}", file=sys.stderr)
+    commands = worker_commands(config)
+    if commands:
+        print("Start one worker on each other host:", file=sys.stderr)
+        for command in commands:
+            print(f"  {command}", file=sys.stderr)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

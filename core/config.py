@@ -19,6 +19,8 @@ MAX_BATCH_SIZE = 1 << 20
 MAX_STEPS = 100_000_000
 MAX_STEPS_PER_CALL = 10_000
 MAX_WORKERS = 64
+MIN_CLUSTER_TIMEOUT_S = 5
+MAX_CLUSTER_TIMEOUT_S = 86_400
 
 
 class ConfigError(ValueError):
@@ -36,7 +38,10 @@ class RunConfig:
     """One training job: what to train, where, and with which knobs.
 
     `batch_size` is the *global* batch: under a multi-replica strategy each
-    replica sees batch_size / replicas examples per step.
+    replica sees batch_size / replicas examples per step. `cluster_hosts`
+    ("host:port" per worker, this machine first) turns a multi-worker run into
+    a real cluster; empty means local worker processes on this machine.
+    `cluster_timeout_s` bounds the wait for all workers to join.
     """
 
     model: str = "mlp"
@@ -54,16 +59,22 @@ class RunConfig:
     seed: int = 0
     workers: int = 2
     tpu_address: str = ""
+    cluster_hosts: tuple[str, ...] = ()
+    cluster_timeout_s: int = 300
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", tuple(normalize_device_name(d) for d in self.devices))
+        if isinstance(self.cluster_hosts, str):
+            raise ConfigError("cluster_hosts", self.cluster_hosts, "a list of host:port addresses, one per worker")
+        object.__setattr__(self, "cluster_hosts", tuple(normalize_address(a) for a in self.cluster_hosts))
         _validate(self)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists)."""
         data = asdict(self)
         data["devices"] = list(self.devices)
+        data["cluster_hosts"] = list(self.cluster_hosts)
         return data
 
     @classmethod
@@ -103,6 +114,24 @@ def normalize_device_name(name: str) -> str:
     return f"{kind.upper()}:{int(index)}"
 
 
+def normalize_address(address: str) -> str:
+    """' host:2222 ' -> 'host:2222'; IPv6 as '[::1]:2222'. Raises ConfigError when not host:port."""
+    allowed = "host:port addresses such as 10.0.0.2:2222 or node1:2222 ([::1]:2222 for IPv6)"
+    if not isinstance(address, str):
+        raise ConfigError("cluster_hosts", address, allowed)
+    host, _, port = address.strip().rpartition(":")
+    bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if (
+        not bare_host
+        or any(c.isspace() or c in ",'\"[]/" for c in bare_host)
+        or (":" in bare_host and bare_host == host)
+        or not port.isdigit()
+        or not 1 <= int(port) <= 65535
+    ):
+        raise ConfigError("cluster_hosts", address, allowed)
+    return f"{host}:{int(port)}"
+
+
 def _validate(config: RunConfig) -> None:
     from core import data, models  # local: keeps config importable on its own
 
@@ -139,6 +168,14 @@ def _validate(config: RunConfig) -> None:
         kinds = {d.split(":")[0] for d in config.devices}
         if len(kinds) > 1:
             raise ConfigError("devices", list(config.devices), "devices of one kind for mirrored (all CPUs or all GPUs)")
+    _check_int("cluster_timeout_s", config.cluster_timeout_s, MIN_CLUSTER_TIMEOUT_S, MAX_CLUSTER_TIMEOUT_S)
+    if config.cluster_hosts:
+        if config.strategy != "multi-worker":
+            raise ConfigError("cluster_hosts", list(config.cluster_hosts), "none unless the strategy is 'multi-worker'")
+        if len(set(config.cluster_hosts)) != len(config.cluster_hosts):
+            raise ConfigError("cluster_hosts", list(config.cluster_hosts), "each host:port once")
+        if config.workers != len(config.cluster_hosts):
+            raise ConfigError("workers", config.workers, f"{len(config.cluster_hosts)}: one worker per cluster address")
     if config.strategy == "tpu" and not str(config.tpu_address).strip():
         raise ConfigError("tpu_address", config.tpu_address, "'local', a TPU name, or grpc://host:port")
 
