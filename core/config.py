@@ -69,6 +69,7 @@ class RunConfig:
             raise ConfigError("cluster_hosts", self.cluster_hosts, "a list of host:port addresses, one per worker")
         object.__setattr__(self, "cluster_hosts", tuple(normalize_address(a) for a in self.cluster_hosts))
         _validate(self)
+        object.__setattr__(self, "learning_rate", float(self.learning_rate))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists)."""

@@ -59,3 +59,11 @@ def test_device_that_does_not_exist_is_refused(two_cpus):
     with pytest.raises(ConfigError) as info:
         check_against_machine(RunConfig(strategy="one-device", devices=("GPU:7",)))
     assert "GPU:7" in str(info.value) and "CPU:0" in str(info.value)
+
+
+def test_whole_number_learning_rate_becomes_float_and_trains(two_cpus):
+    from core.training import run_training
+
+    config = RunConfig(learning_rate=1, optimizer="sgd", steps=2)
+    assert isinstance(config.learning_rate, float)
+    assert run_training(config).status == "completed"

@@ -1,0 +1,111 @@
+"""engine_vs_fit: does the app's engine train as fast as a bare Keras `model.fit`?
+
+Both sides train the same sample model (core.models), on the same synthetic
+tf.data pipeline (core.data.make_dataset), with the same global batch, Adam
+learning rate, steps per call (fit: steps_per_execution=K, jit_compile=False)
+and number of steps, on the CPU. Each measurement is a fresh process; engine
+and fit alternate (ABAB...). Both are timed the same way from outside: the
+start time of every call (RunCallback.on_call_begin / Callback.on_train_batch_begin),
+samples/s over whole call cycles after the first call and the first 10% of
+calls. Figure: median over rounds of engine samples/s / fit samples/s.
+"""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks import harness
+
+NAME = "engine_vs_fit"
+TARGET = ">= 1.00"
+TARGET_RATIO = 1.00
+BATCH_SIZE = 64
+
+# (model, steps per call, steps in a full run); quick runs do a quarter of the steps.
+CASES = (("mlp", 1, 3000), ("mlp", 16, 4800), ("cnn", 1, 120))
+
+
+def run(quick: bool) -> list[harness.Result]:
+    repeats = 2 if quick else 5
+    rows = []
+    for model, k, steps in CASES:
+        steps = steps // 4 if quick else steps
+        args = [model, k, steps]
+        rounds = harness.alternate(
+            {
+                "engine": lambda args=args: harness.run_child(NAME, ["engine", *args])["samples_per_s"],
+                "fit": lambda args=args: harness.run_child(NAME, ["fit", *args])["samples_per_s"],
+            },
+            repeats,
+        )
+        ratio, ratios = harness.paired_ratio(rounds["engine"], rounds["fit"])
+        rows.append(
+            harness.Result(
+                f"{NAME} {model} K={k}",
+                ratio,
+                "x",
+                TARGET,
+                ratio >= TARGET_RATIO,
+                f"engine {harness.median(rounds['engine']):,.0f} vs fit {harness.median(rounds['fit']):,.0f} samples/s "
+                f"(batch {BATCH_SIZE}, {steps} steps); ratios {harness.spread_text(ratios)}",
+                {"engine": rounds["engine"], "fit": rounds["fit"], "ratios": ratios},
+            )
+        )
+    return rows
+
+
+def _engine(model: str, k: int, steps: int) -> float:
+    from core.config import RunConfig
+    from core.training import run_training
+
+    clock = harness.CallClock()
+    config = RunConfig(model=model, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)
+    result = run_training(config, callbacks=[clock])
+    if not result.ok:
+        raise harness.BenchmarkError(f"engine run {result.status}: {result.message}")
+    return harness.cycle_rate(clock.begins, clock.steps, BATCH_SIZE)
+
+
+def _fit(model: str, k: int, steps: int) -> float:
+    import keras
+    import tensorflow as tf
+
+    from core import data
+    from core.config import RunConfig
+    from core.models import get_model_spec
+
+    defaults = RunConfig()
+    spec = get_model_spec(model)
+    x, y, num_classes = data.load_arrays("synthetic", spec, defaults.seed)
+    tf.random.set_seed(defaults.seed)
+    net = spec.build(x.shape[1:], num_classes, seed=defaults.seed)
+    net.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=defaults.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        steps_per_execution=k,
+        jit_compile=False,
+    )
+
+    class Clock(keras.callbacks.Callback):
+        # Only a batch *begin* hook: fit keeps dispatching its end-of-batch callbacks asynchronously, as bare fit does.
+        def __init__(self) -> None:
+            super().__init__()
+            self.begins: list[float] = []
+
+        def on_train_batch_begin(self, batch, logs=None) -> None:
+            self.begins.append(time.perf_counter())
+
+    clock = Clock()
+    dataset = data.make_dataset(x, y, BATCH_SIZE, defaults.seed, synthetic=True)
+    net.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock])
+    return harness.cycle_rate(clock.begins, [k] * len(clock.begins), BATCH_SIZE)
+
+
+def _child(argv: list[str]) -> dict:
+    mode, model, k, steps = argv[0], argv[1], int(argv[2]), int(argv[3])
+    rate = _engine(model, k, steps) if mode == "engine" else _fit(model, k, steps)
+    return {"samples_per_s": rate}
+
+
+if __name__ == "__main__":
+    harness.child_main(_child)

@@ -1,0 +1,262 @@
+"""The main window: composition only. Run form on the left, tabs on the right, menus and status bar.
+
+Other panels join with `add_panel(widget, title)`; they can overlay runs on the
+live plots through `window.plots` and follow runs through
+`window.run_controller.run_finished` (a FinishedRun with its history id).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QWidget,
+)
+
+from core.devices import DeviceReport
+from core.runtime import RuntimeSettings
+from gui.compare_panel import ComparePanel
+from gui.device_panel import DevicePanel
+from gui.history_panel import HistoryPanel
+from gui.plots import PlotsWidget
+from gui.run_controller import Progress, RunController
+from gui.run_panel import RunPanel, format_duration
+from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
+from gui.settings_dialog import RESTART_NOTE, SettingsDialog
+from gui.workers import FinishedRun, wait_for_threads
+
+CLOSE_TIMEOUT_S = 30.0
+STATUS_TIMEOUT_MS = 8000
+
+
+class MainWindow(QMainWindow):
+    """Device Lab's window. Call `start()` once shown: it detects devices in the background."""
+
+    def __init__(self, settings: QSettings, runtime: RuntimeSettings, runtime_note: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Device Lab")
+        self.settings = settings
+        self.runtime = runtime
+        self.runtime_note = runtime_note
+        self.restart_requested = False
+        self._params_requested = False
+        self.device_panel = DevicePanel()
+        self.run_panel = RunPanel()
+        self.plots = PlotsWidget()
+        self.run_controller = RunController(self.plots, self)
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("mainTabs")
+        self.tabs.setDocumentMode(True)
+        self.add_panel(self.device_panel, "Devices")
+        self.add_panel(self.plots, "Training")
+        self.compare_panel = ComparePanel(self.plots, self.run_panel.config, self.run_panel.errors)
+        self.history_panel = HistoryPanel(self.plots)
+        self.add_panel(self.compare_panel, "Compare")
+        self.add_panel(self.history_panel, "History")
+        self._layout()
+        self._menus()
+        self._wire()
+        self._restore_geometry()
+        self.status_detail = QLabel()
+        self.statusBar().addPermanentWidget(self.status_detail)
+        self.statusBar().showMessage("Detecting devices… (TensorFlow is loading in the background)")
+        if self.history_panel.notice:
+            self.statusBar().showMessage(self.history_panel.notice)
+
+    # --- public API ----------------------------------------------------------
+
+    def add_panel(self, widget: QWidget, title: str, select: bool = False) -> int:
+        """Add a tab (compare, history, …); returns its index."""
+        index = self.tabs.addTab(widget, title)
+        if select:
+            self.tabs.setCurrentIndex(index)
+        return index
+
+    def show_panel(self, widget: QWidget) -> None:
+        self.tabs.setCurrentWidget(widget)
+
+    def start(self) -> None:
+        """Detect devices (importing TensorFlow, applying the start-up settings) off the GUI thread."""
+        self.device_panel.detect(self.runtime)
+
+    # --- building ------------------------------------------------------------
+
+    def _layout(self) -> None:
+        scroll = QScrollArea()
+        scroll.setObjectName("runPanelScroll")
+        scroll.setWidget(self.run_panel)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(380)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setObjectName("mainSplitter")
+        splitter.addWidget(scroll)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(0, 0)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([430, 970])
+        splitter.setChildrenCollapsible(False)
+        self.setCentralWidget(splitter)
+
+    def _menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, self.plots.ask_save)
+        file_menu.addAction(self.save_plots_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self._action("Quit", QKeySequence.StandardKey.Quit, self.close))
+        run_menu = bar.addMenu("&Run")
+        self.start_action = self._action("Start", QKeySequence("Ctrl+R"), self.run_panel.request_start)
+        self.stop_action = self._action("Stop", QKeySequence(Qt.Key.Key_Escape), self.run_panel.request_stop)
+        self.start_action.setEnabled(False)
+        self.stop_action.setEnabled(False)
+        run_menu.addAction(self.start_action)
+        run_menu.addAction(self.stop_action)
+        run_menu.addSeparator()
+        run_menu.addAction(self._action("Clear plots", None, self.plots.clear))
+        devices_menu = bar.addMenu("&Devices")
+        devices_menu.addAction(self._action("Refresh", QKeySequence.StandardKey.Refresh, lambda: self.device_panel.detect(None)))
+        self.settings_action = self._action("Device settings…", QKeySequence.StandardKey.Preferences, self.open_settings)
+        devices_menu.addAction(self.settings_action)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self._action("About Device Lab", None, self._about))
+
+    def _action(self, text: str, shortcut, slot) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(slot)
+        return action
+
+    def _wire(self) -> None:
+        self.device_panel.devices_changed.connect(self._on_devices)
+        self.device_panel.detection_failed.connect(lambda text: self.statusBar().showMessage(text))
+        self.run_panel.start_requested.connect(self._start_run)
+        self.run_panel.stop_requested.connect(self._stop_run)
+        self.run_panel.start_enabled_changed.connect(self.start_action.setEnabled)
+        self.run_controller.run_started.connect(self._on_run_started)
+        self.run_controller.progress.connect(self._on_progress)
+        self.run_controller.run_finished.connect(self._on_run_finished)
+        self.run_controller.run_failed.connect(self._on_run_failed)
+        self.run_controller.running_changed.connect(self._on_running_changed)
+        self.device_panel.devices_changed.connect(self.compare_panel.set_devices)
+        self.run_controller.running_changed.connect(self.compare_panel.set_blocked)
+        self.run_controller.run_finished.connect(self.history_panel.refresh)
+        self.compare_panel.running_changed.connect(self._on_running_changed)
+        self.run_panel.stop_requested.connect(self.compare_panel.stop)
+        self.compare_panel.run_saved.connect(self.history_panel.refresh)
+        self.history_panel.compare_requested.connect(self.compare_panel.show_comparison)
+        for panel in (self.compare_panel, self.history_panel):
+            panel.message.connect(self.statusBar().showMessage)
+            panel.show_requested.connect(self.show_panel)
+
+    # --- reacting ------------------------------------------------------------
+
+    def _on_devices(self, report: DeviceReport) -> None:
+        self.run_panel.set_devices(report)
+        usable = sum(1 for d in report.devices if d.available)
+        self.statusBar().showMessage(f"Ready: {usable} usable device{'s' if usable != 1 else ''}. Press Start (Ctrl+R).", STATUS_TIMEOUT_MS)
+        self.status_detail.setText(" · ".join(d.tf_name for d in report.devices if d.available and d.tf_name))
+        if not self._params_requested:
+            self._params_requested = True
+            self.run_panel.load_param_counts()
+
+    def _start_run(self, config, label: str) -> None:
+        if not self.run_controller.start(config, label):
+            self.statusBar().showMessage("A run is already in flight: stop it first.", STATUS_TIMEOUT_MS)
+
+    def _stop_run(self) -> None:
+        self.run_controller.stop()
+        self.statusBar().showMessage("Stopping after the step in flight…")
+
+    def _on_run_started(self, key: str, label: str) -> None:
+        self.run_panel.show_starting(label)
+        self.show_panel(self.plots)
+        self.statusBar().showMessage(f"Training {label}…")
+
+    def _on_progress(self, progress: Progress) -> None:
+        self.run_panel.show_progress(progress.done, progress.total, progress.samples_per_s, progress.eta_s)
+        if progress.samples_per_s:
+            eta = f", ETA {format_duration(progress.eta_s)}" if progress.eta_s is not None else ""
+            self.statusBar().showMessage(f"Training: step {progress.done:,} of {progress.total:,}, {progress.samples_per_s:,.0f} samples/s{eta}")
+
+    def _on_run_finished(self, finished: FinishedRun) -> None:
+        self.run_panel.show_result(finished)
+        result = finished.result
+        rate = f", {result.samples_per_s:,.0f} samples/s" if result.samples_per_s else ""
+        text = f"Run {result.status} after {result.steps_done:,} steps{rate}."
+        if result.status == "failed":
+            text += " " + result.message
+        self.statusBar().showMessage(text)
+
+    def _on_run_failed(self, message: str) -> None:
+        self.run_panel.show_error(message)
+        self.statusBar().showMessage(f"Run failed: {message}")
+
+    def _on_running_changed(self, running: bool) -> None:
+        self.run_panel.set_running(running)
+        self.stop_action.setEnabled(running)
+        self.settings_action.setEnabled(not running)
+
+    # --- settings, restart, close --------------------------------------------
+
+    def open_settings(self) -> SettingsDialog:
+        """Show the device settings; when saved settings need a restart, offer one."""
+        dialog = SettingsDialog(self.settings, self.runtime, self.runtime_note, self)
+        if dialog.exec() == SettingsDialog.DialogCode.Accepted and dialog.needs_restart():
+            self.offer_restart()
+        return dialog
+
+    def offer_restart(self) -> None:
+        answer = QMessageBox.question(
+            self,
+            "Restart Device Lab?",
+            RESTART_NOTE + "\n\nRestart now? A run in flight is stopped and kept in the history.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            self.restart_requested = True
+            self.close()
+        else:
+            self.statusBar().showMessage("Device settings saved: they take effect after a restart.")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Stop a run in flight and wait for every worker thread before the window goes."""
+        self.settings.setValue(KEY_WINDOW_GEOMETRY, self.saveGeometry())
+        self.settings.setValue(KEY_WINDOW_STATE, self.saveState())
+        if self.run_controller.is_running():
+            self.statusBar().showMessage("Stopping the run before closing…")
+        self.compare_panel.shutdown(CLOSE_TIMEOUT_S)
+        self.run_panel.close_down()
+        self.device_panel.close_down()
+        self.run_controller.shutdown(CLOSE_TIMEOUT_S)
+        if not wait_for_threads(CLOSE_TIMEOUT_S):
+            print("Device Lab: a background task is still running; waiting for it before exiting.", file=sys.stderr)
+        self.history_panel.close_store()
+        event.accept()
+
+    def _restore_geometry(self) -> None:
+        geometry = self.settings.value(KEY_WINDOW_GEOMETRY)
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(1400, 880)
+        state = self.settings.value(KEY_WINDOW_STATE)
+        if state is not None:
+            self.restoreState(state)
+
+    def _about(self) -> None:
+        QMessageBox.about(
+            self,
+            "About Device Lab",
+            "<b>Device Lab</b><br>How fast does this model train on each device and strategy I have, and why?<br><br>"
+            "Lists CPUs, GPUs and TPUs, trains sample models under tf.distribute strategies and plots loss and step time live.",
+        )

@@ -1,0 +1,42 @@
+"""Shared test set-up: offscreen Qt, throw-away data and settings folders, one TF runtime for all.
+
+Runs before any test module imports Qt or TensorFlow. TensorFlow can be
+configured only once per process, so the whole pytest process uses two logical
+CPU devices (core tests through `configure_runtime`, the GUI through
+DEVICE_LAB_LOGICAL_CPUS): mirrored runs need two.
+"""
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+LOGICAL_CPUS = 2
+
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="device-lab-tests-"))
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ["DEVICE_LAB_DATA_DIR"] = str(_SESSION_DIR / "data")
+os.environ["DEVICE_LAB_SETTINGS_DIR"] = str(_SESSION_DIR / "settings")
+os.environ["DEVICE_LAB_LOGICAL_CPUS"] = str(LOGICAL_CPUS)
+
+THREAD_GRACE_S = 1.0  # a thread that has emitted `finished` may need a moment to exit
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_running():
+    """Fail a test that leaves a worker QThread running (started through gui.workers)."""
+    yield
+    workers = sys.modules.get("gui.workers")
+    if workers is None:
+        return
+    deadline = time.monotonic() + THREAD_GRACE_S
+    while workers.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running = [thread.objectName() or "unnamed" for thread in workers.running_threads()]
+    if running:
+        workers.wait_for_threads(120)
+        pytest.fail(f"test left worker threads running: {', '.join(running)}")

@@ -1,0 +1,41 @@
+"""GUI fixtures: a fresh settings and history folder per test, and the real main window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+DETECTION_TIMEOUT_MS = 120_000
+RUN_TIMEOUT_MS = 180_000
+
+
+@pytest.fixture(autouse=True)
+def isolated_folders(tmp_path, monkeypatch):
+    """Each test gets its own history and settings: nothing leaks between tests or into the user's."""
+    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DEVICE_LAB_SETTINGS_DIR", str(tmp_path / "settings"))
+    return tmp_path
+
+
+@pytest.fixture
+def window(qtbot) -> Iterator:
+    """The main window, shown and detecting devices; closed (waiting for its threads) afterwards."""
+    from gui.main_window import MainWindow
+    from gui.settings import effective_runtime_settings, open_settings
+
+    settings = open_settings()
+    runtime, note = effective_runtime_settings(settings)
+    main_window = MainWindow(settings, runtime, note)
+    main_window.show()
+    main_window.start()
+    yield main_window
+    main_window.close()
+    main_window.deleteLater()
+
+
+@pytest.fixture
+def ready_window(window, qtbot):
+    """The main window once devices are listed and Start is enabled."""
+    qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+    return window

@@ -1,0 +1,30 @@
+"""Small helpers for driving the real widgets in tests."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox
+
+from tests.gui.conftest import RUN_TIMEOUT_MS
+
+
+def choose(combo: QComboBox, data: str) -> None:
+    """Select the entry whose data is `data` (fails when there is none)."""
+    index = combo.findData(data)
+    assert index >= 0, f"{combo.objectName()} has no entry {data!r}"
+    combo.setCurrentIndex(index)
+
+
+def set_one_device(window, device: str = "CPU:0", steps: int = 30) -> None:
+    panel = window.run_panel
+    choose(panel.strategy_combo, "one-device")
+    choose(panel.device_combo, device)
+    panel.steps_edit.setText(str(steps))
+
+
+def start_and_wait(qtbot, window, timeout: int = RUN_TIMEOUT_MS):
+    """Click Start and wait until the run is over; returns its FinishedRun."""
+    with qtbot.waitSignal(window.run_controller.run_finished, timeout=timeout) as blocker:
+        qtbot.mouseClick(window.run_panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.run_controller.is_running(), timeout=timeout)
+    return blocker.args[0]
