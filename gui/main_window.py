@@ -8,6 +8,7 @@ live plots through `window.plots` and follow runs through
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
@@ -21,6 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.callbacks import RunCallback
+from core.config import ConfigError, RunConfig
 from core.devices import DeviceReport
 from core.runtime import RuntimeSettings
 from gui.compare_panel import ComparePanel
@@ -42,6 +45,7 @@ class MainWindow(QMainWindow):
 
     def __init__(self, settings: QSettings, runtime: RuntimeSettings, runtime_note: str = "", parent: QWidget | None = None):
         super().__init__(parent)
+        self._callback_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
         self.setObjectName("mainWindow")
         self.setWindowTitle("Device Lab")
         self.settings = settings
@@ -170,8 +174,17 @@ class MainWindow(QMainWindow):
             self._params_requested = True
             self.run_panel.load_param_counts()
 
+    def add_run_callback_provider(self, provider: Callable[[RunConfig], list[RunCallback]]) -> None:
+        """Register a function giving extra hooks (TensorBoard, profiler, cluster watcher) for each run."""
+        self._callback_providers.append(provider)
+
     def _start_run(self, config, label: str) -> None:
-        if not self.run_controller.start(config, label):
+        try:
+            callbacks = [callback for provider in self._callback_providers for callback in provider(config)]
+        except ConfigError as exc:
+            self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
+            return
+        if not self.run_controller.start(config, label, callbacks):
             self.statusBar().showMessage("A run is already in flight: stop it first.", STATUS_TIMEOUT_MS)
 
     def _stop_run(self) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import shiboken6
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
+from core.callbacks import RunCallback
 from core.config import RunConfig
 from gui.plots import PlotsWidget
 from gui.workers import FinishedRun, StepBuffer, TrainingWorker, start_worker, wait_for_thread
@@ -65,8 +67,11 @@ class RunController(QObject):
     def is_running(self) -> bool:
         return self._worker is not None
 
-    def start(self, config: RunConfig, label: str) -> bool:
-        """Start `config` in a training thread; False (and nothing happens) while a run is in flight."""
+    def start(self, config: RunConfig, label: str, callbacks: Sequence[RunCallback] = ()) -> bool:
+        """Start `config` in a training thread; False (and nothing happens) while a run is in flight.
+
+        `callbacks` (TensorBoard writer, profiler, cluster watcher) run in the training thread.
+        """
         if self.is_running():
             return False
         self._key = f"live-{next(self._keys)}"
@@ -75,7 +80,7 @@ class RunController(QObject):
         self._buffer = StepBuffer()
         self._stop_event = threading.Event()
         self._plots.add_run(self._key, label, batch_size=config.batch_size)
-        worker = TrainingWorker(config, label, self._buffer, self._stop_event)
+        worker = TrainingWorker(config, label, self._buffer, self._stop_event, callbacks)
         worker.result_ready.connect(self._on_result)
         worker.failed.connect(self.run_failed)
         worker.finished.connect(self._on_worker_finished)

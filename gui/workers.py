@@ -209,8 +209,16 @@ class TrainingWorker(QObject):
     failed = Signal(str)
     finished = Signal()
 
-    def __init__(self, config: RunConfig, label: str, buffer: StepBuffer, stop_event: threading.Event):
+    def __init__(
+        self,
+        config: RunConfig,
+        label: str,
+        buffer: StepBuffer,
+        stop_event: threading.Event,
+        callbacks: Sequence[RunCallback] = (),
+    ):
         super().__init__()
+        self.callbacks = list(callbacks)
         self.config = config
         self.label = label
         self.buffer = buffer
@@ -223,7 +231,7 @@ class TrainingWorker(QObject):
 
         try:
             try:
-                result = run_training(self.config, self.buffer.append, self.stop_event, [_PlanCallback(self.buffer)])
+                result = run_training(self.config, self.buffer.append, self.stop_event, [_PlanCallback(self.buffer), *self.callbacks])
             except Exception as exc:  # a config the machine cannot run: recorded like any failed run
                 message = _explain(exc)
                 self.failed.emit(message)
