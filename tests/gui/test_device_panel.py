@@ -60,9 +60,9 @@ def test_gpu_usage_is_refreshed_off_the_gui_thread_only_when_there_are_gpus(qtbo
     calls = []
 
     def fake_nvml_refresh(devices):
-        """Stands in for NVML (no GPU here): one more GiB used on every GPU."""
+        """Stands in for NVML (no GPU here): every GPU now reports 3 GiB used."""
         calls.append(threading.current_thread() is threading.main_thread())
-        return [replace(d, memory_used=d.memory_used + (1 << 30)) if d.kind == "GPU" else d for d in devices]
+        return [replace(d, memory_used=3 << 30) if d.kind == "GPU" else d for d in devices]
 
     monkeypatch.setattr("gui.device_panel.refresh_gpu_usage", fake_nvml_refresh)
     panel = DevicePanel()
@@ -76,7 +76,7 @@ def test_gpu_usage_is_refreshed_off_the_gui_thread_only_when_there_are_gpus(qtbo
     assert panel._gpu_timer.isActive() and panel._gpu_timer.interval() == 2000
     panel._gpu_timer.setInterval(20)
     used = COLUMNS.index("Used")
-    qtbot.waitUntil(lambda: panel.table.item(1, used).text() == "2.0 GiB", timeout=10_000)
+    qtbot.waitUntil(lambda: panel.table.item(1, used).text() == "3.0 GiB", timeout=10_000)
     assert calls and not any(calls), "the refresh must run in a worker thread"
     panel.close_down()
 
