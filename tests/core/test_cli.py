@@ -94,3 +94,30 @@ def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
     assert 0 < result["steps"] < 100000 and result["samples_per_s"] > 0
     assert proc.returncode == 1
     assert "Traceback" not in stderr
+
+
+def test_compare_json_gives_rows_with_speedup_and_export_matches(cli_env, tmp_path):
+    out = cli(["compare", "--model", "mlp", "--data", "digits", "--targets", "CPU:0;mirrored:CPU:0,CPU:1",
+               "--logical-cpus", "2", "--steps", "12", "--json"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out.stdout)
+    assert [row["replicas"] for row in rows] == [1, 2]
+    assert all(RUN_KEYS <= set(row) and row["samples_per_s"] > 0 for row in rows)
+    assert rows[0]["speedup"] == 1.0
+    assert rows[1]["speedup"] == pytest.approx(rows[1]["samples_per_s"] / rows[0]["samples_per_s"])
+    assert "run 2 of 2: mirrored:CPU:0,CPU:1" in out.stderr
+
+    history = json.loads(cli(["history", "--json"], cli_env).stdout)
+    assert len(history) == 2
+    ids = [str(run["id"]) for run in history]
+    exported = tmp_path / "runs.json"
+    assert cli(["export", *ids, "--json", str(exported)], cli_env).returncode == 0
+    by_id = {run["id"]: run for run in json.loads(exported.read_text())["runs"]}
+    for run in history:
+        assert by_id[run["id"]]["samples_per_s"] == run["samples_per_s"]
+        assert len(by_id[run["id"]]["losses"]) == 12
+
+
+def test_export_of_unknown_run_id_is_refused(cli_env, tmp_path):
+    out = cli(["export", "999", "--csv", str(tmp_path / "x.csv")], cli_env)
+    assert out.returncode == 2 and "RUN_ID: got [999]" in out.stderr
