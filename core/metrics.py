@@ -29,6 +29,17 @@ class StepStats:
     spread: float | None
     samples_per_s: float | None
 
+    def result_fields(self) -> dict[str, float | int | None]:
+        """These statistics under `RunResult`'s field names."""
+        return {
+            "warmup_s": self.warmup_s,
+            "warmup_steps": self.warmup_steps,
+            "step_time_median_ms": self.median_ms,
+            "step_time_p95_ms": self.p95_ms,
+            "step_time_spread": self.spread,
+            "samples_per_s": self.samples_per_s,
+        }
+
 
 def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int) -> StepStats:
     """Statistics of a run's step times, the first `warmup_steps` counted as warm-up."""
