@@ -22,11 +22,11 @@ TARGET_RATIO = 1.00
 BATCH_SIZE = 64
 
 # (model, steps per call, steps in a full run); quick runs do a quarter of the steps.
-CASES = (("mlp", 1, 3000), ("mlp", 16, 4800), ("cnn", 1, 120))
+CASES = (("mlp", 1, 2000), ("mlp", 16, 3200), ("cnn", 1, 100))
 
 
 def run(quick: bool) -> list[harness.Result]:
-    repeats = 2 if quick else 5
+    repeats = 2 if quick else 4
     rows = []
     for model, k, steps in CASES:
         steps = steps // 4 if quick else steps

@@ -8,10 +8,12 @@ prints one JSON line that `run_child` returns as a dict.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from core.callbacks import RunCallback
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_MARK = "BENCH-RESULT "
+_scratch: list[Path] = []  # this process's scratch folder, made on first use and removed at exit
 
 
 class BenchmarkError(RuntimeError):
@@ -95,8 +98,11 @@ def _version(package: str) -> str:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """The environment for a child: quiet TF, offscreen Qt, history/settings/logs in a scratch folder."""
-    scratch = Path(tempfile.mkdtemp(prefix="device-lab-bench-"))
+    """The environment for a child: quiet TF, offscreen Qt, its own empty history/settings/logs folders."""
+    if not _scratch:
+        _scratch.append(Path(tempfile.mkdtemp(prefix="device-lab-bench-")))
+        atexit.register(shutil.rmtree, _scratch[0], ignore_errors=True)
+    scratch = Path(tempfile.mkdtemp(dir=_scratch[0]))
     env = dict(os.environ)
     env.update(
         TF_CPP_MIN_LOG_LEVEL="2",
@@ -278,14 +284,24 @@ class AppWindow:
 
     def run(self, timeout_s: float = 300) -> Any:
         """Press Start and wait for the run to finish; returns its FinishedRun (result, history id)."""
+        controller = self.window.run_controller
         finished: list[Any] = []
-        self.window.run_controller.run_finished.connect(finished.append)
+        controller.run_finished.connect(finished.append)
         try:
             self.start()
-            self.wait(lambda: bool(finished) and not self.window.run_controller.is_running(), timeout_s, "the run to finish")
+            try:
+                self.wait(lambda: bool(finished) or controller.is_running(), 30, "the run to start")
+            except BenchmarkError:
+                raise BenchmarkError(f"Start did not start a run; the window says: {self.status_text()!r}") from None
+            self.wait(lambda: bool(finished) and not controller.is_running(), timeout_s, "the run to finish")
         finally:
-            self.window.run_controller.run_finished.disconnect(finished.append)
+            controller.run_finished.disconnect(finished.append)
         return finished[0]
+
+    def status_text(self) -> str:
+        """What the window tells the user right now: status bar, form hint and result line."""
+        texts = [self.window.statusBar().currentMessage(), self.find("formHint").text(), self.find("resultLabel").text()]
+        return " | ".join(t for t in texts if t)
 
 
 def run_in_app(script: Callable[[AppWindow], dict[str, Any]]) -> dict[str, Any]:

@@ -4,6 +4,7 @@
     python benchmarks/run.py truth startup        # some of them
     python benchmarks/run.py --quick              # fewer repeats and steps: a smoke test, not a result
     python benchmarks/run.py --json results.json  # also save the table and the machine
+    python benchmarks/run.py --markdown           # end with the table in Markdown (for the README)
 
 Exit code 0 when every benchmark met its target, 1 otherwise. Run on an idle
 machine: other load shows up as noise in every figure (the load average is printed).
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (default: all): " + ", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="fewer repeats and steps, for a smoke test")
     parser.add_argument("--json", metavar="FILE", help="save the machine and the table as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.extend(new_rows)
 
     machine["load_average_after"] = harness.machine_info()["load_average"]
-    print("\n" + _table(rows))
+    print("\n" + (_markdown(rows, machine) if args.markdown else _table(rows)))
     print(f"load average before {machine['load_average']}, after {machine['load_average_after']}")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine, "quick": args.quick, "results": [r.to_dict() for r in rows]}, indent=2))
@@ -73,10 +75,20 @@ def _row_text(row: harness.Result) -> str:
     return f"{row.verdict():5}  {row.name}: {row.measured_text()} (target {row.target})  {row.detail}"
 
 
+def _cells(rows: list[harness.Result]) -> list[tuple[str, ...]]:
+    return [("benchmark", "measured", "target", "result")] + [(r.name, r.measured_text(), r.target, r.verdict()) for r in rows]
+
+
 def _table(rows: list[harness.Result]) -> str:
-    cells = [("benchmark", "measured", "target", "result")] + [(r.name, r.measured_text(), r.target, r.verdict()) for r in rows]
+    cells = _cells(rows)
     widths = [max(len(c[i]) for c in cells) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def _markdown(rows: list[harness.Result], machine: dict) -> str:
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _cells(rows)]
+    lines.insert(1, "|---|---|---|---|")
+    return "\n".join(lines) + "\n\nMeasured on: " + _machine_text(machine)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ a call matters), waits for steady steps plus a random 0-300 ms, presses Stop and
 times until `run_controller.run_finished` delivers the result with status
 "stopped" on the GUI thread (the engine ends after the call in flight, then the
 run is summarised and saved to the history). Repeated several times; each trial
-is held to its own bound: its median call time + 100 ms. Figure: worst latency.
+is held to its own bound: its median call time + 100 ms. Figure: the latency
+of the trial furthest over (or least under) its bound.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def run(quick: bool) -> list[harness.Result]:
     return [
         harness.Result(
             NAME,
-            max(t["latency_ms"] for t in trials),
+            worst["latency_ms"],
             "ms",
             f"{TARGET} (worst trial: {worst['call_ms']:.0f} + {SLACK_MS:.0f} ms)",
             passed,

@@ -75,11 +75,11 @@ def _check(options: argparse.Namespace) -> tuple[list[str], RunConfig]:
 
 def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | ConsoleReporter) -> int:
     from core.runtime import RuntimeSettings, configure_runtime
-    from core.training import run_training
+    from core.training import train_in_this_process
 
     configure_runtime(RuntimeSettings())  # memory growth: local workers may share a GPU
     try:
-        result = run_training(config, None, stop, [reporter])
+        result = train_in_this_process(config, None, stop, [reporter])
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a config this machine cannot run (ConfigError from the engine)

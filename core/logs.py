@@ -321,5 +321,8 @@ def import_tensorflow_quietly(log_dir: str | Path | None = None) -> Path:
     with redirect_native_stderr(folder / NATIVE_LOG_NAME) as path:
         import tensorflow as tf
 
+        # Without root handlers TF gives its logger a handler on sys.stderr, which the redirect replaced
+        # with a stream it closes on exit: send that logger's records to the root handlers instead.
+        _route_to_root(logging.getLogger("tensorflow"))
         tf.config.list_physical_devices()
     return path

@@ -15,7 +15,6 @@ the strategy scope per thread.
 from __future__ import annotations
 
 import math
-import os
 import platform
 import socket
 import threading
@@ -61,15 +60,31 @@ def run_training(
 ) -> RunResult:
     """Train `config`, streaming step records to `on_steps` after every call.
 
-    Raises ConfigError when the config does not fit this machine (a device
+    Multi-worker runs are handed to worker processes (`core.cluster`), whose
+    chief streams its steps back here; every other strategy trains in this
+    process. Raises ConfigError when the config does not fit this machine (a device
     that does not exist). Every other problem ends the run with status
     "failed" and a readable message; setting `stop_event` ends it with status
     "stopped" after the call in flight.
     """
-    if config.strategy == "multi-worker" and not os.environ.get("TF_CONFIG"):
+    if config.strategy == "multi-worker":
         from core.cluster import run_local_cluster
 
         return run_local_cluster(config, on_steps, stop_event, callbacks)
+    return train_in_this_process(config, on_steps, stop_event, callbacks)
+
+
+def train_in_this_process(
+    config: RunConfig,
+    on_steps: OnSteps | None = None,
+    stop_event: threading.Event | None = None,
+    callbacks: Sequence[RunCallback] = (),
+) -> RunResult:
+    """The engine itself; `run_training` without handing multi-worker runs to worker processes.
+
+    A cluster worker calls this with TF_CONFIG set, so MultiWorkerMirroredStrategy
+    joins the cluster TF_CONFIG describes.
+    """
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
     listeners = list(callbacks)

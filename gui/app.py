@@ -8,7 +8,10 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
+from core.logs import setup_logging
 from core.runtime import quiet_tensorflow_logs
+from gui.about_dialog import app_version
+from gui.icons import app_icon
 from gui.main_window import MainWindow
 from gui.settings import APPLICATION, ORGANIZATION, effective_runtime_settings, open_settings
 from gui.workers import wait_for_threads
@@ -19,10 +22,17 @@ EXIT_WAIT_S = 120.0
 
 def run_app(argv: list[str]) -> int:
     """Show the main window, run the event loop, and restart the process when the user asked to."""
-    quiet_tensorflow_logs()
+    try:
+        setup_logging()  # the app's and TensorFlow's log to a file and the Log dock, not the terminal
+    except OSError as exc:
+        print(f"Device Lab: cannot write the log file ({exc}); set DEVICE_LAB_LOG_DIR to a writable folder.", file=sys.stderr)
+        quiet_tensorflow_logs()
     app = QApplication.instance() or QApplication(argv)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
+    app.setApplicationVersion(app_version())
+    app.setDesktopFileName("device-lab")
+    app.setWindowIcon(app_icon())
     app.setStyle("Fusion")
     if STYLE_SHEET.exists():
         app.setStyleSheet(STYLE_SHEET.read_text(encoding="utf-8"))

@@ -57,8 +57,9 @@ class BarChart(pg.PlotWidget):
         brushes = [pg.mkBrush(HIGHLIGHT_COLOR if index == highlight else BAR_COLOR) for index in range(len(values))]
         self._bars = pg.BarGraphItem(x=list(range(len(values))), height=heights, width=BAR_WIDTH, brushes=brushes, pen=None)
         item.addItem(self._bars)
+        text_color = item.getAxis("left").textPen().color()  # the axis colour: follows light/dark (gui.theme)
         for index, value in enumerate(values):
-            text = pg.TextItem("-" if value is None else value_format.format(value), color="#222", anchor=(0.5, 1.0))
+            text = pg.TextItem("-" if value is None else value_format.format(value), color=text_color, anchor=(0.5, 1.0))
             text.setPos(index, value or 0.0)
             item.addItem(text)
             self._texts.append(text)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont
+from PySide6.QtGui import QAction, QBrush, QColor, QFont, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -184,6 +184,11 @@ class ComparePanel(QWidget):
         """The target texts the checkboxes offer, in order."""
         return [spec for _, spec in self._target_boxes]
 
+    def chosen_targets(self) -> list[str]:
+        """The ticked target texts, then the typed ones (what `set_targets` takes back)."""
+        typed = [part.strip() for part in self.targets_edit.text().split(";") if part.strip()]
+        return [spec for box, spec in self._target_boxes if box.isChecked()] + typed
+
     def start_comparison(self) -> bool:
         """Run the form's job on every chosen target; False with the reason shown when it cannot start."""
         base = self._base_config()
@@ -259,7 +264,7 @@ class ComparePanel(QWidget):
         self.devices_note = QLabel("Detecting devices… the targets appear once TensorFlow has listed them.")
         self.devices_note.setObjectName("compareDevicesNote")
         self.devices_note.setWordWrap(True)
-        self.devices_note.setStyleSheet("color: #555;")
+        self.devices_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         targets_layout = QVBoxLayout(self.targets_box)
         targets_layout.addLayout(self.targets_grid)
         targets_layout.addWidget(self.targets_edit)

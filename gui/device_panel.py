@@ -25,16 +25,25 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.devices import DeviceInfo, DeviceReport, format_bytes, refresh_gpu_usage
+from core.devices import DeviceInfo, DeviceReport, TpuProbe, format_bytes, refresh_gpu_usage
 from core.runtime import RuntimeSettings
+from core.tpu import NO_TPU_NOTE
 from gui.workers import FunctionWorker, start_worker
 
 GPU_REFRESH_MS = 2000
 COLUMNS = ("Kind", "Name", "TF name", "Memory total", "Used", "Free", "Utilisation", "Status")
 DETECTING = "Detecting devices… (TensorFlow is starting in the background)"
+TPU_MISSING_NOTES = (NO_TPU_NOTE, "TPU hardware seen")
 
 
 _runtime_configured = threading.Lock()  # acquired (never released) by the first detection
+
+
+def with_tpu_rows(report: DeviceReport, tpu_rows: Sequence[DeviceInfo]) -> DeviceReport:
+    """`report` with its TPU rows (and notes on a missing TPU) replaced by those of a connected TPU."""
+    devices = tuple(d for d in report.devices if d.kind != "TPU") + tuple(tpu_rows)
+    notes = tuple(n for n in report.notes if not n.startswith(TPU_MISSING_NOTES))
+    return DeviceReport(devices, notes)
 
 
 def detect_devices(runtime: RuntimeSettings | None) -> tuple[DeviceReport, list[str]]:
@@ -43,10 +52,12 @@ def detect_devices(runtime: RuntimeSettings | None) -> tuple[DeviceReport, list[
     Imports TensorFlow, so it runs in a worker thread.
     """
     from core.devices import inspect_devices
+    from core.logs import import_tensorflow_quietly
     from core.runtime import configure_runtime
 
     warnings = []
     if runtime is not None and _runtime_configured.acquire(blocking=False):
+        import_tensorflow_quietly()  # TF's C++ start-up lines go to the log file and the Log dock
         warnings = configure_runtime(runtime)
     return inspect_devices(), warnings
 
@@ -62,6 +73,7 @@ class DevicePanel(QWidget):
         self.setObjectName("devicePanel")
         self._report = DeviceReport((), ())
         self._warnings: list[str] = []
+        self._tpu_rows: tuple[DeviceInfo, ...] = ()
         self._detecting = False
         self._refreshing_gpus = False
         self._closed = False
@@ -111,6 +123,16 @@ class DevicePanel(QWidget):
         else:
             self._gpu_timer.stop()
         self.devices_changed.emit(report)
+
+    def show_tpu_probe(self, probe: TpuProbe) -> None:
+        """A TPU connected from the run form: list its cores (kept across Refresh); a failed probe drops them."""
+        if probe.ok and probe.devices:
+            self._tpu_rows = tuple(probe.devices)
+            self.set_report(with_tpu_rows(self._report, self._tpu_rows), self._warnings)
+        elif self._tpu_rows:
+            devices = tuple(d for d in self._report.devices if d not in self._tpu_rows)
+            self._tpu_rows = ()
+            self.set_report(DeviceReport(devices, self._report.notes), self._warnings)
 
     # --- building ------------------------------------------------------------
 
@@ -242,6 +264,8 @@ class DevicePanel(QWidget):
 
     def _on_detected(self, outcome: tuple[DeviceReport, list[str]]) -> None:
         report, warnings = outcome
+        if self._tpu_rows and not any(d.kind == "TPU" and d.available for d in report.devices):
+            report = with_tpu_rows(report, self._tpu_rows)
         self.set_report(report, warnings)
 
     def _on_detection_failed(self, message: str) -> None:

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLineEdit, QWidget
 
 Parser = Callable[[str], float | int]
 
-INVALID_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff3f3; }"
+INVALID_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff3f3; color: #1a1a1a; }"  # readable in dark themes too
 
 
 class _ParserValidator(QValidator):

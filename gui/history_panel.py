@@ -270,6 +270,7 @@ class HistoryPanel(QWidget):
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.dismiss_button = QPushButton("Dismiss")
         self.dismiss_button.setObjectName("dismissNoticeButton")
+        self.dismiss_button.setToolTip("Hide this notice.")
         self.dismiss_button.clicked.connect(lambda: self._show_notice(""))
         notice_row = QHBoxLayout()
         notice_row.addWidget(self.notice_label, 1)
@@ -279,9 +280,11 @@ class HistoryPanel(QWidget):
         self.filter_edit.setObjectName("historyFilter")
         self.filter_edit.setPlaceholderText("Filter: label, model, data set, strategy, device, status or message")
         self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.setToolTip("Show only runs whose label, model, data set, strategy, device, status or message contains this text.")
         self.filter_edit.textChanged.connect(self.refresh)
         self.status_combo = QComboBox()
         self.status_combo.setObjectName("historyStatusFilter")
+        self.status_combo.setToolTip("Show only runs that ended this way.")
         self.status_combo.addItem("All statuses", None)
         for status in STATUSES:
             self.status_combo.addItem(status, status)
@@ -337,6 +340,7 @@ class HistoryPanel(QWidget):
         self.delete_button.clicked.connect(lambda: self.delete_selected())
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setObjectName("refreshHistoryButton")
+        self.refresh_button.setToolTip("Read the history again (runs saved by another Device Lab or the CLI).")
         self.refresh_button.clicked.connect(self.refresh)
         buttons = QHBoxLayout()
         for button in (self.plot_button, self.compare_button, self.export_button, self.delete_button):

@@ -26,14 +26,21 @@ from core.callbacks import RunCallback
 from core.config import ConfigError, RunConfig
 from core.devices import DeviceReport
 from core.runtime import RuntimeSettings
+from gui.about_dialog import AboutDialog
 from gui.compare_panel import ComparePanel
 from gui.device_panel import DevicePanel
+from gui.help_dialog import HelpDialog
 from gui.history_panel import HistoryPanel
+from gui.icons import app_icon
+from gui.log_view import LogDock
 from gui.plots import PlotsWidget
+from gui.remembered import WindowMemory
 from gui.run_controller import Progress, RunController
+from gui.run_options import RunOptionsBox
 from gui.run_panel import RunPanel, format_duration
 from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
 from gui.settings_dialog import RESTART_NOTE, SettingsDialog
+from gui.theme import ThemeFollower
 from gui.workers import FinishedRun, wait_for_threads
 
 CLOSE_TIMEOUT_S = 30.0
@@ -55,6 +62,8 @@ class MainWindow(QMainWindow):
         self._params_requested = False
         self.device_panel = DevicePanel()
         self.run_panel = RunPanel()
+        self.run_options = RunOptionsBox(settings)
+        self.run_panel.add_section(self.run_options)
         self.plots = PlotsWidget()
         self.run_controller = RunController(self.plots, self)
         self.tabs = QTabWidget()
@@ -66,9 +75,15 @@ class MainWindow(QMainWindow):
         self.history_panel = HistoryPanel(self.plots)
         self.add_panel(self.compare_panel, "Compare")
         self.add_panel(self.history_panel, "History")
+        self.log_dock = LogDock(self)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        self.log_dock.hide()
         self._layout()
         self._menus()
+        self.memory = WindowMemory(settings, self.run_panel, self.compare_panel, self.centralWidget(), [self.run_options], self)
+        self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
         self._wire()
+        self._wire_options()
         self._restore_geometry()
         self.status_detail = QLabel()
         self.statusBar().addPermanentWidget(self.status_detail)
@@ -117,7 +132,7 @@ class MainWindow(QMainWindow):
         self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, self.plots.ask_save)
         file_menu.addAction(self.save_plots_action)
         file_menu.addSeparator()
-        file_menu.addAction(self._action("Quit", QKeySequence.StandardKey.Quit, self.close))
+        file_menu.addAction(self._action("Quit", QKeySequence("Ctrl+Q"), self.close))
         run_menu = bar.addMenu("&Run")
         self.start_action = self._action("Start", QKeySequence("Ctrl+R"), self.run_panel.request_start)
         self.stop_action = self._action("Stop", QKeySequence(Qt.Key.Key_Escape), self.run_panel.request_stop)
@@ -128,10 +143,15 @@ class MainWindow(QMainWindow):
         run_menu.addSeparator()
         run_menu.addAction(self._action("Clear plots", None, self.plots.clear))
         devices_menu = bar.addMenu("&Devices")
-        devices_menu.addAction(self._action("Refresh", QKeySequence.StandardKey.Refresh, lambda: self.device_panel.detect(None)))
-        self.settings_action = self._action("Device settings…", QKeySequence.StandardKey.Preferences, self.open_settings)
+        devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: self.device_panel.detect(None)))
+        self.settings_action = self._action("Device settings…", QKeySequence("Ctrl+,"), self.open_settings)
         devices_menu.addAction(self.settings_action)
+        view_menu = bar.addMenu("&View")
+        log_action = self.log_dock.toggleViewAction()
+        log_action.setShortcut(QKeySequence("Ctrl+L"))
+        view_menu.addAction(log_action)
         help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self._action("Quick start", QKeySequence(Qt.Key.Key_F1), self.show_help))
         help_menu.addAction(self._action("About Device Lab", None, self._about))
 
     def _action(self, text: str, shortcut, slot) -> QAction:
@@ -143,6 +163,8 @@ class MainWindow(QMainWindow):
 
     def _wire(self) -> None:
         self.device_panel.devices_changed.connect(self._on_devices)
+        self.run_panel.tpu_probed.connect(self.device_panel.show_tpu_probe)
+        self.add_run_callback_provider(self.run_panel.cluster_box.run_callbacks)
         self.device_panel.detection_failed.connect(lambda text: self.statusBar().showMessage(text))
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
@@ -162,6 +184,18 @@ class MainWindow(QMainWindow):
         for panel in (self.compare_panel, self.history_panel):
             panel.message.connect(self.statusBar().showMessage)
             panel.show_requested.connect(self.show_panel)
+
+    def _wire_options(self) -> None:
+        """Logging & profiling hooks, remembered settings, theme and icon."""
+        self.device_panel.devices_changed.connect(self.memory.after_devices)
+        self.run_panel.start_requested.connect(self.memory.save)
+        self.add_run_callback_provider(self.run_options.callbacks_for)
+        self.run_controller.run_finished.connect(self.run_options.show_outputs)
+        self.run_controller.running_changed.connect(self.run_options.set_running)
+        self.memory.restore()
+        self.help_dialog: HelpDialog | None = None
+        self.theme = ThemeFollower(self)
+        self.setWindowIcon(app_icon())
 
     # --- reacting ------------------------------------------------------------
 
@@ -245,16 +279,19 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Stop a run in flight and wait for every worker thread before the window goes."""
+        self.memory.save()
         self.settings.setValue(KEY_WINDOW_GEOMETRY, self.saveGeometry())
         self.settings.setValue(KEY_WINDOW_STATE, self.saveState())
         if self.run_controller.is_running():
             self.statusBar().showMessage("Stopping the run before closing…")
         self.compare_panel.shutdown(CLOSE_TIMEOUT_S)
         self.run_panel.close_down()
+        self.run_options.shutdown()
         self.device_panel.close_down()
         self.run_controller.shutdown(CLOSE_TIMEOUT_S)
         if not wait_for_threads(CLOSE_TIMEOUT_S):
             print("Device Lab: a background task is still running; waiting for it before exiting.", file=sys.stderr)
+        self.log_dock.view.close_down()
         self.history_panel.close_store()
         event.accept()
 
@@ -267,9 +304,13 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
 
     def _about(self) -> None:
-        QMessageBox.about(
-            self,
-            "About Device Lab",
-            "<b>Device Lab</b><br>How fast does this model train on each device and strategy I have, and why?<br><br>"
-            "Lists CPUs, GPUs and TPUs, trains sample models under tf.distribute strategies and plots loss and step time live.",
-        )
+        AboutDialog(self).exec()
+
+    def show_help(self) -> HelpDialog:
+        """Help > Quick start (F1): the README's first part, beside the window (one dialog, brought forward)."""
+        if self.help_dialog is None:
+            self.help_dialog = HelpDialog(self)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
+        self.help_dialog.activateWindow()
+        return self.help_dialog

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QStandardItemModel
+from PySide6.QtGui import QPalette, QResizeEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -27,12 +27,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, MAX_WORKERS, OPTIMIZERS, ConfigError, RunConfig
+from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, ConfigError, RunConfig
 from core.data import DATASETS
 from core.devices import DeviceInfo, DeviceReport, TpuProbe, probe_tpu
 from core.models import MODELS
 from core.results import COMPLETED, STOPPED
 from core.strategies import StrategyChoice, strategy_choices
+from gui.cluster_box import ClusterBox
 from gui.form_fields import ParsedField, positive_number, whole_number
 from gui.workers import FinishedRun, FunctionWorker, start_worker
 
@@ -42,12 +43,15 @@ DEFAULT_STEPS = 300
 DEFAULT_BATCH = 64
 DEFAULT_LEARNING_RATE = "0.001"
 DEFAULT_OPTIMIZER = "adam"
-TPU_PROBE_TIMEOUT_S = 30.0
+TPU_PROBE_TIMEOUT_S = 30
+MAX_TPU_PROBE_TIMEOUT_S = 600
+TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per call hide that latency
+TPU_BEST_PER_CORE = 128
 MAX_EPOCHS = 100_000
 PRECISION_LABELS = {"off": "off (float32)", "float16": "float16 (mixed)", "bfloat16": "bfloat16 (mixed)"}
 DEVICE_HINTS = {
     "default": "TensorFlow places ops itself (the first GPU if there is one, else the CPU).",
-    "multi-worker": "Worker processes on this machine, each on its share of the CPU/GPU.",
+    "multi-worker": "Each worker process trains on its share of its machine's CPU/GPU.",
     "tpu": "All cores of the connected TPU.",
 }
 
@@ -65,6 +69,14 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def tpu_batch_note(batch_size: int, cores: int) -> str:
+    """How a global batch splits over TPU cores, and the size that keeps them busy."""
+    best = f"use a multiple of {cores} × {TPU_BEST_PER_CORE} = {cores * TPU_BEST_PER_CORE:,} for best TPU use"
+    if batch_size % cores:
+        return f"Global batch {batch_size:,} does not split evenly over {cores} cores: {best}."
+    return f"Global batch {batch_size:,} = {batch_size // cores:,} per core on {cores} cores; {best}."
 
 
 def run_label(config: RunConfig) -> str:
@@ -94,12 +106,13 @@ class RunPanel(QWidget):
         self._devices: tuple[DeviceInfo, ...] = ()
         self._devices_known = False
         self._tpu_connected = False
+        self._tpu_cores = 0
+        self._spc_default = "1"  # the steps per call last filled in for the strategy; any other value is the user's
         self._probing = False
         self._running = False
         self._params: dict[str, int] = {}
         self._choices: dict[str, StrategyChoice] = {}
         self._closed = False
-        self.tpu_timeout_s = TPU_PROBE_TIMEOUT_S
         self._build()
         self._fill_models()
         self._fill_strategies()
@@ -137,9 +150,19 @@ class RunPanel(QWidget):
     def _on_param_count_failed(self, message: str) -> None:
         self.model_info.setText(f"{MODELS[self.model_combo.currentData()].description}\nparameters unknown: {message}")
 
+    def add_section(self, widget: QWidget) -> None:
+        """Add a box under the form fields, above Start (e.g. the logging & profiling options)."""
+        self._sections.addWidget(widget)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Lay out again at the new width: QFormLayout keeps word-wrapped rows at their old heights (squashed text)."""
+        super().resizeEvent(event)
+        self.layout().invalidate()
+
     def close_down(self) -> None:
         """The window is closing: start no more background work."""
         self._closed = True
+        self.cluster_box.close_down()
 
     def set_running(self, running: bool) -> None:
         self._running = running
@@ -233,6 +256,7 @@ class RunPanel(QWidget):
     def validate(self) -> bool:
         """Refresh the hint under the form and the Start button; True when a run can start."""
         config, errors = self._read_form()
+        self.cluster_box.show_config(config)
         warnings = config.warnings(has_accelerator=any(d.kind != "CPU" for d in self._devices)) if config else []
         if not self._devices_known and not errors:
             warnings = ["Detecting devices… Start is enabled once TensorFlow has listed them."]
@@ -252,22 +276,28 @@ class RunPanel(QWidget):
     def _build(self) -> None:
         self.model_combo = QComboBox()
         self.model_combo.setObjectName("modelCombo")
+        self.model_combo.setToolTip("The sample model to train (hover an entry for what it is).")
         self.model_info = QLabel()
         self.model_info.setObjectName("modelInfo")
         self.model_info.setWordWrap(True)
-        self.model_info.setStyleSheet("color: #555;")
+        self.model_info.setForegroundRole(QPalette.ColorRole.PlaceholderText)  # muted, in light and dark themes
         self.dataset_combo = QComboBox()
         self.dataset_combo.setObjectName("datasetCombo")
+        self.dataset_combo.setToolTip("Synthetic data measures the device alone; real data sets load from disk or download once.")
         self.strategy_combo = QComboBox()
         self.strategy_combo.setObjectName("strategyCombo")
+        self.strategy_combo.setToolTip("The tf.distribute strategy: where and across how many devices the model trains.")
         self.strategy_reason = QLabel()
         self.strategy_reason.setObjectName("strategyReason")
         self.strategy_reason.setWordWrap(True)
-        self.strategy_reason.setStyleSheet("color: #555; font-size: 9pt;")
+        self.strategy_reason.setStyleSheet("font-size: 9pt;")
+        self.strategy_reason.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.device_combo = QComboBox()
         self.device_combo.setObjectName("deviceCombo")
+        self.device_combo.setToolTip("The one device to train on.")
         self.device_list = QListWidget()
         self.device_list.setObjectName("deviceList")
+        self.device_list.setToolTip("Tick the devices to mirror the model on (two or more of one kind).")
         self.device_list.setMaximumHeight(90)
         self.device_hint = QLabel()
         self.device_hint.setObjectName("deviceHint")
@@ -277,37 +307,47 @@ class RunPanel(QWidget):
         device_layout.setContentsMargins(0, 0, 0, 0)
         for widget in (self.device_combo, self.device_list, self.device_hint):
             device_layout.addWidget(widget)
-        self.workers_spin = QSpinBox()
-        self.workers_spin.setObjectName("workersSpin")
-        self.workers_spin.setRange(1, MAX_WORKERS)
-        self.workers_spin.setValue(2)
-        self.workers_spin.setToolTip("Worker processes started on this machine, one replica each.")
+        self.cluster_box = ClusterBox()
+        self.workers_spin = self.cluster_box.workers_spin
         self.tpu_address_edit = QLineEdit("local")
         self.tpu_address_edit.setObjectName("tpuAddressEdit")
+        self.tpu_address_edit.setToolTip("Where the TPU is: 'local' on a TPU VM, a Cloud TPU name, or grpc://host:8470.")
         self.tpu_address_edit.setPlaceholderText("local, a TPU name, or grpc://host:8470")
         self.tpu_connect_button = QPushButton("Connect")
         self.tpu_connect_button.setObjectName("tpuConnectButton")
-        self.tpu_connect_button.setToolTip(f"Try to initialise the TPU at this address (gives up after {TPU_PROBE_TIMEOUT_S:g} s).")
+        self.tpu_connect_button.setToolTip("Try to initialise the TPU at this address, in a child process (gives up after the time limit).")
+        self.tpu_timeout_spin = QSpinBox()
+        self.tpu_timeout_spin.setObjectName("tpuTimeoutSpin")
+        self.tpu_timeout_spin.setRange(1, MAX_TPU_PROBE_TIMEOUT_S)
+        self.tpu_timeout_spin.setValue(TPU_PROBE_TIMEOUT_S)
+        self.tpu_timeout_spin.setSuffix(" s")
+        self.tpu_timeout_spin.setToolTip("Time limit of the TPU probe: an address where nothing answers can otherwise hang for minutes.")
         self.tpu_status = QLabel("Not connected.")
         self.tpu_status.setObjectName("tpuStatusLabel")
         self.tpu_status.setWordWrap(True)
         self.batch_edit = ParsedField("Batch size", whole_number(1, MAX_BATCH_SIZE, DEFAULT_BATCH), str(DEFAULT_BATCH), "batchSizeEdit")
         self.batch_edit.setToolTip("Global batch: split evenly across replicas.")
         self.steps_edit = ParsedField("Steps", whole_number(1, MAX_STEPS, DEFAULT_STEPS), str(DEFAULT_STEPS), "stepsEdit")
+        self.steps_edit.setToolTip("How long to train: a number of steps (one batch each) or of epochs.")
         self.steps_unit = QComboBox()
         self.steps_unit.setObjectName("stepsUnitCombo")
+        self.steps_unit.setToolTip("Count the run's length in training steps or in passes over the data set.")
         self.steps_unit.addItems(["steps", "epochs"])
         self.lr_edit = ParsedField("Learning rate", positive_number(10, "0.001"), DEFAULT_LEARNING_RATE, "learningRateEdit")
+        self.lr_edit.setToolTip("The optimizer's step size, e.g. 0.001 or 1e-3.")
         self.optimizer_combo = QComboBox()
         self.optimizer_combo.setObjectName("optimizerCombo")
+        self.optimizer_combo.setToolTip("The Keras optimizer that updates the weights.")
         self.optimizer_combo.addItems(OPTIMIZERS)
         self.optimizer_combo.setCurrentText(DEFAULT_OPTIMIZER)
         self.precision_combo = QComboBox()
         self.precision_combo.setObjectName("precisionCombo")
+        self.precision_combo.setToolTip("Mixed precision: compute in 16-bit floats, keep weights in float32 (faster on recent GPUs/TPUs).")
         for name, label in PRECISION_LABELS.items():
             self.precision_combo.addItem(label, name)
         self.xla_check = QCheckBox("Compile the step with XLA")
         self.xla_check.setObjectName("xlaCheck")
+        self.xla_check.setToolTip("Compile the training step with XLA (jit_compile): often faster, with a longer warm-up.")
         self.spc_edit = ParsedField("Steps per call", whole_number(1, MAX_STEPS_PER_CALL, 1), "1", "stepsPerCallEdit")
         self.spc_edit.setToolTip("Training steps run inside one call of the compiled function (less Python overhead).")
         self.hint_label = QLabel()
@@ -344,9 +384,10 @@ class RunPanel(QWidget):
         form.addRow("Strategy", self.strategy_combo)
         form.addRow("", self.strategy_reason)
         form.addRow("Devices", self.device_box)
-        form.addRow("Workers", self.workers_spin)
+        form.addRow(self.cluster_box)
         tpu_row = QHBoxLayout()
         tpu_row.addWidget(self.tpu_address_edit, 1)
+        tpu_row.addWidget(self.tpu_timeout_spin)
         tpu_row.addWidget(self.tpu_connect_button)
         form.addRow("TPU address", tpu_row)
         form.addRow("", self.tpu_status)
@@ -366,6 +407,8 @@ class RunPanel(QWidget):
         buttons.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        self._sections = QVBoxLayout()
+        layout.addLayout(self._sections)
         layout.addWidget(self.hint_label)
         layout.addWidget(self.warning_label)
         layout.addLayout(buttons)
@@ -386,14 +429,15 @@ class RunPanel(QWidget):
         for field in (self.batch_edit, self.steps_edit, self.lr_edit, self.spc_edit, self.tpu_address_edit):
             field.textChanged.connect(self.validate)
         self.device_list.itemChanged.connect(self.validate)
-        self.workers_spin.valueChanged.connect(self.validate)
+        self.cluster_box.changed.connect(self.validate)
+        self.batch_edit.textChanged.connect(self._show_device_hint)
         self.xla_check.toggled.connect(self.validate)
 
     def _form_widgets(self) -> list[QWidget]:
         return [
-            self.model_combo, self.dataset_combo, self.strategy_combo, self.device_box, self.workers_spin,
-            self.tpu_address_edit, self.tpu_connect_button, self.batch_edit, self.steps_edit, self.steps_unit,
-            self.lr_edit, self.optimizer_combo, self.precision_combo, self.xla_check, self.spc_edit,
+            self.model_combo, self.dataset_combo, self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
+            self.tpu_address_edit, self.tpu_timeout_spin, self.tpu_connect_button, self.batch_edit, self.steps_edit,
+            self.steps_unit, self.lr_edit, self.optimizer_combo, self.precision_combo, self.xla_check, self.spc_edit,
         ]  # fmt: skip
 
     # --- choices -------------------------------------------------------------
@@ -458,12 +502,23 @@ class RunPanel(QWidget):
         unavailable = [c for c in self._choices.values() if not c.available] if self._devices_known else []
         self.strategy_reason.setText("\n".join(f"{c.label.split(' (')[0]} unavailable: {c.reason}" for c in unavailable))
         self.strategy_reason.setVisible(bool(unavailable))
-        self.device_hint.setText(DEVICE_HINTS.get(strategy, ""))
         self.device_combo.setVisible(strategy == "one-device")
         self.device_list.setVisible(strategy == "mirrored")
         self.device_hint.setVisible(strategy not in ("one-device", "mirrored"))
-        self._form.setRowVisible(self.workers_spin, strategy == "multi-worker")
+        self._form.setRowVisible(self.cluster_box, strategy == "multi-worker")
+        if self.spc_edit.text().strip() == self._spc_default:
+            self._spc_default = str(TPU_STEPS_PER_CALL if strategy == "tpu" else 1)
+            self.spc_edit.setText(self._spc_default)
+        self._show_device_hint()
         self.validate()
+
+    def _show_device_hint(self) -> None:
+        strategy = self.strategy_combo.currentData() or "default"
+        hint = DEVICE_HINTS.get(strategy, "")
+        cores = sum(1 for d in self._devices if d.kind == "TPU" and d.available) or self._tpu_cores
+        if strategy == "tpu" and cores and not self.batch_edit.error():
+            hint += " " + tpu_batch_note(int(self.batch_edit.value()), cores)
+        self.device_hint.setText(hint)
 
     def _fill_devices(self) -> None:
         usable = [d for d in self._devices if d.available and d.tf_name]
@@ -518,6 +573,8 @@ class RunPanel(QWidget):
             errors.append("Devices: pick the device to train on.")
         if strategy == "mirrored" and len(devices) < 2:
             errors.append("Devices: tick two or more devices of one kind for mirrored.")
+        if strategy == "multi-worker":
+            errors.extend(self.cluster_box.errors())
         if errors:
             return None, errors
         epochs = self.steps_unit.currentText() == "epochs"
@@ -536,14 +593,25 @@ class RunPanel(QWidget):
                 precision=self.precision_combo.currentData(),
                 xla=self.xla_check.isChecked(),
                 steps_per_call=int(self.spc_edit.value()),
-                workers=self.workers_spin.value(),
+                workers=self.cluster_box.workers(),
                 tpu_address=self.tpu_address_edit.text().strip(),
+                cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
+                cluster_timeout_s=self.cluster_box.timeout_s(),
             )
         except ConfigError as exc:
             return None, [f"Settings rejected: {exc}"]
         return config, []
 
     # --- TPU -----------------------------------------------------------------
+
+    @property
+    def tpu_timeout_s(self) -> float:
+        """Time limit of the TPU probe, in seconds (the spin box next to Connect)."""
+        return float(self.tpu_timeout_spin.value())
+
+    @tpu_timeout_s.setter
+    def tpu_timeout_s(self, seconds: float) -> None:
+        self.tpu_timeout_spin.setValue(round(seconds))
 
     def _connect_tpu(self) -> None:
         if self._probing or self._closed:
@@ -560,6 +628,7 @@ class RunPanel(QWidget):
 
     def _on_tpu_probed(self, probe: TpuProbe) -> None:
         self._tpu_connected = probe.ok
+        self._tpu_cores = len(probe.devices) if probe.ok else 0
         prefix = "Connected" if probe.ok else "Not connected"
         self.tpu_status.setText(f"{prefix} ({probe.elapsed_s:.1f} s): {probe.message}")
         self.tpu_status.setStyleSheet("" if probe.ok else "color: #b00020;")

@@ -25,6 +25,14 @@ KEY_GPU_MEMORY_GROWTH = "runtime/gpu_memory_growth"
 KEY_GPU_MEMORY_LIMIT_MB = "runtime/gpu_memory_limit_mb"
 KEY_WINDOW_GEOMETRY = "window/geometry"
 KEY_WINDOW_STATE = "window/state"
+KEY_WINDOW_SPLITTER = "window/splitter"
+KEY_RUN_FORM = "runForm"
+KEY_COMPARE_TARGETS = "compare/targets"
+KEY_TENSORBOARD_ENABLED = "logging/tensorboard"
+KEY_TENSORBOARD_DIR = "logging/tensorboard_dir"
+KEY_PROFILE_ENABLED = "logging/profile"
+KEY_PROFILE_FIRST = "logging/profile_first"
+KEY_PROFILE_LAST = "logging/profile_last"
 
 
 def open_settings(folder: str | Path | None = None) -> QSettings:
@@ -68,6 +76,20 @@ def save_runtime_settings(settings: QSettings, runtime: RuntimeSettings) -> None
     settings.setValue(KEY_GPU_MEMORY_GROWTH, runtime.gpu_memory_growth)
     settings.setValue(KEY_GPU_MEMORY_LIMIT_MB, runtime.gpu_memory_limit_mb)
     settings.sync()
+
+
+def read_bool(settings: QSettings, key: str, default: bool) -> bool:
+    """A saved yes/no (INI files store text), `default` when missing."""
+    value = settings.value(key)
+    return default if value is None else _bool(value)
+
+
+def read_int(settings: QSettings, key: str, default: int) -> int:
+    """A saved whole number, `default` when missing or unreadable."""
+    try:
+        return _int(settings.value(key, default))
+    except (TypeError, ValueError):
+        return default
 
 
 def _int(value: object) -> int:

@@ -7,6 +7,7 @@ and offers to restart Device Lab now.
 from __future__ import annotations
 
 from PySide6.QtCore import QSettings
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -65,7 +66,7 @@ class SettingsDialog(QDialog):
             f"GPU memory limit {f'{active.gpu_memory_limit_mb} MiB' if active.gpu_memory_limit_mb else 'none'}."
         )
         active_text.setWordWrap(True)
-        active_text.setStyleSheet("color: #555;")
+        active_text.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         form = QFormLayout()
         form.addRow("Logical CPUs", self.logical_cpus_spin)
         form.addRow("GPU memory", self.memory_growth_check)
@@ -73,6 +74,8 @@ class SettingsDialog(QDialog):
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        buttons.button(QDialogButtonBox.StandardButton.Save).setToolTip("Save; the settings apply from the next start.")
+        buttons.button(QDialogButtonBox.StandardButton.Cancel).setToolTip("Close without saving.")
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(note)

@@ -21,6 +21,7 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["DEVICE_LAB_DATA_DIR"] = str(_SESSION_DIR / "data")
 os.environ["DEVICE_LAB_SETTINGS_DIR"] = str(_SESSION_DIR / "settings")
+os.environ["DEVICE_LAB_LOG_DIR"] = str(_SESSION_DIR / "logs")
 os.environ["DEVICE_LAB_LOGICAL_CPUS"] = str(LOGICAL_CPUS)
 
 THREAD_GRACE_S = 1.0  # a thread that has emitted `finished` may need a moment to exit

@@ -1,0 +1,248 @@
+"""The run form and the compare targets, remembered across restarts (QSettings).
+
+Form fields are found by object name (combo boxes, line edits, spin boxes, check
+boxes, checkable lists) under the form's widget, so a field added to the form
+later is remembered without code here. Some choices depend on others (the data
+sets on the model) or exist only once devices are listed (devices, strategies),
+so restoring runs twice over the fields at start-up, and once more for the
+fields that could not be set, or that device detection reset, when the devices
+arrive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QByteArray, QObject, QSettings, Qt
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QLineEdit,
+    QListWidget,
+    QSpinBox,
+    QSplitter,
+    QWidget,
+)
+
+from gui.settings import KEY_COMPARE_TARGETS, KEY_RUN_FORM, KEY_WINDOW_SPLITTER
+
+if TYPE_CHECKING:
+    from gui.compare_panel import ComparePanel
+
+FIELD_TYPES = (QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox, QCheckBox, QListWidget)
+
+
+def form_fields(root: QWidget, exclude: Sequence[QWidget] = ()) -> list[QWidget]:
+    """The named input widgets under `root`, in creation order, leaving out those inside `exclude`."""
+    found = []
+    for widget in root.findChildren(QWidget):
+        name = widget.objectName()
+        if not isinstance(widget, FIELD_TYPES) or not name or name.startswith("qt_"):
+            continue
+        if isinstance(widget, QLineEdit) and isinstance(widget.parent(), (QAbstractSpinBox, QComboBox)):
+            continue
+        if any(widget is box or box.isAncestorOf(widget) for box in exclude):
+            continue
+        found.append(widget)
+    return found
+
+
+def field_value(widget: QWidget) -> str | None:
+    """The field's value as text for QSettings; None when it has nothing to save (an empty list)."""
+    if isinstance(widget, QComboBox):
+        if widget.currentIndex() < 0:
+            return None
+        data = widget.currentData()
+        return widget.currentText() if data is None else str(data)
+    if isinstance(widget, QCheckBox):
+        return "true" if widget.isChecked() else "false"
+    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
+        return str(widget.value())
+    if isinstance(widget, QLineEdit):
+        return widget.text()
+    if isinstance(widget, QListWidget):
+        if widget.count() == 0:
+            return None
+        return json.dumps(
+            [_item_key(widget, row) for row in range(widget.count()) if widget.item(row).checkState() == Qt.CheckState.Checked]
+        )
+    return None
+
+
+def set_field_value(widget: QWidget, value: str) -> bool:
+    """Put a saved value back; False when the field cannot take it (yet): no such choice, unreadable."""
+    try:
+        if isinstance(widget, QComboBox):
+            index = next((i for i in range(widget.count()) if _combo_key(widget, i) == value or widget.itemText(i) == value), -1)
+            if index < 0:
+                return False
+            widget.setCurrentIndex(index)
+        elif isinstance(widget, QCheckBox):
+            widget.setChecked(value.strip().lower() in ("1", "true", "yes", "on"))
+        elif isinstance(widget, QSpinBox):
+            widget.setValue(int(value))
+        elif isinstance(widget, QDoubleSpinBox):
+            widget.setValue(float(value))
+        elif isinstance(widget, QLineEdit):
+            widget.setText(value)
+        elif isinstance(widget, QListWidget):
+            return _check_items(widget, json.loads(value))
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _combo_key(combo: QComboBox, index: int) -> str:
+    data = combo.itemData(index)
+    return combo.itemText(index) if data is None else str(data)
+
+
+def _item_key(widget: QListWidget, row: int) -> str:
+    item = widget.item(row)
+    data = item.data(Qt.ItemDataRole.UserRole)
+    return item.text() if data is None else str(data)
+
+
+def _check_items(widget: QListWidget, keys: Iterable[str]) -> bool:
+    wanted = set(map(str, keys))
+    rows = {_item_key(widget, row): row for row in range(widget.count())}
+    if not wanted or not wanted <= rows.keys():
+        return False
+    for key, row in rows.items():
+        widget.item(row).setCheckState(Qt.CheckState.Checked if key in wanted else Qt.CheckState.Unchecked)
+    return True
+
+
+class FormMemory(QObject):
+    """Saves the form's fields under `group` in `settings` and restores them (see the module notes)."""
+
+    def __init__(self, settings: QSettings, group: str, root: QWidget, exclude: Sequence[QWidget] = (), parent: QObject | None = None):
+        super().__init__(parent)
+        self._settings = settings
+        self._group = group
+        self._root = root
+        self._exclude = tuple(exclude)
+        self._pending: set[str] = set()
+        self._before_devices: dict[str, str | None] | None = None
+        self._devices_seen = False
+
+    def saved(self) -> dict[str, str]:
+        """The saved values by field name."""
+        self._settings.beginGroup(self._group)
+        try:
+            return {key: str(self._settings.value(key)) for key in self._settings.childKeys()}
+        finally:
+            self._settings.endGroup()
+
+    def save(self, *_: object) -> None:
+        """Store every field's value (a field not restored yet keeps its saved value)."""
+        for widget in form_fields(self._root, self._exclude):
+            name = widget.objectName()
+            value = field_value(widget)
+            if value is not None and name not in self._pending:
+                self._settings.setValue(f"{self._group}/{name}", value)
+        self._settings.sync()
+
+    def restore(self) -> None:
+        """Set every field to its saved value; those that cannot take it yet are retried when devices arrive."""
+        saved = self.saved()
+        self._pending = set()
+        for _ in range(2):  # dependent choices (data set after model) need a second pass
+            self._pending = self._apply(saved, lambda name: True)
+
+    def before_devices(self, *_: object) -> None:
+        """Connect to the device report before the form handles it: notes the values it may reset."""
+        if not self._devices_seen:
+            self._before_devices = self._values()
+
+    def after_devices(self, *_: object) -> None:
+        """Connect after the form handled the first device report: restores what it reset or could not take before."""
+        if self._devices_seen:
+            return
+        self._devices_seen = True
+        before = self._before_devices or {}
+        now = self._values()
+        saved = self.saved()
+        retry = {name for name in saved if name in self._pending or now.get(name) != before.get(name)}
+        for _ in range(2):
+            self._pending = self._apply(saved, lambda name: name in retry)
+        self._pending = set()
+
+    def _values(self) -> dict[str, str | None]:
+        return {widget.objectName(): field_value(widget) for widget in form_fields(self._root, self._exclude)}
+
+    def _apply(self, saved: dict[str, str], wanted) -> set[str]:
+        failed = set()
+        for widget in form_fields(self._root, self._exclude):
+            name = widget.objectName()
+            if name in saved and wanted(name) and field_value(widget) != saved[name] and not set_field_value(widget, saved[name]):
+                failed.add(name)
+        return failed
+
+
+def save_compare_targets(settings: QSettings, targets: Sequence[str]) -> None:
+    """Remember the compare targets chosen (ticked and typed), as target texts."""
+    settings.setValue(KEY_COMPARE_TARGETS, json.dumps(list(targets)))
+
+
+def saved_compare_targets(settings: QSettings) -> list[str] | None:
+    """The compare targets saved last, or None when none were saved (or the value is unreadable)."""
+    value = settings.value(KEY_COMPARE_TARGETS)
+    if value is None:
+        return None
+    try:
+        targets = json.loads(str(value))
+    except ValueError:
+        return None
+    return [str(t) for t in targets] if isinstance(targets, list) else None
+
+
+class WindowMemory(QObject):
+    """What the window remembers besides its geometry: the run form, the compare targets, the splitter."""
+
+    def __init__(
+        self,
+        settings: QSettings,
+        run_form: QWidget,
+        compare_panel: ComparePanel,
+        splitter: QSplitter,
+        exclude: Sequence[QWidget] = (),
+        parent: QObject | None = None,
+    ):
+        super().__init__(parent)
+        self._settings = settings
+        self._compare = compare_panel
+        self._splitter = splitter
+        self._devices_seen = False
+        self.form = FormMemory(settings, KEY_RUN_FORM, run_form, exclude, self)
+
+    def restore(self) -> None:
+        """At start-up: the splitter and the form fields (compare targets follow with the devices)."""
+        state = self._settings.value(KEY_WINDOW_SPLITTER)
+        if isinstance(state, QByteArray):
+            self._splitter.restoreState(state)
+        self.form.restore()
+
+    def save(self, *_: object) -> None:
+        """On run start and on close."""
+        self._settings.setValue(KEY_WINDOW_SPLITTER, self._splitter.saveState())
+        if self._devices_seen:
+            save_compare_targets(self._settings, self._compare.chosen_targets())
+        self.form.save()
+
+    def before_devices(self, *_: object) -> None:
+        """Connect to the device report ahead of the panels (see FormMemory.before_devices)."""
+        self.form.before_devices()
+
+    def after_devices(self, *_: object) -> None:
+        """Connect to the device report after the panels: fields that needed the devices, and the compare targets."""
+        self.form.after_devices()
+        if not self._devices_seen:
+            self._devices_seen = True
+            targets = saved_compare_targets(self._settings)
+            if targets is not None:
+                self._compare.set_targets(targets)
