@@ -216,6 +216,7 @@ class MainWindow(QMainWindow):
         try:
             callbacks = [callback for provider in self._callback_providers for callback in provider(config)]
         except ConfigError as exc:
+            self.run_panel.show_not_started(str(exc))
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
         if not self.run_controller.start(config, label, callbacks):

@@ -228,6 +228,10 @@ class RunPanel(QWidget):
     def show_error(self, message: str) -> None:
         self.result_label.setText(f"<b style='color:#b00020'>Failed</b>: {html.escape(message)}")
 
+    def show_not_started(self, message: str) -> None:
+        """Say why Start did nothing (an option refused this run), where the result would appear."""
+        self.result_label.setText(f"<b style='color:#b00020'>Not started</b>: {html.escape(message)}")
+
     def config(self) -> RunConfig | None:
         """The run the form describes, or None while any field is invalid."""
         config, errors = self._read_form()

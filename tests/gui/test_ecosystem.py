@@ -107,6 +107,8 @@ def test_a_profile_range_past_the_run_keeps_the_run_from_starting(ready_window, 
     assert not ready_window.run_controller.is_running()
     message = ready_window.statusBar().currentMessage()
     assert message.startswith("Not started: profile_steps") and "10 steps" in message
+    assert "Not started" in ready_window.run_panel.result_label.text()
+    assert "profile_steps" in ready_window.run_panel.result_label.text()
 
 
 def test_open_in_tensorboard_serves_the_folder_on_localhost_and_stops_with_the_window(window, qtbot, tmp_path, monkeypatch):
