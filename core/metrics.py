@@ -1,8 +1,10 @@
 """Step-time statistics: warm-up kept apart, steady state summarised honestly.
 
-Step time is the wall time of one call of the compiled training function
-divided by the steps it ran (`steps_per_call`), measured after the call's
-losses reached the host, so the device work is inside the timing.
+Step time is the wall time between the ends of consecutive calls of the
+compiled training function, divided by the steps of the call
+(`steps_per_call`). A call ends when its losses have reached the host, so the
+device work is inside the timing, and so is everything the app does between
+calls (hooks, bookkeeping): samples/s is what a stopwatch outside would see.
 """
 
 from __future__ import annotations

@@ -106,22 +106,22 @@ def train_in_this_process(
         context = RunContext(config, session.total_steps, replicas, device_names, session.model)
         for listener in listeners:
             listener.on_run_start(context)
+        previous_end = time.perf_counter()
         while len(losses) < session.total_steps and not stop_event.is_set():
             count = min(config.steps_per_call, session.total_steps - len(losses))
             for listener in listeners:
                 listener.on_call_begin(len(losses) + 1, count)
-            call_start = time.perf_counter()
-            call_losses = session.train_steps(session.iterator, count).numpy()
-            per_step = (time.perf_counter() - call_start) / count
+            call_losses = session.train_steps(session.iterator, count).numpy().tolist()
+            call_end = time.perf_counter()
+            per_step = (call_end - previous_end) / count
+            previous_end = call_end
             first_call = not losses
             if first_call:
                 warmup_steps = count
-            records = [
-                StepRecord(len(losses) + i + 1, float(loss), per_step, first_call) for i, loss in enumerate(call_losses)
-            ]
-            losses.extend(r.loss for r in records)
-            times.extend(r.step_time_s for r in records)
-            memory.sample()
+            records = [StepRecord(len(losses) + i + 1, loss, per_step, first_call) for i, loss in enumerate(call_losses)]
+            losses.extend(call_losses)
+            times.extend([per_step] * count)
+            memory.sample(call_end)
             if on_steps is not None:
                 on_steps(records)
             for listener in listeners:
@@ -334,9 +334,15 @@ def _set_precision_policy(name: str) -> None:
 class _MemoryTracker:
     """Peak memory of the run: TF's allocator peak on accelerators, else the process's RSS."""
 
+    SAMPLE_INTERVAL_S = 0.25
+
     def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
         self._accelerators: list[str] = []
         self._rss_peak = 0
+        self._last_sample = -float("inf")
 
     def start(self, device_names: Sequence[str]) -> None:
         import tensorflow as tf
@@ -349,14 +355,17 @@ class _MemoryTracker:
                 pass
         self.sample()
 
-    def sample(self) -> None:
-        import psutil
-
-        self._rss_peak = max(self._rss_peak, psutil.Process().memory_info().rss)
+    def sample(self, now: float | None = None) -> None:
+        """Read the process RSS, at most every SAMPLE_INTERVAL_S when `now` is given (cheap per call)."""
+        if now is not None and now - self._last_sample < self.SAMPLE_INTERVAL_S:
+            return
+        self._last_sample = time.perf_counter() if now is None else now
+        self._rss_peak = max(self._rss_peak, self._process.memory_info().rss)
 
     def peak(self) -> tuple[int | None, str]:
         import tensorflow as tf
 
+        self.sample()
         if self._accelerators:
             try:
                 return sum(tf.config.experimental.get_memory_info(d)["peak"] for d in self._accelerators), "device allocator peak"
