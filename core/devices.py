@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -122,6 +123,9 @@ def _is_local(device_name: str) -> bool:
     return "/job:" not in device_name or "/job:localhost/" in device_name
 
 
+_CPU_INFO_LOCK = threading.Lock()
+
+
 @functools.cache
 def _cpu_info_cached() -> tuple[tuple[str, str], ...]:
     import cpuinfo
@@ -160,9 +164,19 @@ def _ghz(mhz: float) -> str:
 def cpu_info() -> dict[str, str]:
     """The CPU for display: model, vendor, cores, frequency and the ISA features TF uses.
 
-    Cached for the process: py-cpuinfo takes about a second.
+    Cached for the process: py-cpuinfo takes about a second (it starts a
+    subprocess), so callers that know they will need it start
+    `prefetch_cpu_info()` early, e.g. while TensorFlow imports.
     """
-    return dict(_cpu_info_cached())
+    with _CPU_INFO_LOCK:
+        return dict(_cpu_info_cached())
+
+
+def prefetch_cpu_info() -> threading.Thread:
+    """Read the CPU details in a background thread; a later `cpu_info()` waits for it."""
+    thread = threading.Thread(target=cpu_info, name="cpu-info", daemon=True)
+    thread.start()
+    return thread
 
 
 def _cpu_rows(tf: Any) -> list[DeviceInfo]:

@@ -51,6 +51,12 @@ class _Session:
     total_steps: int
     device_names: tuple[str, ...]
 
+    def close(self) -> None:
+        """Free the compiled function before the data iterator: the other order takes up to 0.5 s."""
+        self.train_steps = None
+        self.iterator = None
+        self.model = None
+
 
 def run_training(
     config: RunConfig,
@@ -98,6 +104,7 @@ def train_in_this_process(
     memory = _MemoryTracker()
     status, message = COMPLETED, ""
     previous_policy = _set_precision(config.precision)
+    session: _Session | None = None
     try:
         session = _prepare(config)
         replicas = session.strategy.num_replicas_in_sync
@@ -132,6 +139,8 @@ def train_in_this_process(
     except Exception as exc:  # every failure becomes a readable, recorded result
         status, message = FAILED, explain_failure(exc)
     finally:
+        if session is not None:
+            session.close()
         _set_precision_policy(previous_policy)
     stats = summarize(times, warmup_steps, config.batch_size)
     peak, source = memory.peak()

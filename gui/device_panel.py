@@ -51,12 +51,13 @@ def detect_devices(runtime: RuntimeSettings | None) -> tuple[DeviceReport, list[
 
     Imports TensorFlow, so it runs in a worker thread.
     """
-    from core.devices import inspect_devices
+    from core.devices import inspect_devices, prefetch_cpu_info
     from core.logs import import_tensorflow_quietly
     from core.runtime import configure_runtime
 
     warnings = []
     if runtime is not None and _runtime_configured.acquire(blocking=False):
+        prefetch_cpu_info()  # its subprocess runs while TensorFlow imports
         import_tensorflow_quietly()  # TF's C++ start-up lines go to the log file and the Log dock
         warnings = configure_runtime(runtime)
     return inspect_devices(), warnings
