@@ -2,9 +2,11 @@
 
 The pattern (DESIGN.md, "Training thread"): the worker is a parentless QObject
 moved to a new QThread; `thread.started -> worker.run`, `worker.finished ->
-thread.quit`, both deleted later. A keeper object living in the GUI thread holds
-the Python references until `thread.finished` has been delivered there, so no
-wrapper is garbage-collected while its thread still runs. `running_threads()`
+thread.quit`; the thread is deleted later. A keeper object living in the GUI
+thread holds the Python references until `thread.finished` has been delivered
+there, so no wrapper is garbage-collected while its thread still runs; then the
+worker is destroyed in the GUI thread (see `_ThreadKeeper.release` for why not
+with deleteLater). `running_threads()`
 lets tests fail when one is left running.
 
 Connect a worker's signals to methods of QObjects that live in the GUI thread
@@ -43,7 +45,15 @@ class _ThreadKeeper(QObject):
 
     @Slot()
     def release(self) -> None:
+        """Drop the references: the worker is destroyed here, in the GUI thread, once its thread is done.
+
+        Not `worker.deleteLater()`: that runs the destructor in the worker thread, where
+        PySide6 holds Qt's signal-slot mutex while it waits for the GIL, and a GUI thread
+        calling `connect()` at that moment holds the GIL while it waits for the mutex:
+        a deadlock (seen in the test suite, in QObject::~QObject vs QObject::connect).
+        """
         wait_for_thread(self.thread, None)
+        self.worker = None
         _keepers.discard(self)
 
 
@@ -59,7 +69,6 @@ def start_worker(worker: QObject, name: str = "") -> QThread:
     keeper = _ThreadKeeper(thread, worker)
     thread.started.connect(worker.run)
     worker.finished.connect(thread.quit)
-    worker.finished.connect(worker.deleteLater)
     thread.finished.connect(keeper.release)
     thread.finished.connect(thread.deleteLater)
     _keepers.add(keeper)
