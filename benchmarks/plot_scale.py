@@ -5,7 +5,7 @@ of 1,000,000 steps (noisy decaying loss, step times around 1 ms). Memory per
 stored step per run: traced Python/numpy allocations (tracemalloc) after
 adding and drawing the third run, minus before, over 1,000,000. Frame time:
 the third run keeps growing as a live run does (400 steps per frame through
-`append_steps`), then the widget's redraw (`_redraw`, what its 20 Hz timer
+`append_steps`), then the widget's redraw (`redraw_now`, what its redraw timer
 calls) and a synchronous repaint of both plots are timed together; a second
 case times a pan (the x range moves, every curve is clipped and downsampled
 again). Figures: median and worst frame of each case.
@@ -109,7 +109,7 @@ def _child(argv: list[str]) -> dict:
 def _frame(app, plots) -> float:
     """One redraw as the widget's timer does it, painted synchronously; returns milliseconds."""
     started = time.perf_counter()
-    plots._redraw()
+    plots.redraw_now()
     app.processEvents()
     for plot in (plots.loss_plot, plots.step_time_plot):
         plot.viewport().repaint()
