@@ -85,7 +85,7 @@ def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
                             env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     seen = ""
-    while seen.count("step ") < 2 and time.monotonic() < deadline:  # past the warm-up line
+    while seen.count("/100000") < 2 and time.monotonic() < deadline:  # a progress line past the warm-up
         seen += proc.stderr.read(1)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
