@@ -15,7 +15,6 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import shiboken6
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from core.callbacks import RunCallback, RunContext
@@ -24,7 +23,7 @@ from core.config import RunConfig
 from core.models import MODELS
 from core.results import FAILED, RunResult, StepRecord
 from gui.plots import PlotsWidget
-from gui.workers import FinishedRun, StepArrays, StepBuffer, start_worker, wait_for_thread
+from gui.workers import FinishedRun, StepArrays, StepBuffer, start_worker, stop_and_wait
 
 POLL_INTERVAL_MS = 50
 
@@ -230,12 +229,7 @@ class CompareController(QObject):
 
     def shutdown(self, timeout_s: float) -> bool:
         """Stop and wait for the comparison thread to end (closing the window); True when it has."""
-        self.stop()
-        thread = self._thread
-        if thread is None or not shiboken6.isValid(thread):
-            return True
-        thread.quit()
-        return wait_for_thread(thread, timeout_s)
+        return stop_and_wait(self._stop_event, self._thread, timeout_s)
 
     # --- following the comparison -------------------------------------------
 

@@ -12,13 +12,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import shiboken6
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
 from core.callbacks import RunCallback
 from core.config import RunConfig
 from gui.plots import PlotsWidget
-from gui.workers import FinishedRun, StepBuffer, TrainingWorker, start_worker, wait_for_thread
+from gui.workers import FinishedRun, StepBuffer, TrainingWorker, start_worker, stop_and_wait
 
 POLL_INTERVAL_MS = 50
 
@@ -98,12 +97,7 @@ class RunController(QObject):
 
     def shutdown(self, timeout_s: float) -> bool:
         """Stop the run and wait for its thread to end (closing the window); True when it has."""
-        self.stop()
-        thread = self._thread
-        if thread is None or not shiboken6.isValid(thread):
-            return True
-        thread.quit()
-        return wait_for_thread(thread, timeout_s)
+        return stop_and_wait(self._stop_event, self._thread, timeout_s)
 
     # --- following the run ---------------------------------------------------
 

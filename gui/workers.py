@@ -96,6 +96,16 @@ def wait_for_thread(thread: QThread, timeout_s: float | None) -> bool:
     return True
 
 
+def stop_and_wait(stop_event: threading.Event | None, thread: QThread | None, timeout_s: float) -> bool:
+    """Ask a run to stop and wait for its thread to end (closing the window); True when it has."""
+    if stop_event is not None:
+        stop_event.set()
+    if thread is None or not shiboken6.isValid(thread):
+        return True
+    thread.quit()
+    return wait_for_thread(thread, timeout_s)
+
+
 def wait_for_threads(timeout_s: float) -> bool:
     """Block until every worker thread has ended or `timeout_s` passed; True when none runs.
 
