@@ -21,14 +21,12 @@ TARGET = ">= 1.00"
 TARGET_RATIO = 1.00
 BATCH_SIZE = 64
 
-# (model, steps per call, steps in a full run); quick runs do a quarter of the steps.
-CASES = (("mlp", 1, 2000), ("mlp", 16, 3200), ("cnn", 1, 100))
 
 
 def run(quick: bool) -> list[harness.Result]:
     repeats = 2 if quick else 4
     rows = []
-    for model, k, steps in CASES:
+    for model, k, steps in harness.ENGINE_CASES:
         steps = steps // 4 if quick else steps
         args = [model, k, steps]
         rounds = harness.alternate(

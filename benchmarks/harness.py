@@ -30,6 +30,10 @@ from core.callbacks import RunCallback
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_MARK = "BENCH-RESULT "
+
+# The headless jobs engine_vs_fit and truth both time: (model, steps per call, steps in a
+# full run); quick runs do a quarter of the steps.
+ENGINE_CASES = (("mlp", 1, 2000), ("mlp", 16, 3200), ("cnn", 1, 100))
 _scratch: list[Path] = []  # this process's scratch folder, made on first use and removed at exit
 
 

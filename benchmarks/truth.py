@@ -20,14 +20,12 @@ TARGET = "within +-3%"
 TOLERANCE = 0.03
 BATCH_SIZE = 64
 
-# (model, steps per call, steps in a full run); quick runs do a quarter of the steps.
-CASES = (("mlp", 1, 2000), ("mlp", 16, 3200), ("cnn", 1, 100))
 
 
 def run(quick: bool) -> list[harness.Result]:
     repeats = 1 if quick else 3
     rows = []
-    for model, k, steps in CASES:
+    for model, k, steps in harness.ENGINE_CASES:
         steps = steps // 4 if quick else steps
         runs = [harness.run_child(NAME, [model, k, steps]) for _ in range(repeats)]
         deviations = [r["reported"] / r["outside"] - 1 for r in runs]
