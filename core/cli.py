@@ -8,6 +8,7 @@ on stderr says which field, what was given and what is allowed).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
@@ -249,12 +250,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from core.store import RunStore
-
-    store = RunStore.open()
-    if store.notice:
-        print(f"warning: {store.notice}", file=sys.stderr)
-    runs = store.list_runs()
+    runs = _history().list_runs()
     if args.json:
         print(json.dumps([_summary_dict(r) for r in runs], indent=2))
         return EXIT_OK
@@ -267,9 +263,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from core.store import RunStore
-
-    store = RunStore.open()
+    store = _history()
     known = {r.id for r in store.list_runs()}
     missing = [i for i in args.run_ids if i not in known]
     if missing:
@@ -285,13 +279,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _save(result: RunResult, skip: bool) -> None:
     if skip:
         return
+    run_id = _history().save(result)
+    print(f"saved as run {run_id} in the history", file=sys.stderr)
+
+
+@functools.cache
+def _history():
+    """The run history, opened once per command (a comparison saves several runs)."""
     from core.store import RunStore
 
     store = RunStore.open()
     if store.notice:
         print(f"warning: {store.notice}", file=sys.stderr)
-    run_id = store.save(result)
-    print(f"saved as run {run_id} in the history", file=sys.stderr)
+    return store
 
 
 def _summary_dict(summary: Any) -> dict[str, Any]:
