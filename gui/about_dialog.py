@@ -13,7 +13,6 @@ import sys
 from importlib import metadata
 
 import numpy
-import pyqtgraph
 import PySide6
 from PySide6.QtCore import Qt, qVersion
 from PySide6.QtGui import QGuiApplication
@@ -36,7 +35,9 @@ def app_version() -> str:
 
 
 def base_versions() -> dict[str, str]:
-    """Versions known without importing TensorFlow."""
+    """Versions known without importing TensorFlow (pyqtgraph is imported here if the plots are not built yet)."""
+    import pyqtgraph
+
     return {
         "Device Lab": app_version(),
         "Python": f"{platform.python_version()} ({platform.python_implementation()}, {sys.platform})",

@@ -6,7 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import QApplication, QWidget
 
 from core.logs import setup_logging
 from core.runtime import quiet_tensorflow_logs
@@ -18,6 +19,33 @@ from gui.workers import wait_for_threads
 
 STYLE_SHEET = Path(__file__).resolve().parent.parent / "resources" / "style.qss"
 EXIT_WAIT_S = 120.0
+FIRST_PAINT_FALLBACK_MS = 2000
+
+
+class _AfterFirstPaint(QObject):
+    """Calls `callback` once, just after the window's first expose (and so its first paint) or after a fallback delay.
+
+    Detection imports TensorFlow in a thread that holds the GIL for most of two
+    seconds; started before the first paint, it would hold back the window too.
+    """
+
+    def __init__(self, window: QWidget, callback):
+        super().__init__(window)
+        self._callback = callback
+        self._called = False
+        window.windowHandle().installEventFilter(self)
+        QTimer.singleShot(FIRST_PAINT_FALLBACK_MS, self._call)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Expose and watched.isExposed():
+            watched.removeEventFilter(self)
+            QTimer.singleShot(0, self._call)  # after this expose's paint
+        return False
+
+    def _call(self) -> None:
+        if not self._called:
+            self._called = True
+            self._callback()
 
 
 def run_app(argv: list[str]) -> int:
@@ -38,9 +66,9 @@ def run_app(argv: list[str]) -> int:
         app.setStyleSheet(STYLE_SHEET.read_text(encoding="utf-8"))
     settings = open_settings()
     runtime, note = effective_runtime_settings(settings)
-    window = MainWindow(settings, runtime, note)
+    window = MainWindow(settings, runtime, note, charts_later=True)
     window.show()
-    window.start()
+    _AfterFirstPaint(window, window.start)
     code = app.exec()
     restart = window.restart_requested
     settings.sync()

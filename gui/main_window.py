@@ -3,6 +3,11 @@
 Other panels join with `add_panel(widget, title)`; they can overlay runs on the
 live plots through `window.plots` and follow runs through
 `window.run_controller.run_finished` (a FinishedRun with its history id).
+
+With `charts_later=True` (the app) the window shows before its chart panels
+(Training, Compare, History; see gui.chart_panels) exist: they are built on
+first use of `plots`, `run_controller`, `compare_panel` or `history_panel`, on
+opening their tab, or just after the devices are listed.
 """
 
 from __future__ import annotations
@@ -10,8 +15,9 @@ from __future__ import annotations
 import gc
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QLabel,
@@ -28,21 +34,23 @@ from core.config import ConfigError, RunConfig
 from core.devices import DeviceReport
 from core.runtime import RuntimeSettings
 from gui.about_dialog import AboutDialog
-from gui.compare_panel import ComparePanel
 from gui.device_panel import DevicePanel
 from gui.help_dialog import HelpDialog
-from gui.history_panel import HistoryPanel
 from gui.icons import app_icon
 from gui.log_view import LogDock
-from gui.plots import PlotsWidget
 from gui.remembered import WindowMemory
-from gui.run_controller import Progress, RunController
 from gui.run_options import RunOptionsBox
 from gui.run_panel import RunPanel, format_duration
 from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
 from gui.settings_dialog import RESTART_NOTE, SettingsDialog
-from gui.theme import ThemeFollower
 from gui.workers import FinishedRun, wait_for_threads
+
+if TYPE_CHECKING:
+    from gui.chart_panels import ChartPanels
+    from gui.compare_panel import ComparePanel
+    from gui.history_panel import HistoryPanel
+    from gui.plots import PlotsWidget
+    from gui.run_controller import Progress, RunController
 
 CLOSE_TIMEOUT_S = 30.0
 STATUS_TIMEOUT_MS = 8000
@@ -51,7 +59,14 @@ STATUS_TIMEOUT_MS = 8000
 class MainWindow(QMainWindow):
     """Device Lab's window. Call `start()` once shown: it detects devices in the background."""
 
-    def __init__(self, settings: QSettings, runtime: RuntimeSettings, runtime_note: str = "", parent: QWidget | None = None):
+    def __init__(
+        self,
+        settings: QSettings,
+        runtime: RuntimeSettings,
+        runtime_note: str = "",
+        parent: QWidget | None = None,
+        charts_later: bool = False,
+    ):
         super().__init__(parent)
         self._callback_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
         self.setObjectName("mainWindow")
@@ -65,32 +80,33 @@ class MainWindow(QMainWindow):
         self.run_panel = RunPanel()
         self.run_options = RunOptionsBox(settings)
         self.run_panel.add_section(self.run_options)
-        self.plots = PlotsWidget()
-        self.run_controller = RunController(self.plots, self)
+        self._charts: ChartPanels | None = None
+        self._chart_placeholders = [QLabel("Loading…") for _ in range(3)]
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
         self.tabs.setDocumentMode(True)
         self.add_panel(self.device_panel, "Devices")
-        self.add_panel(self.plots, "Training")
-        self.compare_panel = ComparePanel(self.plots, self.run_panel.config, self.run_panel.errors)
-        self.history_panel = HistoryPanel(self.plots)
-        self.add_panel(self.compare_panel, "Compare")
-        self.add_panel(self.history_panel, "History")
+        for placeholder, title in zip(self._chart_placeholders, ("Training", "Compare", "History"), strict=True):
+            placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            self.add_panel(placeholder, title)
         self.log_dock = LogDock(self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.log_dock.hide()
         self._layout()
         self._menus()
-        self.memory = WindowMemory(settings, self.run_panel, self.compare_panel, self.centralWidget(), [self.run_options], self)
+        self.memory = WindowMemory(settings, self.run_panel, self.centralWidget(), [self.run_options], self)
         self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
-        self._wire()
-        self._wire_options()
-        self._restore_geometry()
         self.status_detail = QLabel()
         self.statusBar().addPermanentWidget(self.status_detail)
         self.statusBar().showMessage("Detecting devices… (TensorFlow is loading in the background)")
-        if self.history_panel.notice:
-            self.statusBar().showMessage(self.history_panel.notice)
+        self._wire()
+        self._wire_options()
+        self._restore_geometry()
+        if charts_later:
+            self.tabs.currentChanged.connect(self._on_tab_changed)
+            self.device_panel.devices_changed.connect(lambda _report: QTimer.singleShot(0, self.charts))
+        else:
+            self.charts()
 
     # --- public API ----------------------------------------------------------
 
@@ -103,6 +119,41 @@ class MainWindow(QMainWindow):
 
     def show_panel(self, widget: QWidget) -> None:
         self.tabs.setCurrentWidget(widget)
+
+    def charts(self) -> ChartPanels:
+        """The Training, Compare and History panels, built and wired on the first call."""
+        if self._charts is None:
+            from gui.chart_panels import build_chart_panels
+            from gui.theme import ThemeFollower
+
+            current = self.tabs.currentIndex()
+            self._charts = build_chart_panels(self, self.run_panel.config, self.run_panel.errors)
+            for placeholder, widget in zip(self._chart_placeholders, self._charts.widgets(), strict=True):
+                index = self.tabs.indexOf(placeholder)
+                title = self.tabs.tabText(index)
+                self.tabs.removeTab(index)
+                self.tabs.insertTab(index, widget, title)
+                placeholder.deleteLater()
+            self.tabs.setCurrentIndex(current)
+            self._wire_charts()
+            self.theme = ThemeFollower(self)
+        return self._charts
+
+    @property
+    def plots(self) -> PlotsWidget:
+        return self.charts().plots
+
+    @property
+    def run_controller(self) -> RunController:
+        return self.charts().run_controller
+
+    @property
+    def compare_panel(self) -> ComparePanel:
+        return self.charts().compare_panel
+
+    @property
+    def history_panel(self) -> HistoryPanel:
+        return self.charts().history_panel
 
     def start(self) -> None:
         """Detect devices (importing TensorFlow, applying the start-up settings) off the GUI thread."""
@@ -130,7 +181,7 @@ class MainWindow(QMainWindow):
     def _menus(self) -> None:
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, self.plots.ask_save)
+        self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, lambda: self.plots.ask_save())
         file_menu.addAction(self.save_plots_action)
         file_menu.addSeparator()
         file_menu.addAction(self._action("Quit", QKeySequence("Ctrl+Q"), self.close))
@@ -142,7 +193,7 @@ class MainWindow(QMainWindow):
         run_menu.addAction(self.start_action)
         run_menu.addAction(self.stop_action)
         run_menu.addSeparator()
-        run_menu.addAction(self._action("Clear plots", None, self.plots.clear))
+        run_menu.addAction(self._action("Clear plots", None, lambda: self.plots.clear()))
         devices_menu = bar.addMenu("&Devices")
         devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: self.device_panel.detect(None)))
         self.settings_action = self._action("Device settings…", QKeySequence("Ctrl+,"), self.open_settings)
@@ -170,12 +221,20 @@ class MainWindow(QMainWindow):
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
         self.run_panel.start_enabled_changed.connect(self.start_action.setEnabled)
+
+    def _wire_charts(self) -> None:
+        """Connect the chart panels, and bring them up to date with the devices already listed."""
         self.run_controller.run_started.connect(self._on_run_started)
         self.run_controller.progress.connect(self._on_progress)
         self.run_controller.run_finished.connect(self._on_run_finished)
         self.run_controller.run_failed.connect(self._on_run_failed)
         self.run_controller.running_changed.connect(self._on_running_changed)
         self.device_panel.devices_changed.connect(self.compare_panel.set_devices)
+        self.device_panel.devices_changed.connect(self.memory.compare_ready)
+        self.memory.attach_compare(self.compare_panel)
+        if self.device_panel.devices():
+            self.compare_panel.set_devices(self.device_panel.report)
+            self.memory.compare_ready()
         self.run_controller.running_changed.connect(self.compare_panel.set_blocked)
         self.run_controller.run_finished.connect(self.history_panel.refresh)
         self.compare_panel.running_changed.connect(self._on_running_changed)
@@ -185,20 +244,25 @@ class MainWindow(QMainWindow):
         for panel in (self.compare_panel, self.history_panel):
             panel.message.connect(self.statusBar().showMessage)
             panel.show_requested.connect(self.show_panel)
+        self.run_controller.run_finished.connect(self.run_options.show_outputs)
+        self.run_controller.running_changed.connect(self.run_options.set_running)
+        if self.history_panel.notice:
+            self.statusBar().showMessage(self.history_panel.notice)
 
     def _wire_options(self) -> None:
         """Logging & profiling hooks, remembered settings, theme and icon."""
         self.device_panel.devices_changed.connect(self.memory.after_devices)
         self.run_panel.start_requested.connect(self.memory.save)
         self.add_run_callback_provider(self.run_options.callbacks_for)
-        self.run_controller.run_finished.connect(self.run_options.show_outputs)
-        self.run_controller.running_changed.connect(self.run_options.set_running)
         self.memory.restore()
         self.help_dialog: HelpDialog | None = None
-        self.theme = ThemeFollower(self)
         self.setWindowIcon(app_icon())
 
     # --- reacting ------------------------------------------------------------
+
+    def _on_tab_changed(self, index: int) -> None:
+        if self.tabs.widget(index) in self._chart_placeholders:
+            self.charts()
 
     def _on_devices(self, report: DeviceReport) -> None:
         self.run_panel.set_devices(report)
@@ -287,17 +351,21 @@ class MainWindow(QMainWindow):
         self.memory.save()
         self.settings.setValue(KEY_WINDOW_GEOMETRY, self.saveGeometry())
         self.settings.setValue(KEY_WINDOW_STATE, self.saveState())
-        if self.run_controller.is_running():
-            self.statusBar().showMessage("Stopping the run before closing…")
-        self.compare_panel.shutdown(CLOSE_TIMEOUT_S)
+        charts = self._charts
+        if charts is not None:
+            if charts.run_controller.is_running():
+                self.statusBar().showMessage("Stopping the run before closing…")
+            charts.compare_panel.shutdown(CLOSE_TIMEOUT_S)
         self.run_panel.close_down()
         self.run_options.shutdown()
         self.device_panel.close_down()
-        self.run_controller.shutdown(CLOSE_TIMEOUT_S)
+        if charts is not None:
+            charts.run_controller.shutdown(CLOSE_TIMEOUT_S)
         if not wait_for_threads(CLOSE_TIMEOUT_S):
             print("Device Lab: a background task is still running; waiting for it before exiting.", file=sys.stderr)
         self.log_dock.view.close_down()
-        self.history_panel.close_store()
+        if charts is not None:
+            charts.history_panel.close_store()
         event.accept()
 
     def _restore_geometry(self) -> None:

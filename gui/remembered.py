@@ -208,16 +208,15 @@ class WindowMemory(QObject):
         self,
         settings: QSettings,
         run_form: QWidget,
-        compare_panel: ComparePanel,
         splitter: QSplitter,
         exclude: Sequence[QWidget] = (),
         parent: QObject | None = None,
     ):
         super().__init__(parent)
         self._settings = settings
-        self._compare = compare_panel
+        self._compare: ComparePanel | None = None
         self._splitter = splitter
-        self._devices_seen = False
+        self._compare_ready = False
         self.form = FormMemory(settings, KEY_RUN_FORM, run_form, exclude, self)
 
     def restore(self) -> None:
@@ -230,7 +229,7 @@ class WindowMemory(QObject):
     def save(self, *_: object) -> None:
         """On run start and on close."""
         self._settings.setValue(KEY_WINDOW_SPLITTER, self._splitter.saveState())
-        if self._devices_seen:
+        if self._compare_ready and self._compare is not None:
             save_compare_targets(self._settings, self._compare.chosen_targets())
         self.form.save()
 
@@ -239,10 +238,18 @@ class WindowMemory(QObject):
         self.form.before_devices()
 
     def after_devices(self, *_: object) -> None:
-        """Connect to the device report after the panels: fields that needed the devices, and the compare targets."""
+        """Connect to the device report after the run form: the fields that needed the devices."""
         self.form.after_devices()
-        if not self._devices_seen:
-            self._devices_seen = True
-            targets = saved_compare_targets(self._settings)
-            if targets is not None:
-                self._compare.set_targets(targets)
+
+    def attach_compare(self, compare_panel: ComparePanel) -> None:
+        """The compare panel, once built; call `compare_ready` when it has its devices."""
+        self._compare = compare_panel
+
+    def compare_ready(self, *_: object) -> None:
+        """The compare panel has its devices: tick the saved targets (once); they are saved from now on."""
+        if self._compare is None or self._compare_ready:
+            return
+        self._compare_ready = True
+        targets = saved_compare_targets(self._settings)
+        if targets is not None:
+            self._compare.set_targets(targets)

@@ -149,10 +149,10 @@ def new_window(qtbot):
 
     opened = []
 
-    def open_window():
+    def open_window(charts_later: bool = False):
         settings = open_settings()
         runtime, note = effective_runtime_settings(settings)
-        window = MainWindow(settings, runtime, note)
+        window = MainWindow(settings, runtime, note, charts_later=charts_later)
         opened.append(window)
         window.show()
         window.start()
@@ -166,7 +166,8 @@ def new_window(qtbot):
         window.deleteLater()
 
 
-def test_the_run_form_and_options_survive_closing_and_reopening(new_window, tmp_path):
+@pytest.mark.parametrize("charts_later", [False, True], ids=["charts-at-once", "charts-after-devices"])
+def test_the_run_form_and_options_survive_closing_and_reopening(new_window, tmp_path, charts_later):
     first = new_window()
     panel = first.run_panel
     choose(panel.model_combo, "cnn")
@@ -185,7 +186,7 @@ def test_the_run_form_and_options_survive_closing_and_reopening(new_window, tmp_
     chosen_targets = first.compare_panel.chosen_targets()
     first.close()
 
-    second = new_window()
+    second = new_window(charts_later)
     panel = second.run_panel
     assert panel.model_combo.currentData() == "cnn" and panel.dataset_combo.currentData() == "synthetic"
     assert panel.strategy_combo.currentData() == "one-device" and panel.device_combo.currentData() == "CPU:1"

@@ -17,16 +17,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 STARTUP_SCRIPT = r"""
 import json, sys, time
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 app = QApplication([])
 from gui.main_window import MainWindow
 from gui.settings import effective_runtime_settings, open_settings
 settings = open_settings()
 runtime, note = effective_runtime_settings(settings)
-window = MainWindow(settings, runtime, note)
+window = MainWindow(settings, runtime, note, charts_later=True)
 window.show()
 app.processEvents()
-shown = {"visible": window.isVisible(), "tf_loaded_when_shown": "tensorflow" in sys.modules}
+shown = {
+    "visible": window.isVisible(),
+    "tf_loaded_when_shown": "tensorflow" in sys.modules,
+    "pyqtgraph_loaded_when_shown": "pyqtgraph" in sys.modules,
+    "tabs_when_shown": [window.tabs.tabText(i) for i in range(window.tabs.count())],
+}
 window.start()
 app.processEvents()
 shown["status"] = window.device_panel.status_label.text()
@@ -37,13 +42,17 @@ while window.device_panel.table.rowCount() == 0 and time.monotonic() < deadline:
     time.sleep(0.02)
 shown["rows"] = window.device_panel.table.rowCount()
 shown["tf_loaded_after"] = "tensorflow" in sys.modules
+for _ in range(50):
+    app.processEvents()
+shown["loss_plot_after"] = window.findChild(QWidget, "lossPlot") is not None
+shown["tabs_after"] = [window.tabs.tabText(i) for i in range(window.tabs.count())]
 window.close()
 print("RESULT " + json.dumps(shown))
 """
 
 
 @pytest.mark.timeout(200)
-def test_window_is_shown_before_tensorflow_loads_then_devices_fill_in(tmp_path):
+def test_window_is_shown_before_tensorflow_and_the_charts_load_then_devices_fill_in(tmp_path):
     env = {**os.environ, "DEVICE_LAB_SETTINGS_DIR": str(tmp_path / "settings"), "DEVICE_LAB_DATA_DIR": str(tmp_path / "data")}
     out = subprocess.run([sys.executable, "-c", STARTUP_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=190)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -55,6 +64,25 @@ def test_window_is_shown_before_tensorflow_loads_then_devices_fill_in(tmp_path):
     assert shown["status"].startswith("Detecting devices…")
     assert not shown["start_enabled"]
     assert shown["rows"] >= 1 and shown["tf_loaded_after"]
+    assert not shown["pyqtgraph_loaded_when_shown"], "the chart panels were built before the window was shown"
+    assert shown["tabs_when_shown"] == shown["tabs_after"] == ["Devices", "Training", "Compare", "History"]
+    assert shown["loss_plot_after"], "the chart panels were not built once the devices were listed"
+
+
+def test_opening_a_chart_tab_before_the_devices_builds_the_charts_at_once(qtbot):
+    from gui.main_window import MainWindow
+    from gui.settings import effective_runtime_settings, open_settings
+
+    settings = open_settings()
+    runtime, note = effective_runtime_settings(settings)
+    window = MainWindow(settings, runtime, note, charts_later=True)
+    qtbot.addWidget(window)
+    window.show()
+    assert window.findChild(QWidget, "lossPlot") is None
+    window.tabs.setCurrentIndex(2)
+    assert window.tabs.tabText(2) == "Compare" and window.tabs.currentWidget() is window.compare_panel
+    assert window.findChild(QWidget, "lossPlot") is not None and window.findChild(QWidget, "compareTable") is not None
+    window.close()
 
 
 def test_widgets_have_object_names(window):
