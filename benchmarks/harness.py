@@ -297,7 +297,8 @@ class AppWindow:
                 self.wait(lambda: bool(finished) or controller.is_running(), 30, "the run to start")
             except BenchmarkError:
                 raise BenchmarkError(f"Start did not start a run; the window says: {self.status_text()!r}") from None
-            self.wait(lambda: bool(finished) and not controller.is_running(), timeout_s, "the run to finish")
+            # Poll slowly: the harness's own wake-ups must not cost the training thread time.
+            self.wait(lambda: bool(finished) and not controller.is_running(), timeout_s, "the run to finish", poll_ms=200)
         finally:
             controller.run_finished.disconnect(finished.append)
         return finished[0]

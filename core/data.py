@@ -99,6 +99,10 @@ def make_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, synth
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.deterministic = True
+    # Nothing here to tune (in-memory tensors, no parallel map; prefetch keeps its own buffer
+    # heuristic), and the autotune thread made deleting the iterator wait for it: 0.1-1.2 s after
+    # every stopped run (benchmarks/stop_latency).
+    options.autotune.enabled = False
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 

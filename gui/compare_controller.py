@@ -23,6 +23,7 @@ from core.config import RunConfig
 from core.models import MODELS
 from core.results import FAILED, RunResult, StepRecord
 from gui.plots import PlotsWidget
+from gui.rate_limit import RateLimit
 from gui.workers import FinishedRun, StepArrays, StepBuffer, start_worker, stop_and_wait
 
 POLL_INTERVAL_MS = 50
@@ -189,6 +190,7 @@ class CompareController(QObject):
         self._job: CompareJob | None = None
         self._line = ""
         self._done: dict[int, int] = {}
+        self._progress_rate = RateLimit()
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_INTERVAL_MS)
         self._timer.timeout.connect(self._poll)
@@ -254,7 +256,7 @@ class CompareController(QObject):
             self._plots.append_steps(self.plot_key(index), steps.steps, steps.losses, steps.times_s, steps.warmup)
             self._done[index] = self._done.get(index, 0) + len(steps)
         index, total = self._buffers.current()
-        if drained and self._line and index >= 0:
+        if drained and self._line and index >= 0 and self._progress_rate.ready():
             done = self._done.get(index, 0)
             self.progress.emit(f"{self._line} · step {done:,} of {total:,}" if total else f"{self._line} · step {done:,}")
 

@@ -49,7 +49,7 @@ from gui.smoothing import EmaState, ema
 
 REDRAW_INTERVAL_MS = 100  # at most 10 redraws a second while steps arrive
 MAX_REDRAW_INTERVAL_MS = 1000
-FRAME_SHARE = 0.05  # a frame (setData + paint) may take this share of the time: training pays for it (GIL, cores)
+FRAME_SHARE = 0.03  # a frame (setData + paint) may take this share of the time: training pays for it (GIL, cores)
 FULL_DETAIL_PER_PIXEL = 2  # a series with at most this many steps per pixel is drawn as it is
 ZOOM_MARGIN = 0.5  # zoomed in, a curve is prepared this many view widths beyond each side, for panning
 PAINT_STEP_GAP_MS = 5  # between the steps of a frame: timers that come due meanwhile (input, animations) go first

@@ -1,8 +1,8 @@
 """One training run at a time, from Start to the saved result: thread, stop flag, live curves, progress.
 
 The training thread only appends step records to a `StepBuffer`; a 20 Hz timer
-in the GUI thread drains it into the plots and the progress figures. No signal
-per step, so a fast model cannot flood the event loop.
+in the GUI thread drains it into the plots, and the progress figures follow at
+4 Hz. No signal per step, so a fast model cannot flood the event loop.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal
 from core.callbacks import RunCallback
 from core.config import RunConfig
 from gui.plots import PlotsWidget
+from gui.rate_limit import RateLimit
 from gui.workers import FinishedRun, StepBuffer, TrainingWorker, start_worker, stop_and_wait
 
-POLL_INTERVAL_MS = 50
+POLL_INTERVAL_MS = 100
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RunController(QObject):
         self._done = 0
         self._steady_s = 0.0
         self._steady_steps = 0
+        self._progress_rate = RateLimit()
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_INTERVAL_MS)
         self._timer.timeout.connect(self._poll)
@@ -76,6 +78,7 @@ class RunController(QObject):
         self._key = f"live-{next(self._keys)}"
         self._config = config
         self._done, self._steady_s, self._steady_steps = 0, 0.0, 0
+        self._progress_rate.reset()
         self._buffer = StepBuffer()
         self._stop_event = threading.Event()
         self._plots.add_run(self._key, label, batch_size=config.batch_size)
@@ -102,8 +105,8 @@ class RunController(QObject):
     # --- following the run ---------------------------------------------------
 
     def _poll(self) -> None:
-        """Timer tick: move new steps into the plots and report progress."""
-        if self._drain() or self._done:
+        """Timer tick: move new steps into the plots, and report progress (rate-limited)."""
+        if (self._drain() or self._done) and self._progress_rate.ready():
             self._report_progress()
 
     def _drain(self) -> int:
@@ -127,7 +130,8 @@ class RunController(QObject):
         self.progress.emit(Progress(self._done, total, samples_per_s, eta))
 
     def _on_result(self, finished: FinishedRun) -> None:
-        self._poll()
+        self._drain()
+        self._report_progress()
         self._plots.flush()
         self.run_finished.emit(finished)
 
