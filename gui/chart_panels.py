@@ -18,8 +18,6 @@ from gui.history_panel import HistoryPanel
 from gui.plots import PlotsWidget
 from gui.run_controller import RunController
 
-TITLES = ("Training", "Compare", "History")
-
 
 @dataclass(frozen=True)
 class ChartPanels:
@@ -29,7 +27,7 @@ class ChartPanels:
     history_panel: HistoryPanel
 
     def widgets(self) -> tuple[QWidget, QWidget, QWidget]:
-        """The tab pages, in the order of TITLES."""
+        """The tab pages, in tab order: Training, Compare, History."""
         return self.plots, self.compare_panel, self.history_panel
 
 
@@ -40,4 +38,3 @@ def build_chart_panels(window: QWidget, run_config, run_errors) -> ChartPanels:
     compare_panel = ComparePanel(plots, run_config, run_errors)
     history_panel = HistoryPanel(plots)
     return ChartPanels(plots, run_controller, compare_panel, history_panel)
-

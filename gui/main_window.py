@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from gui.run_controller import Progress, RunController
 
 CLOSE_TIMEOUT_S = 30.0
+CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.chart_panels, in ChartPanels.widgets() order
 STATUS_TIMEOUT_MS = 8000
 
 
@@ -81,12 +82,12 @@ class MainWindow(QMainWindow):
         self.run_options = RunOptionsBox(settings)
         self.run_panel.add_section(self.run_options)
         self._charts: ChartPanels | None = None
-        self._chart_placeholders = [QLabel("Loading…") for _ in range(3)]
+        self._chart_placeholders = [QLabel("Loading…") for _ in CHART_TITLES]
         self.tabs = QTabWidget()
         self.tabs.setObjectName("mainTabs")
         self.tabs.setDocumentMode(True)
         self.add_panel(self.device_panel, "Devices")
-        for placeholder, title in zip(self._chart_placeholders, ("Training", "Compare", "History"), strict=True):
+        for placeholder, title in zip(self._chart_placeholders, CHART_TITLES, strict=True):
             placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.add_panel(placeholder, title)
         self.log_dock = LogDock(self)
@@ -134,6 +135,7 @@ class MainWindow(QMainWindow):
                 self.tabs.removeTab(index)
                 self.tabs.insertTab(index, widget, title)
                 placeholder.deleteLater()
+            self._chart_placeholders.clear()
             self.tabs.setCurrentIndex(current)
             self._wire_charts()
             self.theme = ThemeFollower(self)
@@ -250,7 +252,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(self.history_panel.notice)
 
     def _wire_options(self) -> None:
-        """Logging & profiling hooks, remembered settings, theme and icon."""
+        """Logging & profiling hooks, remembered settings and icon (the plot theme comes with the charts)."""
         self.device_panel.devices_changed.connect(self.memory.after_devices)
         self.run_panel.start_requested.connect(self.memory.save)
         self.add_run_callback_provider(self.run_options.callbacks_for)

@@ -1,8 +1,8 @@
 """One training run at a time, from Start to the saved result: thread, stop flag, live curves, progress.
 
-The training thread only appends step records to a `StepBuffer`; a 20 Hz timer
+The training thread only appends step records to a `StepBuffer`; a 10 Hz timer
 in the GUI thread drains it into the plots, and the progress figures follow at
-4 Hz. No signal per step, so a fast model cannot flood the event loop.
+most 4 times a second. No signal per step, so a fast model cannot flood the event loop.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class StepBuffer:
     """Step records handed from the training thread to the GUI thread, under a lock.
 
     The training thread appends after every call of the compiled step function
-    (cheap: no Qt signal); the GUI drains it from its 20 Hz timer.
+    (cheap: no Qt signal); the GUI drains it from a timer (10 Hz for runs, 20 Hz for comparisons).
     """
 
     def __init__(self) -> None:
