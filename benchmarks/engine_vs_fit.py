@@ -1,7 +1,7 @@
 """engine_vs_fit: does the app's engine train as fast as a bare Keras `model.fit`?
 
-Both sides train the same sample model (core.models), on the same synthetic
-tf.data pipeline (core.data.make_dataset), with the same global batch, Adam
+Both sides train the same sample model (core.workloads.models), on the same synthetic
+tf.data pipeline (core.workloads.data.make_dataset), with the same global batch, Adam
 learning rate, steps per call (fit: steps_per_execution=K, jit_compile=False)
 and number of steps, on the CPU. Engine and fit alternate (ABAB...) inside one
 process, several processes per case with the order swapped in every other one:
@@ -52,7 +52,7 @@ def run(quick: bool) -> list[harness.Result]:
 
 def _engine(model: str, k: int, steps: int) -> float:
     from core.config import RunConfig
-    from core.training import run_training
+    from core.runner import run_training
 
     clock = harness.CallClock()
     config = RunConfig(model=model, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)
@@ -66,9 +66,9 @@ def _fit(model: str, k: int, steps: int) -> float:
     import keras
     import tensorflow as tf
 
-    from core import data
     from core.config import RunConfig
-    from core.models import get_model_spec
+    from core.workloads import data
+    from core.workloads.models import get_model_spec
 
     defaults = RunConfig()
     spec = get_model_spec(model)

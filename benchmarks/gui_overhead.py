@@ -67,7 +67,7 @@ def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
     """The run as `main.py run` does it, in this (GUI) thread: the event loop waits meanwhile."""
     from core.cli import ProgressPrinter
     from core.config import RunConfig
-    from core.training import run_training
+    from core.runner import run_training
 
     config = RunConfig(model=MODEL, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=STEPS_PER_CALL)
     with open(os.devnull, "w") as devnull:
@@ -77,16 +77,16 @@ def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
 
 def timed_engine() -> list[harness.CallClock]:
     """Give every later run_training call in this process a CallClock (the window's worker imports it at run time)."""
-    import core.training
+    import core.runner
 
     clocks: list[harness.CallClock] = []
-    engine = core.training.run_training
+    engine = core.runner.run_training
 
     def run_training(config, on_steps=None, stop_event=None, callbacks=()):
         clocks.append(harness.CallClock())
         return engine(config, on_steps, stop_event, [*callbacks, clocks[-1]])
 
-    core.training.run_training = run_training
+    core.runner.run_training = run_training
     return clocks
 
 

@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from core.callbacks import RunCallback
+from core.training.callbacks import RunCallback
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_MARK = "BENCH-RESULT "
@@ -257,8 +257,8 @@ class AppWindow:
         self.wait_for_workers(timeout_s)
 
     def wait_for_workers(self, timeout_s: float = 120) -> None:
-        """Wait until no worker thread of the app (gui.workers) runs."""
-        from gui.workers import running_threads
+        """Wait until no worker thread of the app (gui.qt_threads) runs."""
+        from gui.qt_threads import running_threads
 
         self.wait(lambda: not running_threads(), timeout_s, "the app's worker threads to end")
 

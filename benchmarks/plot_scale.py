@@ -72,7 +72,7 @@ def _child(argv: list[str]) -> dict:
 
     from PySide6.QtWidgets import QApplication
 
-    from gui.plots import PlotsWidget
+    from gui.plotting.plots import PlotsWidget
 
     frames = int(argv[0])
     app = QApplication.instance() or QApplication([])

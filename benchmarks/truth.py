@@ -1,6 +1,6 @@
 """truth: is the samples/s the app reports what a stopwatch outside the engine sees?
 
-Runs the engine as `main.py run` does (core.training.run_training with the CLI's
+Runs the engine as `main.py run` does (core.runner.run_training with the CLI's
 progress printer as on_steps) in a fresh process, with a RunCallback recording
 time.perf_counter when each call starts and when its steps are handed out. The
 outside figure covers the same steady steps the app reports on (every call after
@@ -49,7 +49,7 @@ def run(quick: bool) -> list[harness.Result]:
 def _child(argv: list[str]) -> dict:
     from core.cli import ProgressPrinter
     from core.config import RunConfig
-    from core.training import run_training
+    from core.runner import run_training
 
     model, k, steps = argv[0], int(argv[1]), int(argv[2])
     config = RunConfig(model=model, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.config import OPTIMIZERS, PRECISIONS, STRATEGIES, ConfigError, RunConfig
-from core.results import COMPLETED, RunResult, StepRecord
+from core.results import RunResult, RunStatus, StepRecord
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` and run one subcommand; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "worker":
-        from core.cluster import worker_main
+        from core.cluster.worker import main as worker_main
 
         return worker_main(argv[1:])
     parser = _parser()
@@ -126,7 +126,7 @@ def _job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
 def _configure(logical_cpus: int, verbose: bool = False) -> None:
     """Import TF (its C++ start-up chatter to the log file unless --verbose) and split the CPU if asked."""
     from core.logs import import_tensorflow_quietly
-    from core.runtime import RuntimeSettings, configure_runtime
+    from core.machine.runtime import RuntimeSettings, configure_runtime
 
     if not verbose:
         import_tensorflow_quietly()
@@ -137,7 +137,8 @@ def _configure(logical_cpus: int, verbose: bool = False) -> None:
 
 def _cmd_devices(args: argparse.Namespace) -> int:
     _configure(args.logical_cpus, getattr(args, "verbose", False))
-    from core.devices import device_table_rows, format_bytes, inspect_devices
+    from core.formatting import format_bytes
+    from core.machine.inspect import device_table_rows, inspect_devices
 
     report = inspect_devices()
     rows = device_table_rows(report)
@@ -161,7 +162,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from core.models import describe_models
+    from core.workloads.models import describe_models
 
     rows = describe_models()
     if args.json:
@@ -189,8 +190,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _announce_cluster(config)
     profile = _parse_step_range(args.profile) if args.profile else None
     _configure(args.logical_cpus, getattr(args, "verbose", False))
-    from core.profiling import run_callbacks_for
-    from core.training import check_against_machine, run_training, total_steps
+    from core.hooks.profiler import run_callbacks_for
+    from core.runner import run_training
+    from core.training.engine import check_against_machine, total_steps
 
     check_against_machine(config)
     callbacks = run_callbacks_for(config, args.tensorboard or None, profile)
@@ -203,13 +205,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(result.summary(), indent=2))
     else:
         print(format_result(result))
-    if result.status != COMPLETED:
+    if result.status != RunStatus.COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
-    return EXIT_OK if result.status == COMPLETED else EXIT_RUN_FAILED
+    return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_RUN_FAILED
 
 
 def _announce_cluster(config: RunConfig) -> None:
-    from core.cluster import GRPC_WARNING, worker_commands
+    from core.cluster.topology import GRPC_WARNING, worker_commands
 
     print(f"warning: {GRPC_WARNING}", file=sys.stderr)
     commands = worker_commands(config)
@@ -220,7 +222,7 @@ def _announce_cluster(config: RunConfig) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from core.compare import format_table, parse_targets, run_comparison
+    from core.compare.runner import format_table, parse_targets, run_comparison
 
     targets = parse_targets(args.targets)
     if not 0 <= args.baseline < len(targets):
@@ -246,7 +248,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(format_table(comparison))
         for warning in comparison.warnings:
             print(f"warning: {warning}")
-    return EXIT_OK if all(row.status == COMPLETED for row in comparison.rows) else EXIT_RUN_FAILED
+    return EXIT_OK if all(row.status == RunStatus.COMPLETED for row in comparison.rows) else EXIT_RUN_FAILED
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -286,7 +288,7 @@ def _save(result: RunResult, skip: bool) -> None:
 @functools.cache
 def _history():
     """The run history, opened once per command (a comparison saves several runs)."""
-    from core.store import RunStore
+    from core.history.store import RunStore
 
     store = RunStore.open()
     if store.notice:
@@ -303,7 +305,7 @@ def _summary_dict(summary: Any) -> dict[str, Any]:
 
 
 def _parse_step_range(text: str) -> tuple[int, int]:
-    from core.profiling import PROFILE_FIELD, check_profile_steps
+    from core.hooks.profiler import PROFILE_FIELD, check_profile_steps
 
     first, _, last = text.partition("-")
     if not (first.strip().isdigit() and last.strip().isdigit()):

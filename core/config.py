@@ -2,7 +2,7 @@
 
 Everything that can be checked without TensorFlow is checked here, so a bad
 value never reaches the engine. Checks that need the live machine (does
-device "GPU:3" exist?) live in `core.training.check_against_machine`.
+device "GPU:3" exist?) live in `core.training.engine.check_against_machine`.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def normalize_address(address: str) -> str:
 
 
 def _validate(config: RunConfig) -> None:
-    from core import data, models  # local: keeps config importable on its own
+    from core.workloads import data, models  # local: keeps config importable on its own
 
     if config.model not in models.MODELS:
         raise ConfigError("model", config.model, ", ".join(models.MODELS))

@@ -314,7 +314,7 @@ def import_tensorflow_quietly(log_dir: str | Path | None = None) -> Path:
 
     Returns that file (`tensorflow-native.log` in the log folder); its lines
     also go to the app log and `log_buffer()`. Does not initialise the TF
-    runtime, so `core.runtime.configure_runtime` may still run afterwards.
+    runtime, so `core.machine.runtime.configure_runtime` may still run afterwards.
     """
     folder = Path(log_dir).expanduser() if log_dir is not None else default_log_dir()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

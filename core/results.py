@@ -1,13 +1,65 @@
-"""What a run produces: step records while it trains, a `RunResult` when it ends."""
+"""What a run produces: step records while it trains, a `RunResult` when it ends.
+
+A run's headline figures (samples/s, step times, warm-up, ...) are defined once,
+as `RunResult` fields made with `figure(...)`: `FIGURES` lists them with their
+label, unit and kind, and the JSON summary, the history's columns, the CLI and
+GUI tables and the exports all read that list. A new figure is one such field
+plus the code that computes it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any
 
-COMPLETED = "completed"
-STOPPED = "stopped"
-FAILED = "failed"
+from core.formatting import MISSING, format_value
+
+
+class RunStatus(str, Enum):
+    """How a run ended (or that it has not yet). Compares equal to its plain value ("completed")."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def ran(self) -> bool:
+        """True when the run trained at all (its figures mean something)."""
+        return self not in (RunStatus.FAILED, RunStatus.SKIPPED)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """How people read one headline figure: its key, column title, unit and number kind."""
+
+    name: str  # the RunResult attribute, JSON key and history column
+    label: str  # a short column title
+    unit: str  # "samples/s", "ms", "s", "bytes", or "" for a pure number
+    kind: str  # how `format_value` writes it: "rate", "ms", "seconds", "count", "loss", "bytes", ...
+    sql_type: str  # the history column's type: "REAL" or "INTEGER"
+    description: str  # one sentence for tooltips and docs
+
+    def format(self, value: Any, missing: str = MISSING) -> str:
+        """The value as text, with the unit where the kind does not already say it."""
+        return format_value(value, self.kind, missing)
+
+    @property
+    def title(self) -> str:
+        """The column title with its unit: "Median step (ms)"."""
+        return f"{self.label} ({self.unit})" if self.unit and self.unit != "bytes" else self.label
+
+
+def figure(label: str, unit: str, kind: str, description: str, sql_type: str = "REAL") -> Any:
+    """A `RunResult` field that is a headline figure (default None)."""
+    meta = {"figure": (label, unit, kind, sql_type, description)}
+    return field(default=None, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -28,19 +80,21 @@ class RunResult:
     ended before any steady-state step was timed.
     """
 
-    status: str
+    status: RunStatus
     config: dict[str, Any]
     message: str = ""
     steps_done: int = 0
     replicas: int = 1
-    warmup_s: float | None = None
+    warmup_s: float | None = figure("Warm-up", "s", "seconds", "Time of the first call: tracing and compiling the step.")
     warmup_steps: int = 0
-    step_time_median_ms: float | None = None
-    step_time_p95_ms: float | None = None
-    step_time_spread: float | None = None
-    samples_per_s: float | None = None
-    final_loss: float | None = None
-    peak_memory_bytes: int | None = None
+    step_time_median_ms: float | None = figure("Median step", "ms", "ms", "Median steady-state step time (warm-up excluded).")
+    step_time_p95_ms: float | None = figure("p95 step", "ms", "ms", "95th percentile of the steady-state step times.")
+    step_time_spread: float | None = figure("Spread", "", "percent", "(p90 - p10) / median of the steady-state step times.")
+    samples_per_s: float | None = figure("Samples/s", "", "rate", "Global batch / mean steady-state step time.")
+    final_loss: float | None = figure("Final loss", "", "loss", "The loss of the last step.")
+    peak_memory_bytes: int | None = figure(
+        "Peak memory", "bytes", "bytes", "Device allocator peak on accelerators, else the process's RSS peak.", "INTEGER"
+    )
     peak_memory_source: str = ""
     wall_s: float = 0.0
     started_at: str = ""
@@ -49,34 +103,30 @@ class RunResult:
     step_times_s: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
+
     @property
     def ok(self) -> bool:
-        return self.status == COMPLETED
+        return self.status == RunStatus.COMPLETED
+
+    def figures(self) -> dict[str, Any]:
+        """The headline figures by name, in `FIGURES` order."""
+        return {f.name: getattr(self, f.name) for f in FIGURES}
 
     def summary(self) -> dict[str, Any]:
         """The headline figures (no step series), as printed by the CLI's --json."""
         cfg = self.config
         return {
-            "status": self.status,
+            "status": self.status.value,
             "message": self.message,
-            "model": cfg.get("model"),
-            "dataset": cfg.get("dataset"),
-            "strategy": cfg.get("strategy"),
+            **{key: cfg.get(key) for key in ("model", "dataset", "strategy")},
             "devices": list(cfg.get("devices", [])),
-            "batch_size": cfg.get("batch_size"),
-            "steps_per_call": cfg.get("steps_per_call"),
-            "precision": cfg.get("precision"),
-            "xla": cfg.get("xla"),
+            **{key: cfg.get(key) for key in ("batch_size", "steps_per_call", "precision", "xla")},
             "replicas": self.replicas,
             "steps": self.steps_done,
-            "warmup_s": self.warmup_s,
             "warmup_steps": self.warmup_steps,
-            "step_time_median_ms": self.step_time_median_ms,
-            "step_time_p95_ms": self.step_time_p95_ms,
-            "step_time_spread": self.step_time_spread,
-            "samples_per_s": self.samples_per_s,
-            "final_loss": self.final_loss,
-            "peak_memory_bytes": self.peak_memory_bytes,
+            **self.figures(),
             "peak_memory_source": self.peak_memory_source,
             "wall_s": self.wall_s,
             "started_at": self.started_at,
@@ -86,6 +136,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """Everything, step series included, JSON-ready."""
         data = asdict(self)
+        data["status"] = self.status.value
         data["losses"] = list(self.losses)
         data["step_times_s"] = list(self.step_times_s)
         data["warnings"] = list(self.warnings)
@@ -99,3 +150,12 @@ class RunResult:
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
+
+
+FIGURES: tuple[Figure, ...] = tuple(
+    Figure(f.name, label, unit, kind, sql_type, description)
+    for f in fields(RunResult)
+    if "figure" in f.metadata
+    for label, unit, kind, sql_type, description in [f.metadata["figure"]]
+)
+FIGURES_BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}

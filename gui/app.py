@@ -10,12 +10,12 @@ from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
 
 from core.logs import setup_logging
-from core.runtime import quiet_tensorflow_logs
-from gui.about_dialog import app_version
+from core.machine.runtime import quiet_tensorflow_logs
+from gui.dialogs.about import app_version
 from gui.icons import app_icon
 from gui.main_window import MainWindow
+from gui.qt_threads import wait_for_threads
 from gui.settings import APPLICATION, ORGANIZATION, effective_runtime_settings, open_settings
-from gui.workers import wait_for_threads
 
 STYLE_SHEET = Path(__file__).resolve().parent.parent / "resources" / "style.qss"
 EXIT_WAIT_S = 120.0

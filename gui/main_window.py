@@ -5,7 +5,7 @@ live plots through `window.plots` and follow runs through
 `window.run_controller.run_finished` (a FinishedRun with its history id).
 
 With `charts_later=True` (the app) the window shows before its chart panels
-(Training, Compare, History; see gui.chart_panels) exist: they are built on
+(Training, Compare, History; see gui.panels.charts) exist: they are built on
 first use of `plots`, `run_controller`, `compare_panel` or `history_panel`, on
 opening their tab, or just after the devices are listed.
 """
@@ -29,31 +29,34 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.callbacks import RunCallback
 from core.config import ConfigError, RunConfig
-from core.devices import DeviceReport
-from core.runtime import RuntimeSettings
-from gui.about_dialog import AboutDialog
-from gui.device_panel import DevicePanel
-from gui.help_dialog import HelpDialog
+from core.formatting import format_duration
+from core.machine.runtime import RuntimeSettings
+from core.machine.types import DeviceReport
+from core.results import RunStatus
+from core.training.callbacks import RunCallback
+from gui.controllers.training_worker import FinishedRun
+from gui.dialogs.about import AboutDialog
+from gui.dialogs.help import HelpDialog
+from gui.dialogs.settings import RESTART_NOTE, SettingsDialog
 from gui.icons import app_icon
-from gui.log_view import LogDock
+from gui.panels.devices import DevicePanel
+from gui.panels.log_dock import LogDock
+from gui.qt_threads import wait_for_threads
 from gui.remembered import WindowMemory
-from gui.run_options import RunOptionsBox
-from gui.run_panel import RunPanel, format_duration
+from gui.run_form.hooks_box import RunOptionsBox
+from gui.run_form.panel import RunPanel
 from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
-from gui.settings_dialog import RESTART_NOTE, SettingsDialog
-from gui.workers import FinishedRun, wait_for_threads
 
 if TYPE_CHECKING:
-    from gui.chart_panels import ChartPanels
-    from gui.compare_panel import ComparePanel
-    from gui.history_panel import HistoryPanel
-    from gui.plots import PlotsWidget
-    from gui.run_controller import Progress, RunController
+    from gui.controllers.run import Progress, RunController
+    from gui.panels.charts import ChartPanels
+    from gui.panels.compare import ComparePanel
+    from gui.panels.history import HistoryPanel
+    from gui.plotting.plots import PlotsWidget
 
 CLOSE_TIMEOUT_S = 30.0
-CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.chart_panels, in ChartPanels.widgets() order
+CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.panels.charts, in ChartPanels.widgets() order
 STATUS_TIMEOUT_MS = 8000
 
 
@@ -124,8 +127,8 @@ class MainWindow(QMainWindow):
     def charts(self) -> ChartPanels:
         """The Training, Compare and History panels, built and wired on the first call."""
         if self._charts is None:
-            from gui.chart_panels import build_chart_panels
-            from gui.theme import ThemeFollower
+            from gui.panels.charts import build_chart_panels
+            from gui.plotting.theme import ThemeFollower
 
             current = self.tabs.currentIndex()
             self._charts = build_chart_panels(self, self.run_panel.config, self.run_panel.errors)
@@ -312,7 +315,7 @@ class MainWindow(QMainWindow):
         result = finished.result
         rate = f", {result.samples_per_s:,.0f} samples/s" if result.samples_per_s else ""
         text = f"Run {result.status} after {result.steps_done:,} steps{rate}."
-        if result.status == "failed":
+        if result.status == RunStatus.FAILED:
             text += " " + result.message
         self.statusBar().showMessage(text)
 

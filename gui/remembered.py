@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from gui.settings import KEY_COMPARE_TARGETS, KEY_RUN_FORM, KEY_WINDOW_SPLITTER
 
 if TYPE_CHECKING:
-    from gui.compare_panel import ComparePanel
+    from gui.panels.compare import ComparePanel
 
 FIELD_TYPES = (QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox, QCheckBox, QListWidget)
 

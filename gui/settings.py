@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 
 from core.config import ConfigError
-from core.runtime import RuntimeSettings
+from core.machine.runtime import RuntimeSettings
 
 SETTINGS_DIR_ENV = "DEVICE_LAB_SETTINGS_DIR"
 LOGICAL_CPUS_ENV = "DEVICE_LAB_LOGICAL_CPUS"

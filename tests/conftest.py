@@ -29,9 +29,9 @@ THREAD_GRACE_S = 1.0  # a thread that has emitted `finished` may need a moment t
 
 @pytest.fixture(autouse=True)
 def no_thread_left_running():
-    """Fail a test that leaves a worker QThread running (started through gui.workers)."""
+    """Fail a test that leaves a worker QThread running (started through gui.qt_threads)."""
     yield
-    workers = sys.modules.get("gui.workers")
+    workers = sys.modules.get("gui.qt_threads")
     if workers is None:
         return
     deadline = time.monotonic() + THREAD_GRACE_S

@@ -8,7 +8,7 @@ LOGICAL_CPUS = 2
 @pytest.fixture(scope="session")
 def two_cpus() -> list[str]:
     """Short names of the two logical CPU devices (configured once, before TF initialises)."""
-    from core.runtime import RuntimeSettings, configure_runtime
+    from core.machine.runtime import RuntimeSettings, configure_runtime
 
     configure_runtime(RuntimeSettings(logical_cpus=LOGICAL_CPUS))
     import tensorflow as tf

@@ -54,7 +54,7 @@ def test_float16_on_cpu_is_allowed_but_warns():
 
 
 def test_device_that_does_not_exist_is_refused(two_cpus):
-    from core.training import check_against_machine
+    from core.training.engine import check_against_machine
 
     with pytest.raises(ConfigError) as info:
         check_against_machine(RunConfig(strategy="one-device", devices=("GPU:7",)))
@@ -62,7 +62,7 @@ def test_device_that_does_not_exist_is_refused(two_cpus):
 
 
 def test_whole_number_learning_rate_becomes_float_and_trains(two_cpus):
-    from core.training import run_training
+    from core.runner import run_training
 
     config = RunConfig(learning_rate=1, optimizer="sgd", steps=2)
     assert isinstance(config.learning_rate, float)

@@ -58,7 +58,7 @@ def test_tensorflow_and_absl_records_go_to_file_and_buffer_not_stderr(tmp_path, 
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
     tf.get_logger().warning("marker from the tensorflow logger")
     absl.logging.warning("marker from absl")
-    logging.getLogger("core.training").info("marker from the app")
+    logging.getLogger("core.training.engine").info("marker from the app")
 
     captured = capfd.readouterr()
     assert "marker" not in captured.err + captured.out
@@ -196,7 +196,7 @@ def test_quiet_tensorflow_import_leaves_the_terminal_clean_and_the_runtime_confi
         from core.logs import import_tensorflow_quietly, setup_logging
         setup_logging()
         native = import_tensorflow_quietly()
-        from core.runtime import RuntimeSettings, configure_runtime
+        from core.machine.runtime import RuntimeSettings, configure_runtime
         assert configure_runtime(RuntimeSettings(logical_cpus=2)) == [], "the runtime must still be configurable"
         import tensorflow as tf
         assert len(tf.config.list_logical_devices("CPU")) == 2

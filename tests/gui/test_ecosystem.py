@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.hooks.tensorboard import HOST_MEMORY_TAG, TENSORBOARD_MISSING
 from core.logs import log_buffer, setup_logging
-from core.results import COMPLETED
-from core.tensorboard import HOST_MEMORY_TAG, TENSORBOARD_MISSING
+from core.results import RunStatus
 from tests.gui.conftest import DETECTION_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
 
@@ -70,7 +70,7 @@ def test_a_run_with_tensorboard_on_writes_event_files_tensorboard_can_read(ready
     options.logdir_edit.setText(str(tmp_path / "tb"))
     set_one_device(ready_window, "CPU:0", steps=12)
     finished = start_and_wait(qtbot, ready_window)
-    assert finished.result.status == COMPLETED, finished.result.message
+    assert finished.result.status == RunStatus.COMPLETED, finished.result.message
     run_dirs = [p for p in (tmp_path / "tb").iterdir() if p.is_dir()]
     assert len(run_dirs) == 1 and run_dirs[0].name.endswith("-mlp-one-device")
     scalars = event_scalars(run_dirs[0])
@@ -89,7 +89,7 @@ def test_profile_steps_from_the_window_leave_a_trace_in_the_run_folder(ready_win
     options.last_step_spin.setValue(4)
     set_one_device(ready_window, "CPU:0", steps=8)
     finished = start_and_wait(qtbot, ready_window)
-    assert finished.result.status == COMPLETED, finished.result.message
+    assert finished.result.status == RunStatus.COMPLETED, finished.result.message
     (run_dir,) = [p for p in (tmp_path / "tb").iterdir() if p.is_dir()]
     traces = list((run_dir / "plugins" / "profile").rglob("*.xplane.pb"))
     assert traces and all(t.stat().st_size > 0 for t in traces)
@@ -130,7 +130,7 @@ def test_open_in_tensorboard_serves_the_folder_on_localhost_and_stops_with_the_w
 
 
 def test_open_in_tensorboard_says_how_to_install_it_when_missing(window, qtbot, tmp_path, monkeypatch):
-    monkeypatch.setattr("core.tensorboard.find_tensorboard", lambda: None)
+    monkeypatch.setattr("core.hooks.tensorboard.find_tensorboard", lambda: None)
     options = window.run_options
     options.logdir_edit.setText(str(tmp_path / "tb"))
     qtbot.mouseClick(options.open_button, pg.QtCore.Qt.MouseButton.LeftButton)
@@ -207,7 +207,7 @@ def test_about_lists_the_versions_actually_installed(qtbot):
     import keras
     import tensorflow as tf
 
-    from gui.about_dialog import AboutDialog
+    from gui.dialogs.about import AboutDialog
 
     dialog = AboutDialog()
     qtbot.addWidget(dialog)
@@ -232,7 +232,7 @@ def test_about_lists_the_versions_actually_installed(qtbot):
 
 
 def test_help_shows_the_readme_quick_start(window):
-    from gui.help_dialog import quick_start, readme_text
+    from gui.dialogs.help import quick_start, readme_text
 
     text = quick_start(readme_text())
     assert text.startswith("# Device Lab") and "## Design" not in text
@@ -259,7 +259,7 @@ def app_logging(tmp_path):
 
 
 def test_log_view_shows_tensorflow_log_lines_old_and_new(qtbot, app_logging):
-    from gui.log_view import LogView
+    from gui.panels.log_dock import LogView
 
     logging.getLogger("tensorflow").warning("before the view opened")
     view = LogView()
@@ -278,10 +278,10 @@ def test_log_view_shows_tensorflow_log_lines_old_and_new(qtbot, app_logging):
 
 
 def test_every_control_has_a_tooltip(ready_window, qtbot, tmp_path):
-    from gui.about_dialog import AboutDialog
-    from gui.help_dialog import HelpDialog
+    from gui.dialogs.about import AboutDialog
+    from gui.dialogs.help import HelpDialog
+    from gui.dialogs.settings import SettingsDialog
     from gui.settings import open_settings
-    from gui.settings_dialog import SettingsDialog
 
     ready_window.log_dock.show()
     dialogs = [AboutDialog(), HelpDialog(), SettingsDialog(open_settings(tmp_path), ready_window.runtime)]
@@ -307,7 +307,7 @@ def test_menus_list_the_shortcuts(window):
 
 
 def test_plots_follow_a_dark_palette_and_back(window, qtbot):
-    from gui.theme import DARK, LIGHT, is_dark
+    from gui.plotting.theme import DARK, LIGHT, is_dark
 
     app = QApplication.instance()
     plots = window.findChildren(pg.PlotWidget)

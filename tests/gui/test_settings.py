@@ -6,9 +6,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QLabel, QMessageBox
 
-from core.runtime import RuntimeSettings
+from core.machine.runtime import RuntimeSettings
+from gui.dialogs.settings import RESTART_NOTE, SettingsDialog
 from gui.settings import effective_runtime_settings, open_settings, save_runtime_settings, saved_runtime_settings
-from gui.settings_dialog import RESTART_NOTE, SettingsDialog
 
 
 def test_settings_live_in_the_folder_named_by_the_environment(isolated_folders):

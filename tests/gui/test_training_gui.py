@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from core.results import COMPLETED, FAILED, STOPPED
-from core.store import RunStore
+from core.history.store import RunStore
+from core.results import RunStatus
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
 
@@ -23,7 +23,7 @@ def test_run_on_cpu0_plots_every_step_and_shows_the_result(ready_window, qtbot):
     set_one_device(ready_window, "CPU:0", steps=30)
     finished = start_and_wait(qtbot, ready_window)
     result = finished.result
-    assert result.status == COMPLETED, result.message
+    assert result.status == RunStatus.COMPLETED, result.message
     assert result.steps_done == 30 and result.config["devices"] == ["CPU:0"]
     key = ready_window.run_controller.current_key
     assert curve_lengths(ready_window, key) == {"loss": 30, "loss_raw": 30, "time": 30, "time_raw": 30}
@@ -38,7 +38,7 @@ def test_run_on_cpu0_plots_every_step_and_shows_the_result(ready_window, qtbot):
     with RunStore.open() as store:
         stored = store.list_runs()
     assert [run.id for run in stored] == [finished.run_id]
-    assert stored[0].status == COMPLETED and stored[0].steps == 30
+    assert stored[0].status == RunStatus.COMPLETED and stored[0].steps == 30
     assert f"run #{finished.run_id}" in panel.result_label.text()
     assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
 
@@ -54,7 +54,7 @@ def test_stop_ends_the_run_and_keeps_its_curves(ready_window, qtbot):
     with qtbot.waitSignal(ready_window.run_controller.run_finished, timeout=60_000) as blocker:
         qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
     result = blocker.args[0].result
-    assert result.status == STOPPED
+    assert result.status == RunStatus.STOPPED
     assert "Stopped by the user" in result.message
     assert 5 <= result.steps_done < LONG_RUN
     qtbot.waitUntil(lambda: not ready_window.run_controller.is_running(), timeout=10_000)
@@ -72,7 +72,7 @@ def test_escape_stops_and_ctrl_r_starts(ready_window, qtbot):
     qtbot.waitUntil(lambda: ready_window.plots.series(key).size >= 2, timeout=RUN_TIMEOUT_MS)
     with qtbot.waitSignal(ready_window.run_controller.run_finished, timeout=60_000) as blocker:
         ready_window.stop_action.trigger()
-    assert blocker.args[0].result.status == STOPPED
+    assert blocker.args[0].result.status == RunStatus.STOPPED
 
 
 def test_closing_the_window_mid_run_stops_it_cleanly(ready_window, qtbot):
@@ -81,12 +81,12 @@ def test_closing_the_window_mid_run_stops_it_cleanly(ready_window, qtbot):
     key = ready_window.run_controller.current_key
     qtbot.waitUntil(lambda: ready_window.plots.series(key).size >= 3, timeout=RUN_TIMEOUT_MS)
     ready_window.close()
-    from gui.workers import running_threads
+    from gui.qt_threads import running_threads
 
     assert not running_threads()
     with RunStore.open() as store:
         runs = store.list_runs()
-    assert len(runs) == 1 and runs[0].status == STOPPED and runs[0].steps >= 3
+    assert len(runs) == 1 and runs[0].status == RunStatus.STOPPED and runs[0].steps >= 3
 
 
 def test_a_diverging_run_shows_its_error_and_the_next_run_works(ready_window, qtbot):
@@ -96,7 +96,7 @@ def test_a_diverging_run_shows_its_error_and_the_next_run_works(ready_window, qt
     panel.optimizer_combo.setCurrentText("sgd")
     choose(panel.precision_combo, "float16")
     failed = start_and_wait(qtbot, ready_window).result
-    assert failed.status == FAILED
+    assert failed.status == RunStatus.FAILED
     assert "The loss became nan" in failed.message
     assert "Lower the learning rate" in panel.result_label.text()
     failed_key = ready_window.run_controller.current_key
@@ -106,10 +106,10 @@ def test_a_diverging_run_shows_its_error_and_the_next_run_works(ready_window, qt
     choose(panel.precision_combo, "off")
     panel.steps_edit.setText("10")
     again = start_and_wait(qtbot, ready_window).result
-    assert again.status == COMPLETED
+    assert again.status == RunStatus.COMPLETED
     assert set(ready_window.plots.run_keys()) == {failed_key, ready_window.run_controller.current_key}
     with RunStore.open() as store:
-        assert sorted(run.status for run in store.list_runs()) == [COMPLETED, FAILED]
+        assert sorted(run.status for run in store.list_runs()) == [RunStatus.COMPLETED, RunStatus.FAILED]
 
 
 def test_a_device_tensorflow_does_not_have_fails_readably(ready_window, qtbot):
@@ -120,7 +120,7 @@ def test_a_device_tensorflow_does_not_have_fails_readably(ready_window, qtbot):
     with qtbot.waitSignal(controller.run_finished, timeout=RUN_TIMEOUT_MS) as blocker:
         assert controller.start(config, "missing device")
     result = blocker.args[0].result
-    assert result.status == FAILED and "CPU:7" in result.message and "CPU:0" in result.message
+    assert result.status == RunStatus.FAILED and "CPU:7" in result.message and "CPU:0" in result.message
     qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
     assert "CPU:7" in ready_window.run_panel.result_label.text()
     assert ready_window.run_panel.progress_bar.maximum() > 0, "no busy indicator left spinning"
@@ -133,6 +133,6 @@ def test_mirrored_on_two_logical_cpus(ready_window, qtbot):
     assert panel.config().devices == ("CPU:0", "CPU:1")
     panel.steps_edit.setText("12")
     result = start_and_wait(qtbot, ready_window).result
-    assert result.status == COMPLETED, result.message
+    assert result.status == RunStatus.COMPLETED, result.message
     assert result.replicas == 2 and result.steps_done == 12
     assert "2 replicas" in panel.result_label.text()

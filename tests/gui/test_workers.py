@@ -7,9 +7,10 @@ import threading
 import pytest
 from PySide6.QtCore import QObject, Slot
 
-from core.results import COMPLETED, RunResult
-from gui.history import save_to_history
-from gui.workers import FunctionWorker, StepBuffer, running_threads, start_worker, wait_for_threads
+from core.live.step_buffer import StepBuffer
+from core.results import RunResult, RunStatus
+from gui.controllers.history import save_to_history
+from gui.qt_threads import FunctionWorker, running_threads, start_worker, wait_for_threads
 
 
 class Receiver(QObject):
@@ -71,14 +72,14 @@ def test_history_failure_is_explained_not_raised(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the history folder should be")
     monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(blocker / "data"))
-    run_id, message = save_to_history(RunResult(status=COMPLETED, config={"model": "mlp"}), "label")
+    run_id, message = save_to_history(RunResult(status=RunStatus.COMPLETED, config={"model": "mlp"}), "label")
     assert run_id is None and message.startswith("The run was not saved to the history:")
 
 
 def test_history_saves_a_run(isolated_folders):
-    from core.store import RunStore
+    from core.history.store import RunStore
 
-    run_id, message = save_to_history(RunResult(status=COMPLETED, config={"model": "mlp"}, losses=(1.0, 0.5), step_times_s=(0.1, 0.1)), "x")
+    run_id, message = save_to_history(RunResult(status=RunStatus.COMPLETED, config={"model": "mlp"}, losses=(1.0, 0.5), step_times_s=(0.1, 0.1)), "x")
     assert message == "" and run_id is not None
     with RunStore.open() as store:
         assert store.load(run_id).losses == pytest.approx((1.0, 0.5))

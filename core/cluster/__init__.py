@@ -1,0 +1,1 @@
+"""Multi-worker runs: worker topology, the line protocol, worker processes and their supervisor."""

@@ -1,0 +1,334 @@
+"""The app's side of a cluster run: start the worker processes, relay the chief, end them all.
+
+MultiWorkerMirrored collectives can wait forever for a peer that died, so the
+supervisor never trusts the workers to end by themselves: it watches every
+exit code and, once the outcome is known (done, stopped, failed, timed out),
+kills whatever is left. Each worker runs in its own process group (session),
+so a kill takes anything it started with it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from core.cluster import protocol
+from core.cluster.process import EXITED, WorkerProcess
+from core.cluster.topology import (
+    GRPC_WARNING,
+    LOCALHOST,
+    ClusterCallback,
+    WorkerInfo,
+    free_ports,
+    local_gpu_shares,
+    local_worker_argv,
+    worker_commands,
+)
+from core.config import RunConfig
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunCallback, RunContext
+from core.training.engine import OnSteps
+from core.training.metrics import summarize
+
+STOP_GRACE_S = 5.0
+FINISH_GRACE_S = 15.0
+POLL_S = 0.1
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_local_cluster(
+    config: RunConfig,
+    on_steps: OnSteps | None = None,
+    stop_event: threading.Event | None = None,
+    callbacks: Sequence[RunCallback] = (),
+) -> RunResult:
+    """Run `config` on a cluster of worker processes and return the chief's result.
+
+    Local workers on free 127.0.0.1 ports, each with its share of the GPUs,
+    or only the chief when `config.cluster_hosts` names the cluster. Blocks
+    the calling thread; `stop_event` ends every worker; a worker that dies
+    fails the run. Hooks get the chief's events; `RunContext.model` is None
+    (the model lives in the chief's process).
+    """
+    if config.cluster_hosts:
+        cluster, local = list(config.cluster_hosts), [0]
+    else:
+        cluster = [f"{LOCALHOST}:{port}" for port in free_ports(config.workers)]
+        local = list(range(config.workers))
+    return Supervisor(config, cluster, local, on_steps, stop_event or threading.Event(), callbacks).run()
+
+
+class _Worker:
+    """A worker as the supervisor sees it: its process (None when on another host) and its outcome."""
+
+    def __init__(self, index: int, address: str):
+        self.index = index
+        self.address = address
+        self.process: WorkerProcess | None = None
+        self.result: dict[str, Any] | None = None
+        self.error = ""
+        self.ended = False
+
+    @property
+    def status(self) -> str | None:
+        return self.result["status"] if self.result else None
+
+    def info(self) -> WorkerInfo:
+        process = self.process
+        return WorkerInfo(self.index, self.address, process.pid if process else None, process.returncode if process else None)
+
+
+class Supervisor:
+    """Runs one cluster run; `run()` blocks until every local worker process has ended."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        cluster: Sequence[str],
+        local: Sequence[int],
+        on_steps: OnSteps | None,
+        stop_event: threading.Event,
+        callbacks: Sequence[RunCallback],
+    ):
+        self._config = config
+        self._cluster = list(cluster)
+        self._workers = [_Worker(i, address) for i, address in enumerate(cluster)]
+        self._local = [self._workers[i] for i in local]
+        self._on_steps = on_steps
+        self._stop_event = stop_event
+        self._listeners = list(callbacks)
+        self._events: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
+        self._start_event: dict[str, Any] | None = None
+        self._records: list[StepRecord] = []
+        self._failure = ""
+        self._stop_sent = False
+        self._ending = False
+
+    def run(self) -> RunResult:
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        start = time.monotonic()
+        try:
+            try:
+                self._launch()
+                self._watch(start)
+            finally:
+                self._end_all()
+            self._drain()
+        except Exception as exc:  # a listener that raised, or a process that could not start
+            self._failure = self._failure or f"{type(exc).__name__}: {exc}"
+        result = self._result(started_at, time.monotonic() - start)
+        workers = [w.info() for w in self._local]
+        for listener in self._cluster_listeners():
+            listener.on_workers_ended(workers)
+        for listener in self._listeners:
+            listener.on_run_end(result)
+        return result
+
+    def _launch(self) -> None:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        env.pop("TF_CONFIG", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        shares = local_gpu_shares(_visible_gpu_ids(), len(self._local)) if len(self._local) > 1 else [None]
+        for worker, gpus in zip(self._local, shares, strict=True):
+            argv = local_worker_argv(self._config, self._cluster, worker.index)
+            worker_env = env if gpus is None else dict(env, CUDA_VISIBLE_DEVICES=gpus)
+            worker.process = WorkerProcess(argv, worker_env, lambda event, index=worker.index: self._events.put((index, event)))
+        workers = [w.info() for w in self._local]
+        for listener in self._cluster_listeners():
+            listener.on_workers_started(workers)
+
+    def _watch(self, start: float) -> None:
+        """Relay events until every local worker has ended or the outcome needs no more waiting."""
+        join_deadline = start + self._config.cluster_timeout_s
+        next_wait_report = start
+        end_deadline: float | None = None
+        while not self._failure and not all(w.ended for w in self._local):
+            try:
+                index, event = self._events.get(timeout=POLL_S)
+            except queue.Empty:
+                pass
+            else:
+                self._handle(self._workers[index], event)
+            now = time.monotonic()
+            if self._stop_event.is_set() and not self._stop_sent:
+                self._send_stop()
+                end_deadline = now + STOP_GRACE_S if end_deadline is None else min(end_deadline, now + STOP_GRACE_S)
+            if end_deadline is None and self._workers[0].ended:
+                end_deadline = now + (FINISH_GRACE_S if self._workers[0].status == RunStatus.COMPLETED else STOP_GRACE_S)
+            if self._start_event is None and not self._failure and not self._workers[0].ended:
+                if now >= join_deadline and not self._stop_sent:
+                    self._failure = self._join_timeout_message()
+                elif now >= next_wait_report:
+                    next_wait_report = now + 1.0
+                    for listener in self._cluster_listeners():
+                        listener.on_cluster_waiting(now - start, float(self._config.cluster_timeout_s))
+            if end_deadline is not None and now >= end_deadline:
+                return
+
+    def _drain(self) -> None:
+        """Handle what the workers wrote before they ended (all readers have finished)."""
+        while True:
+            try:
+                index, event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(self._workers[index], event)
+
+    def _handle(self, worker: _Worker, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == EXITED:
+            worker.ended = True
+            self._check_ended(worker)
+        elif kind == protocol.RESULT:
+            worker.result = event["result"]
+        elif kind == protocol.ERROR:
+            worker.error = str(event["message"])
+        elif worker.index != 0:
+            return
+        elif kind == protocol.START:
+            self._start_event = event
+            context = RunContext(self._config, int(event["total_steps"]), int(event["replicas"]), tuple(event["devices"]), None)
+            for listener in self._listeners:
+                listener.on_run_start(context)
+        elif kind == protocol.CALL:
+            for listener in self._listeners:
+                listener.on_call_begin(int(event["first_step"]), int(event["steps"]))
+        elif kind == protocol.STEPS:
+            records = protocol.decode_records(event["records"])
+            self._records.extend(records)
+            if self._on_steps is not None:
+                self._on_steps(records)
+            for listener in self._listeners:
+                listener.on_steps(records)
+
+    def _check_ended(self, worker: _Worker) -> None:
+        """A worker that ends without a good outcome fails the run, unless the outcome is already known."""
+        if self._failure or self._stop_sent or self._ending or worker.status == RunStatus.COMPLETED:
+            return
+        chief = self._workers[0]
+        if worker is chief:
+            if chief.result is None:
+                self._failure = self._describe(chief)
+        elif chief.result is None or (chief.status == RunStatus.FAILED and worker.result is None):
+            self._failure = self._describe(worker)
+
+    def _describe(self, worker: _Worker) -> str:
+        """What went wrong with a local worker that ended: its own error, or how it died, and its last words."""
+        role = "the chief, " if worker.index == 0 else ""
+        who = f"Worker {worker.index} ({role}{worker.address}, pid {worker.process.pid})"
+        if worker.error or worker.status == RunStatus.FAILED:
+            what = f"failed: {worker.error or worker.result['message']}"
+        else:
+            what = worker.process.how_it_ended()
+        tail = worker.process.last_lines()
+        others = " The other workers were ended." if len(self._local) > 1 else ""
+        return f"{who} {what}{others}" + (f" Its last output: {tail}" if tail else "")
+
+    def _join_timeout_message(self) -> str:
+        timeout = self._config.cluster_timeout_s
+        remote = [w for w in self._workers if w not in self._local]
+        if not remote:
+            tails = "; ".join(f"worker {w.index}: {w.process.last_lines()}" for w in self._local if w.process.last_lines())
+            return f"The {len(self._local)} local workers did not form a cluster within {timeout} s." + (
+                f" Their last output: {tails}" if tails else " The machine may be overloaded: try fewer workers."
+            )
+        missing = [w for w in remote if not _accepts_connections(w.address)]
+        if not missing:
+            return (
+                f"The cluster did not form within {timeout} s although every worker address answers: check that each "
+                "worker was started with the same --cluster list and --config-json as shown by the app."
+            )
+        commands = worker_commands(self._config)
+        return " ".join(
+            f"Worker {w.index} at {w.address} did not connect within {timeout} s (nothing accepts connections there): "
+            f"start it on that host with `{commands[w.index - 1]}`, and check the address and that the port is open."
+            for w in missing
+        )
+
+    def _send_stop(self) -> None:
+        """Tell the chief alone to stop.
+
+        It leaves after the call in flight, which every worker has then finished
+        too (collectives keep them in step), so its result is a clean "stopped".
+        Told at once, the workers could stop one call apart and fail each other;
+        instead the others lose the chief and end, or are killed after STOP_GRACE_S.
+        """
+        self._stop_sent = True
+        self._workers[0].process.send_line(protocol.STOP_LINE)
+
+    def _end_all(self) -> None:
+        """Kill every local worker still running, then collect exit codes and output."""
+        self._ending = True
+        started = [w.process for w in self._local if w.process is not None]
+        for process in started:
+            process.kill()
+        for process in started:
+            process.close()
+
+    def _result(self, started_at: str, wall_s: float) -> RunResult:
+        chief = self._workers[0]
+        result = RunResult.from_dict(chief.result) if chief.result else self._streamed_result(started_at, wall_s)
+        if self._failure:
+            result = replace(result, status=RunStatus.FAILED, message=self._failure)
+        environment = dict(result.environment, cluster=list(self._cluster), workers=len(self._cluster))
+        return replace(result, config=self._config.to_dict(), environment=environment, warnings=(*result.warnings, GRPC_WARNING))
+
+    def _streamed_result(self, started_at: str, wall_s: float) -> RunResult:
+        """The chief ended without a result (killed): the statistics of the steps it streamed."""
+        start = self._start_event or {}
+        total = int(start.get("total_steps", 0))
+        done = len(self._records)
+        times = [r.step_time_s for r in self._records]
+        stats = summarize(times, sum(r.warmup for r in self._records), self._config.batch_size)
+        status = RunStatus.COMPLETED if total and done >= total else RunStatus.STOPPED
+        if status == RunStatus.COMPLETED:
+            message = ""
+        elif start:
+            message = f"Stopped by the user after {done} of {total} steps."
+        else:
+            message = "Stopped by the user before the workers had formed a cluster."
+        devices = start.get("devices", [])
+        return RunResult(
+            status=status,
+            config=self._config.to_dict(),
+            message=message,
+            steps_done=done,
+            replicas=int(start.get("replicas", self._config.workers)),
+            **stats.result_fields(),
+            final_loss=self._records[-1].loss if self._records else None,
+            wall_s=wall_s,
+            started_at=started_at,
+            environment=dict(start.get("environment", {})),
+            losses=tuple(r.loss for r in self._records),
+            step_times_s=tuple(times),
+            warnings=tuple(self._config.warnings(has_accelerator=any(not d.startswith("CPU") for d in devices))),
+        )
+
+    def _cluster_listeners(self) -> list[ClusterCallback]:
+        return [listener for listener in self._listeners if isinstance(listener, ClusterCallback)]
+
+
+def _accepts_connections(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def _visible_gpu_ids() -> list[str]:
+    """The CUDA ids of the GPUs TensorFlow sees here, as CUDA_VISIBLE_DEVICES spells them."""
+    import tensorflow as tf
+
+    count = len(tf.config.list_physical_devices("GPU"))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return visible.split(",")[:count] if visible else [str(i) for i in range(count)]

@@ -1,0 +1,139 @@
+"""Multi-worker runs: TensorFlow's own cluster runtime, driven from the app.
+
+The shape of a cluster: addresses, TF_CONFIG, each worker's command line
+and GPU share. `core.cluster.supervisor.run_local_cluster` starts one process
+per worker (`python -m core.cluster.worker ...`, the same as `python main.py
+worker ...`), each running the engine under MultiWorkerMirroredStrategy with
+its TF_CONFIG. With `config.cluster_hosts` set, only the chief runs here;
+`worker_commands` gives the command for every other host.
+
+TensorFlow's gRPC server listens on all interfaces (0.0.0.0:port is hard-coded
+in its grpc_server_lib), even when every address in the cluster is 127.0.0.1:
+hence `GRPC_WARNING` on every multi-worker result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.training.callbacks import RunCallback
+
+if TYPE_CHECKING:
+    from core.config import RunConfig
+
+GRPC_WARNING = "TensorFlow's gRPC channel between workers is unauthenticated and unencrypted: run multi-worker only on a trusted network."
+LOCALHOST = "127.0.0.1"
+USER_WORKER_COMMAND = ("python", "main.py", "worker")
+SUPERVISOR_ONLY_FIELDS = ("cluster_hosts", "cluster_timeout_s")
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker of a cluster run; `pid` is None for a worker on another host."""
+
+    index: int
+    address: str
+    pid: int | None
+    exit_code: int | None = None
+
+
+class ClusterCallback(RunCallback):
+    """A RunCallback that also hears about the worker processes of a cluster run."""
+
+    def on_workers_started(self, workers: Sequence[WorkerInfo]) -> None:
+        """The processes started here are running; none has joined the cluster yet."""
+
+    def on_cluster_waiting(self, elapsed_s: float, timeout_s: float) -> None:
+        """About once a second until all workers have joined (or `timeout_s` passes)."""
+
+    def on_workers_ended(self, workers: Sequence[WorkerInfo]) -> None:
+        """Every process started here has exited; `exit_code` is negative for a signal."""
+
+
+def worker_commands(config: RunConfig) -> list[str]:
+    """The shell command for each other host of `config.cluster_hosts` (task 1, 2, ...).
+
+    Run it in the Device Lab folder of that host (same version as here).
+    """
+    if not config.cluster_hosts:
+        return []
+    return [shlex.join([*USER_WORKER_COMMAND, *_worker_args(config, list(config.cluster_hosts), i)]) for i in range(1, config.workers)]
+
+
+def _worker_args(config: RunConfig, cluster: Sequence[str], index: int, supervised: bool = False) -> list[str]:
+    """Arguments of `core.cluster.worker.main` for task `index` of `cluster`."""
+    settings = {k: v for k, v in config.to_dict().items() if k not in SUPERVISOR_ONLY_FIELDS}
+    config_json = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    args = ["--cluster", ",".join(cluster), "--task-index", str(index), "--config-json", config_json]
+    return [*args, "--supervised"] if supervised else args
+
+
+def local_worker_argv(config: RunConfig, cluster: Sequence[str], index: int) -> list[str]:
+    """The command line of a worker process started by this app."""
+    return [sys.executable, "-m", "core.cluster.worker", *_worker_args(config, cluster, index, supervised=True)]
+
+
+def local_gpu_shares(gpu_ids: Sequence[str], workers: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES for each local worker: an even, disjoint share of the GPUs.
+
+    Workers seeing the same GPUs would collide in NCCL, so each gets its own,
+    the same number each (MultiWorkerMirrored wants equal workers). With fewer
+    GPUs than workers they are shared round-robin, which NCCL may refuse: use
+    at most one worker per GPU. None (environment left alone) without GPUs.
+    """
+    if not gpu_ids:
+        return [None] * workers
+    per_worker = len(gpu_ids) // workers
+    if not per_worker:
+        return [gpu_ids[i % len(gpu_ids)] for i in range(workers)]
+    return [",".join(gpu_ids[i * per_worker : (i + 1) * per_worker]) for i in range(workers)]
+
+
+def tf_config(cluster: Sequence[str], index: int) -> str:
+    """The TF_CONFIG of worker `index`: every task a "worker", task 0 the chief."""
+    return json.dumps({"cluster": {"worker": list(cluster)}, "task": {"type": "worker", "index": index}})
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free right now (TF binds all interfaces, so they are probed there)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def cluster_from_environment() -> list[str] | None:
+    """Worker addresses from an existing TF_CONFIG or Slurm job step, or None outside one.
+
+    Read through TensorFlow's cluster resolvers; a "chief" job, if any, comes
+    first. Under Slurm, ports start at TensorFlow's default 8888 per node.
+    """
+    import tensorflow as tf
+
+    resolvers = tf.distribute.cluster_resolver
+    if os.environ.get("TF_CONFIG"):
+        spec = resolvers.TFConfigClusterResolver().cluster_spec().as_dict()
+    elif "SLURM_STEP_NUM_TASKS" in os.environ and "SLURM_PROCID" in os.environ:
+        tasks = int(os.environ["SLURM_STEP_NUM_TASKS"])
+        # One "GPU slot" per task, and no CUDA_VISIBLE_DEVICES: only the addresses are wanted here.
+        spec = resolvers.SlurmClusterResolver(gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False).cluster_spec().as_dict()
+    else:
+        return None
+    return [address for job in ("chief", "worker") for address in _job_addresses(spec.get(job, []))]
+
+
+def _job_addresses(tasks: list[str] | dict[int, str]) -> list[str]:
+    return [tasks[i] for i in sorted(tasks)] if isinstance(tasks, dict) else list(tasks)

@@ -1,0 +1,1 @@
+"""One job on several devices or strategies, side by side, and its export."""

@@ -1,0 +1,65 @@
+"""Numbers for people: bytes, durations and figures, formatted the same way everywhere."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+NA = "n/a"
+MISSING = "-"
+
+# How a figure of each kind is written; a kind not listed is written with str().
+_PATTERNS = {
+    "rate": "{:,.0f}",
+    "ms": "{:.2f}",
+    "seconds": "{:.2f}",
+    "count": "{:,}",
+    "loss": "{:.4f}",
+    "ratio": "{:.2f}x",
+    "percent": "{:.0%}",
+    "fraction": "{:.1%}",
+}
+
+
+def format_bytes(n: int | None, missing: str = NA) -> str:
+    """Bytes in binary units for display: "15.6 GiB"; `missing` ("n/a") for None."""
+    if n is None:
+        return missing
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def format_si(value: float | None, unit: str, missing: str = MISSING) -> str:
+    """1.5e12, "FLOP/s" -> "1.50 TFLOP/s" (decimal prefixes)."""
+    if value is None:
+        return missing
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def format_value(value: object, kind: str, missing: str = MISSING) -> str:
+    """A figure as text by its kind ("rate", "ms", "bytes", ...); `missing` for None."""
+    if value is None:
+        return missing
+    if kind == "bytes":
+        return format_bytes(int(value), missing)  # type: ignore[call-overload]
+    pattern = _PATTERNS.get(kind)
+    return pattern.format(value) if pattern else str(value)
+
+
+def format_duration(seconds: float) -> str:
+    """'0:42', '12:05', '3:02:10'."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def utc_now() -> str:
+    """The current UTC time as ISO 8601 to the second, as runs and exports record it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,1 @@
+"""Hooks a run can carry: TensorBoard event files and a profiler capture."""

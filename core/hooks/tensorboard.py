@@ -1,0 +1,257 @@
+"""TensorBoard output for runs, and starting TensorBoard itself.
+
+`TensorBoardWriter` writes one event-file folder per run with TensorFlow's own
+`tf.summary` writer, so it needs only TensorFlow. Viewing needs the
+`tensorboard` package, which TensorFlow 2.21 no longer installs: it is the
+optional extra `device-lab[tensorboard]`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.training.callbacks import RunCallback, RunContext
+
+if TYPE_CHECKING:
+    from core.results import RunResult, StepRecord
+
+TENSORBOARD_MISSING = "TensorBoard is not installed: pip install 'device-lab[tensorboard]' (or pip install tensorboard)"
+MEMORY_TAG = "device_memory_bytes"
+HOST_MEMORY_TAG = f"{MEMORY_TAG}/host_rss"
+
+
+class TensorBoardMissing(RuntimeError):
+    """The `tensorboard` command is not installed in this environment."""
+
+    def __init__(self) -> None:
+        super().__init__(TENSORBOARD_MISSING)
+
+
+class RunDirectory:
+    """The folder of one run under a base log folder: `<base>/<started>-<model>-<strategy>`.
+
+    Named once when the run starts; callbacks that share an instance (scalars
+    and a profiler trace) write into the same folder, which TensorBoard shows
+    as one run.
+    """
+
+    def __init__(self, base: str | Path) -> None:
+        self.base = Path(base).expanduser()
+        self._context: RunContext | None = None
+        self._path: Path | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """The current run's folder, or None before a run started."""
+        return self._path
+
+    def resolve(self, context: RunContext) -> Path:
+        """Create (on the first call for this run) and return the run's folder."""
+        if self._context is context and self._path is not None:
+            return self._path
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = f"{stamp}-{context.config.model}-{context.config.strategy}"
+        self.base.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, 1000):
+            candidate = self.base / (name if attempt == 1 else f"{name}-{attempt}")
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            self._context, self._path = context, candidate
+            return candidate
+        raise FileExistsError(f"Too many runs named {name} in {self.base}: clean up that folder.")
+
+
+def as_run_directory(logdir: str | Path | RunDirectory) -> RunDirectory:
+    """`logdir` itself if it is a RunDirectory (shared), else a new one under that folder."""
+    return logdir if isinstance(logdir, RunDirectory) else RunDirectory(logdir)
+
+
+class TensorBoardWriter(RunCallback):
+    """Writes loss, step time and samples/s per step, and memory per call, as TensorBoard scalars.
+
+    Tags: "loss", "step_time_ms", "samples_per_s" (global batch / step time)
+    at every step; "device_memory_bytes/<device>" (TF allocator, current) on
+    accelerators or "device_memory_bytes/host_rss" (process RSS) on CPU runs,
+    at the last step of each call (not for multi-worker runs, whose steps run in
+    other processes); the run's config as text "config".
+    """
+
+    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0) -> None:
+        self.directory = as_run_directory(logdir)
+        self._flush_millis = int(flush_s * 1000)
+        self._writer: Any = None
+        self._batch_size = 0
+        self._device_names: tuple[str, ...] | None = ()
+
+    @property
+    def run_dir(self) -> Path | None:
+        """Where this run's event files are (None before the run started)."""
+        return self.directory.path
+
+    def on_run_start(self, context: RunContext) -> None:
+        import tensorflow as tf
+
+        run_dir = self.directory.resolve(context)
+        self._batch_size = context.config.batch_size
+        # A multi-worker run relays its hooks from worker processes (context.model is None there):
+        # this process's memory says nothing about theirs, so no memory scalar is written.
+        self._device_names = context.device_names if context.model is not None else None
+        self._writer = tf.summary.create_file_writer(str(run_dir), flush_millis=self._flush_millis)
+        with self._writer.as_default():
+            config_text = json.dumps(context.config.to_dict(), indent=2, default=str)
+            tf.summary.text("config", f"```\n{config_text}\n```", step=0)
+
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
+        import tensorflow as tf
+
+        if self._writer is None or not records:
+            return
+        with self._writer.as_default():
+            for record in records:
+                tf.summary.scalar("loss", record.loss, step=record.step)
+                tf.summary.scalar("step_time_ms", record.step_time_s * 1000.0, step=record.step)
+                if record.step_time_s > 0:
+                    tf.summary.scalar("samples_per_s", self._batch_size / record.step_time_s, step=record.step)
+            if self._device_names is not None:
+                for tag, value in memory_scalars(self._device_names).items():
+                    tf.summary.scalar(tag, value, step=records[-1].step)
+
+    def on_run_end(self, result: RunResult) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def memory_scalars(device_names: Sequence[str]) -> dict[str, int]:
+    """Memory in use now, by tag: each accelerator's TF allocator, else the process's RSS."""
+    import tensorflow as tf
+
+    values: dict[str, int] = {}
+    for device in device_names:
+        if device.startswith("CPU"):
+            continue
+        try:
+            values[f"{MEMORY_TAG}/{device.replace(':', '_')}"] = int(tf.config.experimental.get_memory_info(device)["current"])
+        except (ValueError, RuntimeError, KeyError):
+            continue
+    if values:
+        return values
+    import psutil
+
+    return {HOST_MEMORY_TAG: psutil.Process().memory_info().rss}
+
+
+def find_tensorboard() -> str | None:
+    """The `tensorboard` command to run: this environment's own first, then PATH; None if missing."""
+    script = "tensorboard.exe" if os.name == "nt" else "tensorboard"
+    beside_python = Path(sys.executable).parent / script
+    if beside_python.is_file() and os.access(beside_python, os.X_OK):
+        return str(beside_python)
+    return shutil.which("tensorboard")
+
+
+class TensorBoardProcess:
+    """A TensorBoard server this app started; `stop()` ends it (also on leaving a `with` block)."""
+
+    def __init__(self, process: subprocess.Popen, url: str, logdir: Path, output: Any) -> None:
+        self.process = process
+        self.url = url
+        self.logdir = logdir
+        self._output = output
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def output(self) -> str:
+        """What TensorBoard printed so far, for error reports ("" after stop())."""
+        if self._output.closed:
+            return ""
+        self._output.flush()
+        self._output.seek(0)
+        return self._output.read().decode("utf-8", errors="replace")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """End the server (terminate, then kill if it does not exit in `timeout_s`)."""
+        if self.running:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout_s)
+        if not self._output.closed:
+            self._output.close()
+
+    def __enter__(self) -> TensorBoardProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch_tensorboard(logdir: str | Path, timeout_s: float = 90.0) -> TensorBoardProcess:
+    """Start `tensorboard --logdir logdir` on 127.0.0.1 and a free port; return once it answers HTTP.
+
+    Blocks until then (TensorBoard imports TensorFlow, which takes seconds):
+    call it off the GUI thread. Raises TensorBoardMissing when it is not
+    installed, RuntimeError when it exits or stays silent for `timeout_s`.
+    """
+    command = find_tensorboard()
+    if command is None:
+        raise TensorBoardMissing()
+    folder = Path(logdir).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/"
+    output = tempfile.TemporaryFile()
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(
+        [command, "--logdir", str(folder), "--host", "127.0.0.1", "--port", str(port)],
+        stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env,
+    )
+    server = TensorBoardProcess(process, url, folder, output)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not server.running:
+            text = server.output().strip()[-2000:]
+            server.stop()
+            raise RuntimeError(f"TensorBoard exited (code {process.returncode}) before it started. Its output:\n{text}")
+        if _answers_http(url):
+            return server
+        time.sleep(0.25)
+    text = server.output().strip()[-2000:]
+    server.stop()
+    raise RuntimeError(f"TensorBoard did not answer on {url} within {timeout_s:.0f} s; it was stopped. Its output:\n{text}")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _answers_http(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(url, timeout=2) as response:
+            return response.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except (urllib.error.URLError, OSError):
+        return False

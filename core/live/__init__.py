@@ -1,0 +1,1 @@
+"""Qt-free helpers for live views: step buffers, curve decimation, smoothing, rate limits."""

@@ -1,0 +1,1 @@
+"""What this machine has: CPUs, GPUs (NVML) and TPUs (time-boxed probe), and process-wide TF settings."""

@@ -1,0 +1,59 @@
+"""What this machine can train on: CPUs, GPUs and TPUs as TensorFlow sees them, with memory.
+
+The list merges four sources: `tf.config` (which devices TF can use and their names),
+psutil and py-cpuinfo (the CPU and host RAM), NVML (GPUs as the NVIDIA driver sees them,
+see `core.machine.gpu`) and a time-boxed TPU probe (`core.machine.tpu`). TensorFlow is imported
+inside the functions, so importing this module is cheap and the GUI can show its window
+first. Every field is read on its own: one that cannot be read shows "n/a" and the rest
+of the listing still appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from core.machine import gpu, tpu
+from core.machine.cpu import cpu_rows
+from core.machine.types import DeviceInfo, DeviceReport
+
+
+def _section(label: str, build: Callable[[], tuple[list[DeviceInfo], list[str]]]) -> tuple[list[DeviceInfo], list[str]]:
+    """Run one part of the listing; if it fails as a whole, say so in a note instead of failing all."""
+    try:
+        return build()
+    except Exception as error:
+        return [], [f"{label} check failed ({type(error).__name__}: {error}); the other devices are listed."]
+
+
+def inspect_devices(probe_tpu: bool = True) -> DeviceReport:
+    """Every device TF can use (one row per logical device) plus hardware it cannot, with notes.
+
+    The TPU check is a cheap look for TPU hardware; only when it finds a hint and
+    `probe_tpu` is true does it start the time-boxed TPU probe (`core.machine.tpu`).
+    """
+    import tensorflow as tf
+
+    cpus, cpu_notes = _section("CPU", lambda: (cpu_rows(tf), []))
+    gpus, gpu_notes = _section("GPU", lambda: gpu.gpu_rows(tf))
+    tpus, tpu_notes = _section("TPU", lambda: tpu.tpu_rows(tf, probe=probe_tpu))
+    return DeviceReport(tuple(cpus + gpus + tpus), tuple(cpu_notes + gpu_notes + tpu_notes))
+
+
+def list_devices() -> list[DeviceInfo]:
+    """`inspect_devices().devices` as a list."""
+    return list(inspect_devices().devices)
+
+
+def refresh_gpu_usage(devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
+    """GPU rows with memory, utilisation, temperature and power re-read from NVML; others unchanged.
+
+    Cheap (no TensorFlow calls): meant for a GUI timer every couple of seconds.
+    """
+    return gpu.refresh(devices)
+
+
+def device_table_rows(report: DeviceReport) -> list[dict[str, Any]]:
+    """JSON-ready rows (memory in bytes) for `devices --json`."""
+    return [asdict(device) for device in report.devices]

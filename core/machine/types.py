@@ -1,0 +1,97 @@
+"""The records every device reader fills in (CPU, GPU, TPU), and the small helpers the readers share."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.formatting import NA
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One row of the device list: a TF logical device, or hardware TF cannot use."""
+
+    kind: str  # "CPU" | "GPU" | "TPU"
+    name: str  # display name, e.g. "AMD EPYC 7B13", "NVIDIA H100 80GB HBM3"
+    tf_name: str  # TF logical device short name "CPU:0", "GPU:1"; "" when TF cannot use it
+    memory_total: int | None  # bytes; None when unknowable
+    memory_used: int | None
+    memory_free: int | None
+    details: dict[str, str]  # ordered label -> value; a field that cannot be read is "n/a"
+    available: bool = True  # False: the system sees it but TensorFlow cannot use it
+    reason: str = ""  # for unavailable devices: why, and the fix
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """The device list plus plain-language notes on what is missing and how to get it."""
+
+    devices: tuple[DeviceInfo, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TpuProbe:
+    """Outcome of `probe_tpu`: on success one DeviceInfo per TPU core."""
+
+    ok: bool
+    message: str  # success: "TPU v3-8: 8 cores"; failure: readable reason + what to do
+    devices: tuple[DeviceInfo, ...] = ()
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LogicalSlot:
+    """A local TF logical device and the physical device it was carved from."""
+
+    tf_name: str  # "GPU:1"
+    physical: Any  # tf.config.PhysicalDevice, or None when TF's numbering could not be followed
+    position: int  # 1-based among the logical devices made from `physical`
+    count: int  # how many logical devices were made from `physical`
+    memory_limit: int | None = None  # bytes, when a logical-device configuration sets one
+
+
+def try_read(read: Callable[[], Any]) -> Any | None:
+    """`read()`, or None when it raises: drivers fail per field (no permission, unsupported, too old)."""
+    try:
+        return read()
+    except Exception:
+        return None
+
+
+def read_field(read: Callable[[], Any], fmt: Callable[[Any], str] = str) -> str:
+    """`fmt(read())` as display text; "n/a" when reading or formatting fails or yields nothing."""
+    try:
+        value = read()
+        text = "" if value is None else fmt(value)
+    except Exception:
+        return NA
+    return text or NA
+
+
+def short_name(device_name: str) -> str:
+    """'/job:localhost/replica:0/task:0/device:GPU:1' -> 'GPU:1'."""
+    return device_name.split("device:")[-1]
+
+
+def logical_layout(tf: Any, kind: str) -> list[LogicalSlot]:
+    """TF's local logical devices of `kind`, each paired with its physical device.
+
+    TF numbers logical devices in order over the visible physical devices, each one
+    contributing as many as its logical-device configuration lists (or one).
+    """
+    names = [short_name(d.name) for d in tf.config.list_logical_devices(kind) if _is_local(d.name)]
+    slots: list[tuple[Any, int, int, int | None]] = []
+    for physical in try_read(lambda: tf.config.get_visible_devices(kind)) or []:
+        configs = try_read(functools.partial(tf.config.get_logical_device_configuration, physical)) or [None]
+        for position, config in enumerate(configs, 1):
+            limit_mb = getattr(config, "memory_limit", None)
+            slots.append((physical, position, len(configs), limit_mb * 2**20 if limit_mb else None))
+    return [LogicalSlot(name, *slots[i]) if i < len(slots) else LogicalSlot(name, None, 1, 1) for i, name in enumerate(names)]
+
+
+def _is_local(device_name: str) -> bool:
+    return "/job:" not in device_name or "/job:localhost/" in device_name

@@ -1,0 +1,367 @@
+"""The training engine: `train_in_this_process(config, on_steps, stop_event) -> RunResult`.
+
+One engine for every strategy: a custom training loop in which a
+`tf.function` runs `steps_per_call` steps per call, each step through
+`strategy.run`, and returns each step's own loss. Keras 3 `model.fit` fails
+under MultiWorkerMirroredStrategy (keras-team/keras#20585) and under
+MirroredStrategy with 2+ replicas and steps_per_execution >= 2
+(keras-team/keras#19246); this loop runs under all of them, with a Keras 3
+model and optimizer.
+
+Call `run_training` in the thread that trains: Keras keeps the dtype policy and
+the strategy scope per thread.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from core.config import ConfigError, RunConfig
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunCallback, RunContext
+from core.training.metrics import summarize
+from core.workloads import data as data_module
+from core.workloads.models import get_model_spec
+
+OnSteps = Callable[[Sequence[StepRecord]], None]
+
+PRECISION_POLICIES = {"off": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
+
+
+class NonFiniteLoss(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class _Session:
+    """Everything a run needs once set up: strategy, model, compiled step function, data."""
+
+    strategy: Any
+    model: Any
+    train_steps: Any
+    iterator: Any
+    total_steps: int
+    device_names: tuple[str, ...]
+
+    def close(self) -> None:
+        """Free the compiled function before the data iterator: the other order takes up to 0.5 s."""
+        self.train_steps = None
+        self.iterator = None
+        self.model = None
+
+
+def train_in_this_process(
+    config: RunConfig,
+    on_steps: OnSteps | None = None,
+    stop_event: threading.Event | None = None,
+    callbacks: Sequence[RunCallback] = (),
+) -> RunResult:
+    """Train `config` here, streaming step records to `on_steps` after every call.
+
+    `core.runner.run_training` calls this for every strategy but a local
+    multi-worker run. Raises ConfigError when the config does not fit this
+    machine (a device that does not exist). Every other problem ends the run
+    with status "failed" and a readable message; setting `stop_event` ends it
+    with status "stopped" after the call in flight.
+
+    A cluster worker calls this with TF_CONFIG set, so MultiWorkerMirroredStrategy
+    joins the cluster TF_CONFIG describes.
+    """
+    check_against_machine(config)
+    stop_event = stop_event or threading.Event()
+    listeners = list(callbacks)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    start = time.perf_counter()
+    losses: list[float] = []
+    times: list[float] = []
+    warmup_steps = 0
+    replicas = 1
+    device_names: tuple[str, ...] = ()
+    memory = _MemoryTracker()
+    status, message = RunStatus.COMPLETED, ""
+    previous_policy = _set_precision(config.precision)
+    session: _Session | None = None
+    try:
+        session = _prepare(config)
+        replicas = session.strategy.num_replicas_in_sync
+        device_names = session.device_names
+        memory.start(device_names)
+        context = RunContext(config, session.total_steps, replicas, device_names, session.model)
+        for listener in listeners:
+            listener.on_run_start(context)
+        previous_end = time.perf_counter()
+        while len(losses) < session.total_steps and not stop_event.is_set():
+            count = min(config.steps_per_call, session.total_steps - len(losses))
+            for listener in listeners:
+                listener.on_call_begin(len(losses) + 1, count)
+            call_losses = session.train_steps(session.iterator, count).numpy().tolist()
+            call_end = time.perf_counter()
+            per_step = (call_end - previous_end) / count
+            previous_end = call_end
+            first_call = not losses
+            if first_call:
+                warmup_steps = count
+            records = [StepRecord(len(losses) + i + 1, loss, per_step, first_call) for i, loss in enumerate(call_losses)]
+            losses.extend(call_losses)
+            times.extend([per_step] * count)
+            memory.sample(call_end)
+            if on_steps is not None:
+                on_steps(records)
+            for listener in listeners:
+                listener.on_steps(records)
+            _check_finite(records, config)
+        if stop_event.is_set() and len(losses) < session.total_steps:
+            status, message = RunStatus.STOPPED, f"Stopped by the user after {len(losses)} of {session.total_steps} steps."
+    except Exception as exc:  # every failure becomes a readable, recorded result
+        status, message = RunStatus.FAILED, explain_failure(exc)
+    finally:
+        if session is not None:
+            session.close()
+        _set_precision_policy(previous_policy)
+    stats = summarize(times, warmup_steps, config.batch_size)
+    peak, source = memory.peak()
+    result = RunResult(
+        status=status,
+        config=config.to_dict(),
+        message=message,
+        steps_done=len(losses),
+        replicas=replicas,
+        **stats.result_fields(),
+        final_loss=losses[-1] if losses else None,
+        peak_memory_bytes=peak,
+        peak_memory_source=source,
+        wall_s=time.perf_counter() - start,
+        started_at=started_at,
+        environment=environment(device_names),
+        losses=tuple(losses),
+        step_times_s=tuple(times),
+        warnings=tuple(config.warnings(has_accelerator=any(not d.startswith("CPU") for d in device_names))),
+    )
+    for listener in listeners:
+        listener.on_run_end(result)
+    return result
+
+
+def check_against_machine(config: RunConfig) -> None:
+    """Raise ConfigError when the config names devices TensorFlow does not have."""
+    if not config.devices:
+        return
+    import tensorflow as tf
+
+    known = [d.name.split("device:")[-1] for d in tf.config.list_logical_devices()]
+    for name in config.devices:
+        if name not in known:
+            raise ConfigError("devices", name, "devices TensorFlow sees here: " + ", ".join(known))
+
+
+def total_steps(config: RunConfig) -> int:
+    """Steps the run will do: `steps`, or `epochs` whole passes over the data."""
+    if config.epochs is None:
+        return config.steps
+    model_spec = get_model_spec(config.model)
+    return config.epochs * data_module.steps_per_epoch(config.dataset, model_spec, config.batch_size)
+
+
+def explain_failure(exc: BaseException) -> str:
+    """One readable paragraph: what happened and the likely fix."""
+    import tensorflow as tf
+
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
+    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss)):
+        return str(exc)
+    if isinstance(exc, tf.errors.ResourceExhaustedError):
+        return f"Out of memory on the device: {first_line}. Lower the batch size, pick a smaller model, or use mixed precision."
+    if isinstance(exc, tf.errors.InvalidArgumentError):
+        return f"TensorFlow rejected the computation: {first_line}. Check the data set fits the model and the batch size divides across replicas."
+    if isinstance(exc, tf.errors.UnavailableError):
+        return f"A device or worker became unreachable: {first_line}."
+    return f"{type(exc).__name__}: {first_line}"
+
+
+def environment(device_names: Sequence[str] = ()) -> dict[str, Any]:
+    """Versions and hardware a result was measured on, for the history and exports."""
+    import keras
+    import tensorflow as tf
+
+    env: dict[str, Any] = {
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "devices": list(device_names),
+        "cpu": _cpu_model(),
+    }
+    build = tf.sysconfig.get_build_info()
+    env["cuda_build"] = bool(build.get("is_cuda_build"))
+    env["cuda"] = build.get("cuda_version", "")
+    env["cudnn"] = build.get("cudnn_version", "")
+    return env
+
+
+def _cpu_model() -> str:
+    try:
+        from core.machine.cpu import cpu_info
+
+        return cpu_info().get("Model", platform.processor())
+    except Exception:
+        return platform.processor() or "n/a"
+
+
+def _prepare(config: RunConfig) -> _Session:
+    import tensorflow as tf
+
+    from core.training.strategies import make_strategy
+
+    model_spec = get_model_spec(config.model)
+    x, y, num_classes = data_module.load_arrays(config.dataset, model_spec, config.seed)
+    strategy = make_strategy(config)
+    if config.batch_size % strategy.num_replicas_in_sync:
+        raise ConfigError(
+            "batch_size",
+            config.batch_size,
+            f"a multiple of the {strategy.num_replicas_in_sync} replicas (the global batch is split evenly)",
+        )
+    tf.random.set_seed(config.seed)
+    with strategy.scope():
+        model = model_spec.build(x.shape[1:], num_classes, seed=config.seed)
+        optimizer = _make_optimizer(config)
+        optimizer.build(model.trainable_variables)
+    dataset = data_module.make_dataset(x, y, config.batch_size, config.seed, config.dataset == "synthetic")
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    train_steps = _make_train_function(strategy, model, optimizer, config)
+    return _Session(strategy, model, train_steps, iterator, total_steps(config), _device_names(strategy, config))
+
+
+def _device_names(strategy, config: RunConfig) -> tuple[str, ...]:
+    """Short names ("CPU:0") of the devices the replicas run on."""
+    import tensorflow as tf
+
+    if config.strategy == "default":
+        gpus = tf.config.list_logical_devices("GPU")
+        return (gpus[0].name if gpus else "CPU:0").split("device:")[-1],
+    return tuple(d.split("device:")[-1] for d in strategy.extended.worker_devices)
+
+
+def _make_optimizer(config: RunConfig):
+    import keras
+
+    optimizers = {
+        "adam": keras.optimizers.Adam,
+        "adamw": keras.optimizers.AdamW,
+        "sgd": keras.optimizers.SGD,
+        "rmsprop": keras.optimizers.RMSprop,
+    }
+    optimizer = optimizers[config.optimizer](learning_rate=config.learning_rate)
+    if config.precision == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def _make_train_function(strategy, model, optimizer, config: RunConfig):
+    """A tf.function running n steps per call and returning the n per-step losses."""
+    import keras
+    import tensorflow as tf
+
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    global_batch = config.batch_size
+    scale_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def one_step(batch):
+        x, y = batch
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            scaled = optimizer.scale_loss(loss) if scale_loss else loss
+        gradients = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+        return loss
+
+    step = tf.function(one_step, jit_compile=True) if config.xla else one_step
+
+    @tf.function
+    def train_steps(iterator, n):
+        losses = tf.TensorArray(tf.float32, size=n)
+        for i in tf.range(n):
+            per_replica = strategy.run(step, args=(next(iterator),))
+            losses = losses.write(i, tf.cast(strategy.reduce("SUM", per_replica, axis=None), tf.float32))
+        return losses.stack()
+
+    return lambda iterator, n: train_steps(iterator, tf.constant(n, tf.int32))
+
+
+def _check_finite(records: Sequence[StepRecord], config: RunConfig) -> None:
+    for record in records:
+        if not math.isfinite(record.loss):
+            raise NonFiniteLoss(
+                f"The loss became {record.loss} at step {record.step}: training diverged. "
+                f"Lower the learning rate (now {config.learning_rate:g})"
+                + (" or use bfloat16 instead of float16." if config.precision == "float16" else ".")
+            )
+
+
+def _set_precision(precision: str) -> str:
+    import keras
+
+    previous = keras.config.dtype_policy().name
+    keras.config.set_dtype_policy(PRECISION_POLICIES[precision])
+    return previous
+
+
+def _set_precision_policy(name: str) -> None:
+    import keras
+
+    keras.config.set_dtype_policy(name)
+
+
+class _MemoryTracker:
+    """Peak memory of the run: TF's allocator peak on accelerators, else the process's RSS."""
+
+    SAMPLE_INTERVAL_S = 0.25
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._accelerators: list[str] = []
+        self._rss_peak = 0
+        self._last_sample = -float("inf")
+
+    def start(self, device_names: Sequence[str]) -> None:
+        import tensorflow as tf
+
+        self._accelerators = [d for d in device_names if not d.startswith("CPU")]
+        for device in self._accelerators:
+            try:
+                tf.config.experimental.reset_memory_stats(device)
+            except (ValueError, RuntimeError):
+                pass
+        self.sample()
+
+    def sample(self, now: float | None = None) -> None:
+        """Read the process RSS, at most every SAMPLE_INTERVAL_S when `now` is given (cheap per call)."""
+        if now is not None and now - self._last_sample < self.SAMPLE_INTERVAL_S:
+            return
+        self._last_sample = time.perf_counter() if now is None else now
+        self._rss_peak = max(self._rss_peak, self._process.memory_info().rss)
+
+    def peak(self) -> tuple[int | None, str]:
+        import tensorflow as tf
+
+        self.sample()
+        if self._accelerators:
+            try:
+                return sum(tf.config.experimental.get_memory_info(d)["peak"] for d in self._accelerators), "device allocator peak"
+            except (ValueError, RuntimeError):
+                pass
+        return (self._rss_peak or None), "host process RSS peak"

@@ -1,0 +1,323 @@
+"""Why a run is as fast as it is: FLOPs per training step against the device's peak.
+
+FLOPs are counted from the model's own graph with TensorFlow's profiler, so
+every layer the model really has is counted, not a hand-kept list of layer
+formulas. The device peak comes from vendor datasheets (GPUs) or from the
+CPU's cores, clock and vector width.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from core.training.callbacks import RunCallback, RunContext
+
+if TYPE_CHECKING:
+    from core.machine.types import DeviceInfo
+    from core.results import RunResult
+
+TRAINING_TO_FORWARD = 3
+"""Training FLOPs = 3 x forward: the backward pass costs about twice the forward
+(gradients with respect to activations and to weights), the usual "model FLOPs"
+convention (PaLM, arXiv:2204.02311, appendix B). The optimizer update is left
+out: a few FLOPs per parameter, small beside batch x parameters."""
+
+METHOD = "TensorFlow profiler on the forward graph (+ Einsum), x3 for forward + backward"
+
+
+def forward_flops(model: Any, batch_size: int) -> float:
+    """FLOPs of one forward pass of `batch_size` examples, counted from the traced graph.
+
+    Traces `model(x, training=False)` into a concrete function at the
+    model's input shape and sums TF's registered per-op FLOP counts
+    (MatMul, BatchMatMul, Conv2D, BiasAdd, pooling, element-wise arithmetic:
+    a multiply-add is 2 FLOPs). TF registers no count for Einsum, which Keras
+    3 uses for attention scores, so those are added from their equations.
+    Ops without a registered count (activations such as ReLU, gathers) add
+    nothing: they are a rounding error beside the matrix products.
+    """
+    import tensorflow as tf
+
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        raise ValueError("the model has no defined inputs: build it with keras.Input (Sequential or functional) first")
+    specs = [tf.TensorSpec((batch_size, *tuple(t.shape)[1:]), t.dtype) for t in inputs]
+    single = len(specs) == 1
+    traced = tf.function(lambda *xs: model(xs[0] if single else list(xs), training=False))
+    graph = traced.get_concrete_function(*specs).graph
+    return _profiler_flops(graph) + sum(_einsum_flops(op) for op in graph.get_operations() if op.type == "Einsum")
+
+
+def training_flops_per_step(model: Any, batch_size: int) -> tuple[float, str]:
+    """(FLOPs of one training step on a global batch of `batch_size`, how they were counted)."""
+    return TRAINING_TO_FORWARD * forward_flops(model, batch_size), METHOD
+
+
+def _profiler_flops(graph: Any) -> float:
+    import tensorflow as tf
+
+    options = (
+        tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()).with_empty_output().build()
+    )
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # the v1 profiler logs a deprecation notice about its own internals
+    try:
+        return float(tf.compat.v1.profiler.profile(graph, options=options).total_float_ops)
+    finally:
+        logger.setLevel(level)
+
+
+def _einsum_flops(op: Any) -> float:
+    """2 x output elements x size of the summed-over indices (a multiply-add is 2 FLOPs)."""
+    equation = op.get_attr("equation").decode().replace(" ", "")
+    in_part, _, out_part = equation.partition("->")
+    sizes: dict[str, int] = {}
+    ellipsis_size = 1
+    for subscripts, tensor in zip(in_part.split(","), op.inputs, strict=True):
+        dims = tensor.shape.as_list()
+        if any(d is None for d in dims):
+            return 0.0
+        letters = subscripts.replace("...", "")
+        if "..." in subscripts:
+            ellipsis_size = max(ellipsis_size, math.prod(dims[: len(dims) - len(letters)]))
+            dims = dims[len(dims) - len(letters) :]
+        for letter, size in zip(letters, dims, strict=True):
+            sizes[letter] = max(size, sizes.get(letter, 1))
+    summed = math.prod(size for letter, size in sizes.items() if letter not in out_part)
+    if "..." in in_part and "..." not in out_part:
+        summed *= ellipsis_size
+    output = op.outputs[0].shape.num_elements() or 0
+    if len(op.inputs) == 1:
+        return float(output * (summed - 1))
+    return float(2 * output * summed)
+
+
+@dataclass(frozen=True)
+class GpuPeak:
+    """Dense (no sparsity) peak FLOP/s of one GPU, per math mode, in TFLOP/s."""
+
+    name: str
+    fp32: float
+    tf32: float | None
+    half: float | None
+    bf16: bool = True
+
+
+# Vendor datasheets, dense figures (the datasheets' "with sparsity" numbers halved):
+# NVIDIA H200 and H100 Tensor Core GPU datasheets, A100 datasheet, A10, L4 and L40S
+# datasheets, V100 and T4 datasheets, NVIDIA Ampere GA102 whitepaper (RTX 3090) and
+# Ada Lovelace whitepaper (RTX 4090; FP16/BF16 with FP32 accumulate, as Keras mixed
+# precision uses). First match wins, so specific patterns come before general ones.
+GPU_PEAKS: tuple[tuple[str, GpuPeak], ...] = (
+    (r"H200.*NVL", GpuPeak("H200 NVL", 60.0, 417.5, 835.5)),
+    (r"H200", GpuPeak("H200 SXM", 67.0, 494.7, 989.4)),
+    (r"H100.*NVL", GpuPeak("H100 NVL", 60.0, 417.5, 835.5)),
+    (r"H100.*PCIE", GpuPeak("H100 PCIe", 51.0, 378.0, 756.0)),
+    (r"H100", GpuPeak("H100 SXM", 67.0, 494.7, 989.4)),
+    (r"A100", GpuPeak("A100", 19.5, 156.0, 312.0)),
+    (r"\bA10\b", GpuPeak("A10", 31.2, 62.5, 125.0)),
+    (r"L40S", GpuPeak("L40S", 91.6, 183.0, 362.05)),
+    (r"\bL4\b", GpuPeak("L4", 30.3, 60.0, 121.0)),
+    (r"V100.*PCIE", GpuPeak("V100 PCIe", 14.0, None, 112.0, bf16=False)),
+    (r"V100", GpuPeak("V100 SXM2", 15.7, None, 125.0, bf16=False)),
+    (r"\bT4\b", GpuPeak("T4", 8.1, None, 65.0, bf16=False)),
+    (r"RTX 3090(?! TI)", GpuPeak("GeForce RTX 3090", 35.6, 35.6, 71.0)),
+    (r"RTX 4090", GpuPeak("GeForce RTX 4090", 82.6, 82.6, 165.2)),
+)
+
+
+def gpu_peak(name: str) -> GpuPeak | None:
+    """The table entry for a GPU model name such as "NVIDIA H100 80GB HBM3", or None."""
+    upper = name.upper()
+    return next((peak for pattern, peak in GPU_PEAKS if re.search(pattern, upper)), None)
+
+
+def peak_flops(device: DeviceInfo | Mapping[str, Any], precision: str = "off", tf32: bool = True) -> tuple[float | None, str]:
+    """(peak FLOP/s of one device for this precision, how it was found), or (None, why not).
+
+    `precision` is the run's: "off" (float32), "float16" or "bfloat16".
+    TensorFlow runs float32 matrix products in TF32 on Ampere and newer GPUs
+    unless told not to, so the TF32 peak applies there; pass `tf32=False`
+    when `tf.config.experimental.enable_tensor_float_32_execution(False)`.
+    """
+    kind, name = _field(device, "kind"), _field(device, "name")
+    if kind == "GPU":
+        return _gpu_peak_flops(str(name), precision, tf32)
+    if kind == "CPU":
+        return cpu_peak_flops()
+    return None, f"no peak table for {kind or 'this'} devices"
+
+
+def _gpu_peak_flops(name: str, precision: str, tf32: bool) -> tuple[float | None, str]:
+    peak = gpu_peak(name)
+    if peak is None:
+        return None, f"GPU model {name!r} is not in the peak table"
+    if precision == "bfloat16" and not peak.bf16:
+        return None, f"{peak.name} has no bfloat16 tensor cores"
+    if precision in ("float16", "bfloat16") and peak.half:
+        return peak.half * 1e12, f"{peak.name} {precision} tensor-core dense peak (vendor datasheet)"
+    if tf32 and peak.tf32:
+        return peak.tf32 * 1e12, f"{peak.name} TF32 tensor-core dense peak (vendor datasheet; TF uses TF32 for float32)"
+    return peak.fp32 * 1e12, f"{peak.name} FP32 peak (vendor datasheet)"
+
+
+def _field(device: DeviceInfo | Mapping[str, Any], key: str) -> Any:
+    return device.get(key) if isinstance(device, Mapping) else getattr(device, key, None)
+
+
+@lru_cache(maxsize=1)
+def cpu_peak_flops() -> tuple[float | None, str]:
+    """This machine's CPU: usable physical cores x clock x float32 FLOPs per cycle per core.
+
+    FLOPs per cycle from the widest vector unit: AVX-512 with two FMA units
+    64 (32 on AMD Zen 4, which splits it over 256-bit units), AVX2 + FMA 32,
+    AVX 16, ARM NEON 16, else 8. It is an upper bound:
+    some AVX-512 parts have one FMA unit, and clocks drop under vector load.
+    """
+    import psutil
+
+    info = _cpu_info()
+    flags = cpu_flags()
+    per_cycle, unit = _flops_per_cycle(flags, info)
+    physical = psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else physical
+    cores = min(physical, usable)
+    hz = _cpu_hz(info)
+    if not hz:
+        return None, "CPU clock unknown"
+    return cores * hz * per_cycle, f"{cores} cores x {hz / 1e9:.2f} GHz x {per_cycle} FLOPs/cycle ({unit}), float32 estimate"
+
+
+def _flops_per_cycle(flags: frozenset[str], info: Mapping[str, Any]) -> tuple[int, str]:
+    if "avx512f" in flags and info.get("vendor_id_raw") == "AuthenticAMD" and info.get("family") == 25:
+        return 32, "AVX-512 on 256-bit units, AMD Zen 4"
+    if "avx512f" in flags:
+        return 64, "AVX-512, 2 FMA units"
+    if "avx2" in flags and "fma" in flags:
+        return 32, "AVX2 + FMA"
+    if "avx" in flags:
+        return 16, "AVX"
+    if "ARM" in str(info.get("arch", "")).upper() or "asimd" in flags or "neon" in flags:
+        return 16, "NEON"
+    return 8, "SSE"
+
+
+def cpu_flags() -> frozenset[str]:
+    """This CPU's instruction-set flags as py-cpuinfo reports them ("avx2", "avx512_bf16", ...)."""
+    return frozenset(_cpu_info().get("flags", ()))
+
+
+@lru_cache(maxsize=1)
+def _cpu_info() -> dict[str, Any]:
+    try:
+        import cpuinfo
+
+        return cpuinfo.get_cpu_info()
+    except Exception:  # py-cpuinfo parses /proc and runs helpers; any failure means "unknown"
+        return {}
+
+
+def _cpu_hz(info: Mapping[str, Any]) -> float | None:
+    import psutil
+
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, NotImplementedError):
+        freq = None
+    if freq is not None and (freq.max or freq.current):
+        return (freq.max or freq.current) * 1e6
+    advertised = info.get("hz_advertised") or info.get("hz_actual")
+    return float(advertised[0]) if advertised and advertised[0] else None
+
+
+def peak_flops_for_devices(device_names: Sequence[str], precision: str = "off") -> tuple[float | None, str]:
+    """Peak FLOP/s of the devices one run used ("CPU:0", "GPU:1", ...) on this machine.
+
+    GPUs add up; logical CPU devices split one physical CPU, so CPUs count once.
+    """
+    kinds = {name.split(":")[0] for name in device_names}
+    if not device_names or len(kinds) != 1:
+        return None, "no single device kind to look up"
+    kind = kinds.pop()
+    if kind == "CPU":
+        return cpu_peak_flops()
+    if kind != "GPU":
+        return None, f"no peak table for {kind} devices"
+    names = _gpu_model_names()
+    if not names:
+        return None, "no GPU model name available"
+    tf32 = _tf32_enabled()
+    total, how = 0.0, ""
+    for device in device_names:
+        index = int(device.split(":")[1])
+        flops, how = _gpu_peak_flops(names[min(index, len(names) - 1)], precision, tf32)
+        if flops is None:
+            return None, how
+        total += flops
+    return total, how if len(device_names) == 1 else f"{len(device_names)} x {how}"
+
+
+def _gpu_model_names() -> list[str]:
+    import tensorflow as tf
+
+    return [str(tf.config.experimental.get_device_details(gpu).get("device_name", "")) for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def _tf32_enabled() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.experimental.tensor_float_32_execution_enabled())
+
+
+def achieved_flops(result: RunResult, flops_per_step: float | None) -> float | None:
+    """Steady-state FLOP/s of a run: FLOPs per step x steady-state steps per second."""
+    batch = result.config.get("batch_size")
+    if flops_per_step is None or not result.samples_per_s or not batch:
+        return None
+    return flops_per_step * result.samples_per_s / batch
+
+
+def efficiency_note(fraction: float | None) -> str:
+    """A plain-words reading of achieved / peak FLOP/s."""
+    if fraction is None:
+        return "peak unknown for this device"
+    if fraction < 0.05:
+        return "far below peak: input-bound or too small to load this device"
+    if fraction < 0.2:
+        return "well below peak: per-step overhead, memory bandwidth or small kernels limit this run"
+    if fraction < 0.5:
+        return "a good share of peak, typical of real training"
+    if fraction <= 1.0:
+        return "close to peak: the device is the limit"
+    return "above the estimated peak: the peak estimate or the FLOP count is off for this device"
+
+
+class FlopsCounter(RunCallback):
+    """Counts the model's training FLOPs per step when a run starts (before any step is timed).
+
+    Keeps the first count it makes, so one counter can serve every run of a
+    comparison (same model, same global batch). Counting never fails a run:
+    a problem leaves `flops` None and says why in `method`.
+    """
+
+    def __init__(self) -> None:
+        self.flops: float | None = None
+        self.method = "not counted"
+        self.params: int | None = None
+
+    def on_run_start(self, context: RunContext) -> None:
+        if self.flops is not None:
+            return
+        try:
+            self.params = int(context.model.count_params())
+            self.flops, self.method = training_flops_per_step(context.model, context.config.batch_size)
+        except Exception as exc:  # instrumentation must never end a run
+            self.method = f"not counted: {type(exc).__name__}: {exc}"

@@ -1,0 +1,1 @@
+"""Job controllers: a run or a comparison from Start to the saved result (thread, stop flag, polling)."""

@@ -1,0 +1,292 @@
+"""One comparison (or scaling sweep) at a time: its thread, stop flag, live curves per target and saved runs.
+
+The comparison thread runs `core.compare.runner.run_comparison` (or `scaling_sweep`):
+targets one after another, the same model, data, global batch, steps and seed.
+It appends each target's steps to that target's `StepBuffer` and saves every
+finished run to the history itself. A 20 Hz timer in the GUI thread drains the
+buffers into the shared plots, one plot key per target. No signal per step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+
+from core.compare.runner import CompareTarget, Comparison, progress_line, run_comparison, scaling_sweep
+from core.config import RunConfig
+from core.live.rate_limit import RateLimit
+from core.live.step_buffer import StepArrays, StepBuffer
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunCallback, RunContext
+from core.workloads.models import MODELS
+from gui.controllers.training_worker import FinishedRun
+from gui.plotting.plots import PlotsWidget
+from gui.qt_threads import start_worker, stop_and_wait
+
+POLL_INTERVAL_MS = 50
+
+
+@dataclass(frozen=True)
+class CompareJob:
+    """What to run: `base` on each of `targets`, or, when `sweep_kind` is set, a scaling sweep over that kind."""
+
+    base: RunConfig
+    targets: tuple[CompareTarget, ...] = ()
+    baseline_index: int = 0
+    sweep_kind: str = ""
+
+
+@dataclass(frozen=True)
+class SavedTarget:
+    """A target's run as the history stored it (or why it could not)."""
+
+    index: int
+    label: str
+    finished: FinishedRun
+
+
+def history_label(target_label: str, config: dict) -> str:
+    """'MLP · digits · mirrored:CPU:0,CPU:1 · batch 64 · compare': how a comparison's run shows in the history."""
+    model = config.get("model")
+    title = MODELS[model].title if model in MODELS else str(model)
+    return " · ".join([title, str(config.get("dataset")), target_label, f"batch {config.get('batch_size')}", "compare"])
+
+
+class CompareBuffers:
+    """Every target's step records, handed from the comparison thread to the GUI thread under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffers: dict[int, StepBuffer] = {}
+        self._labels: dict[int, str] = {}
+        self._current = -1
+
+    def begin(self, index: int, label: str) -> None:
+        """A target starts: the steps that follow belong to it (comparison thread)."""
+        with self._lock:
+            self._buffers[index] = StepBuffer()
+            self._labels[index] = label
+            self._current = index
+
+    def append(self, index: int, records: Sequence[StepRecord]) -> None:
+        with self._lock:
+            buffer = self._buffers.get(index)
+        if buffer is not None:
+            buffer.append(records)
+
+    def set_plan(self, total_steps: int, replicas: int) -> None:
+        """The engine knows how many steps the current target will take."""
+        with self._lock:
+            buffer = self._buffers.get(self._current)
+        if buffer is not None:
+            buffer.set_plan(total_steps, replicas)
+
+    def current(self) -> tuple[int, int]:
+        """(index of the target in flight or -1, its planned steps or 0)."""
+        with self._lock:
+            buffer = self._buffers.get(self._current)
+            return self._current, buffer.total_steps if buffer is not None else 0
+
+    def drain(self) -> list[tuple[int, str, StepArrays]]:
+        """(index, label, new steps) for every target with steps since the last drain."""
+        with self._lock:
+            items = list(self._buffers.items())
+            labels = dict(self._labels)
+        drained = [(index, labels[index], buffer.drain()) for index, buffer in items]
+        return [entry for entry in drained if len(entry[2])]
+
+
+class _PlanCallback(RunCallback):
+    def __init__(self, buffers: CompareBuffers):
+        self._buffers = buffers
+
+    def on_run_start(self, context: RunContext) -> None:
+        self._buffers.set_plan(context.total_steps, context.replicas)
+
+
+class CompareWorker(QObject):
+    """Runs one comparison in a worker thread; every run that ends is saved to the history there.
+
+    A target that never started (it does not fit this machine) comes back as a
+    failed row and is saved too, so the history explains it. Stop by setting
+    `stop_event`: the run in flight ends and the rest are skipped.
+    """
+
+    progress = Signal(int, int, str)  # index, total, label
+    run_saved = Signal(object)  # SavedTarget
+    comparison_ready = Signal(object)  # Comparison
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self, job: CompareJob, buffers: CompareBuffers, stop_event: threading.Event):
+        super().__init__()
+        self.job = job
+        self.buffers = buffers
+        self.stop_event = stop_event
+        self._labels: dict[int, str] = {}
+        self._saved: set[int] = set()
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            callbacks = [_PlanCallback(self.buffers)]
+            if self.job.sweep_kind:
+                comparison = scaling_sweep(
+                    self.job.base, self.job.sweep_kind, None, 0,
+                    self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks,
+                )  # fmt: skip
+            else:
+                comparison = run_comparison(
+                    self.job.base, self.job.targets, self.job.baseline_index,
+                    self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks,
+                )  # fmt: skip
+            for index, row in enumerate(comparison.rows):
+                if index not in self._saved and row.status == RunStatus.FAILED:
+                    self._save(index, row.label, row.result)
+            self.comparison_ready.emit(comparison)
+        except Exception as exc:  # reported to the GUI, never lost in the thread
+            self.failed.emit(_explain(exc))
+            traceback.print_exc()
+        finally:
+            self.finished.emit()
+
+    def _on_progress(self, index: int, total: int, label: str) -> None:
+        self._labels[index] = label
+        self.buffers.begin(index, label)
+        self.progress.emit(index, total, label)
+
+    def _on_result(self, index: int, result: RunResult) -> None:
+        self._save(index, self._labels.get(index, f"target {index + 1}"), result)
+
+    def _save(self, index: int, label: str, result: RunResult) -> None:
+        from gui.controllers.history import save_to_history
+
+        self._saved.add(index)
+        run_id, error = save_to_history(result, history_label(label, result.config))
+        self.run_saved.emit(SavedTarget(index, label, FinishedRun(result, run_id, error)))
+
+
+class CompareController(QObject):
+    """Starts, stops and follows comparisons; feeds the plots while one runs."""
+
+    progress = Signal(str)  # "run 2 of 3: GPU:0 · step 12 of 20"
+    run_saved = Signal(object)  # SavedTarget
+    comparison_ready = Signal(object)  # Comparison
+    failed = Signal(str)
+    running_changed = Signal(bool)
+
+    def __init__(self, plots: PlotsWidget, parent: QObject | None = None):
+        super().__init__(parent)
+        self._plots = plots
+        self._numbers = itertools.count(1)
+        self._number = 0
+        self._thread: QThread | None = None
+        self._worker: CompareWorker | None = None
+        self._buffers: CompareBuffers | None = None
+        self._stop_event: threading.Event | None = None
+        self._job: CompareJob | None = None
+        self._line = ""
+        self._done: dict[int, int] = {}
+        self._progress_rate = RateLimit()
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_INTERVAL_MS)
+        self._timer.timeout.connect(self._poll)
+
+    def is_running(self) -> bool:
+        return self._worker is not None
+
+    def plot_key(self, index: int) -> str:
+        """The plots' key of target `index` in the latest comparison."""
+        return f"compare-{self._number}-{index}"
+
+    def start(self, job: CompareJob) -> bool:
+        """Run `job` in a worker thread; False (and nothing happens) while one is in flight."""
+        if self.is_running():
+            return False
+        self._number = next(self._numbers)
+        self._job = job
+        self._done = {}
+        self._line = ""
+        self._buffers = CompareBuffers()
+        self._stop_event = threading.Event()
+        worker = CompareWorker(job, self._buffers, self._stop_event)
+        worker.progress.connect(self._on_progress)
+        worker.run_saved.connect(self._on_run_saved)
+        worker.comparison_ready.connect(self._on_comparison)
+        worker.failed.connect(self._on_failed)
+        worker.finished.connect(self._on_worker_finished)
+        self._worker = worker
+        self._thread = start_worker(worker, "comparison")
+        self._timer.start()
+        self.running_changed.emit(True)
+        return True
+
+    def stop(self) -> None:
+        """End the run in flight after its current step and skip the rest (returns at once)."""
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Stop and wait for the comparison thread to end (closing the window); True when it has."""
+        return stop_and_wait(self._stop_event, self._thread, timeout_s)
+
+    # --- following the comparison -------------------------------------------
+
+    def _on_progress(self, index: int, total: int, label: str) -> None:
+        self._poll()
+        self._line = progress_line(index, total, label)
+        self._ensure_curve(index, label)
+        self.progress.emit(self._line + " · building the model and compiling the step…")
+
+    def _ensure_curve(self, index: int, label: str) -> None:
+        key = self.plot_key(index)
+        if key not in self._plots.run_keys():
+            batch = self._job.base.batch_size if self._job is not None else None
+            self._plots.add_run(key, f"{label} (compare)", batch_size=batch)
+
+    def _poll(self) -> None:
+        if self._buffers is None:
+            return
+        drained = self._buffers.drain()
+        for index, label, steps in drained:
+            self._ensure_curve(index, label)
+            self._plots.append_steps(self.plot_key(index), steps.steps, steps.losses, steps.times_s, steps.warmup)
+            self._done[index] = self._done.get(index, 0) + len(steps)
+        index, total = self._buffers.current()
+        if drained and self._line and index >= 0 and self._progress_rate.ready():
+            done = self._done.get(index, 0)
+            self.progress.emit(f"{self._line} · step {done:,} of {total:,}" if total else f"{self._line} · step {done:,}")
+
+    def _on_run_saved(self, saved: SavedTarget) -> None:
+        self._poll()
+        self.run_saved.emit(saved)
+
+    def _on_comparison(self, comparison: Comparison) -> None:
+        self._poll()
+        self.comparison_ready.emit(comparison)
+
+    def _on_failed(self, message: str) -> None:
+        self.failed.emit(message)
+
+    def _on_worker_finished(self) -> None:
+        self._poll()
+        self._timer.stop()
+        self._worker = None
+        self._thread = None
+        self._buffers = None
+        self._stop_event = None
+        self.running_changed.emit(False)
+
+
+def _explain(exc: BaseException) -> str:
+    try:
+        from core.training.engine import explain_failure
+
+        return explain_failure(exc)
+    except Exception:
+        return f"{type(exc).__name__}: {exc}"

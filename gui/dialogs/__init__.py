@@ -1,0 +1,1 @@
+"""Dialogs: About, Quick start, device settings."""

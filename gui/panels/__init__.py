@@ -1,0 +1,1 @@
+"""The window's panels: devices, charts, compare, history, log."""

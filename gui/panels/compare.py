@@ -1,0 +1,609 @@
+"""The Compare tab: one job on several devices/strategies, side by side, with speed-ups against a baseline.
+
+The job (model, data, global batch, steps, seed) comes from the run form; the
+targets from checkboxes built from the detected devices plus a free-text field
+(`core.compare.runner.parse_targets` syntax). Runs go one after another in a worker
+thread (`gui.controllers.compare`), their curves overlaid live in the shared plots
+and each saved to the history. The table, the samples/s bar chart and the
+fairness warnings fill in as runs finish; the baseline can change at any time
+without re-running (`Comparison.with_baseline`).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QAction, QBrush, QColor, QFont, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.compare.export import write_comparison
+from core.compare.runner import TARGET_FORMS, CompareRow, CompareTarget, Comparison, compare_results, parse_targets
+from core.config import ConfigError, RunConfig
+from core.formatting import format_bytes
+from core.machine.types import DeviceReport
+from core.results import RunStatus
+from core.training.flops import efficiency_note
+from core.workloads.models import MODELS
+from gui.controllers.compare import CompareController, CompareJob, SavedTarget
+from gui.plotting.bar_chart import BarChart
+from gui.plotting.plots import PlotsWidget
+
+COLUMNS = (
+    "Target", "Replicas", "Warm-up s", "Median ms", "p95 ms", "Samples/s", "Speed-up",
+    "Efficiency", "Final loss", "Peak memory", "FLOP/s", "% of peak",
+)  # fmt: skip
+COL_TARGET, COL_SAMPLES, COL_SPEEDUP, COL_EFFICIENCY, COL_FLOPS, COL_PEAK = 0, 5, 6, 7, 10, 11
+ROLE_VALUE = Qt.ItemDataRole.UserRole
+FAILED_COLOR = "#b00020"
+WARNING_COLOR = "#8a6d00"
+HEADER_TIPS = {
+    "Warm-up s": "Time of the first call: tracing and compiling the step. Left out of every other figure.",
+    "Median ms": "Median steady-state step time (warm-up excluded).",
+    "p95 ms": "95th percentile of the steady-state step times.",
+    "Samples/s": "Global batch / mean steady-state step time.",
+    "Speed-up": "Samples/s of this row / samples/s of the baseline row.",
+    "Efficiency": "Speed-up / (replicas / baseline replicas): 100 % means N replicas ran N times as fast. Same device kind only.",
+    "FLOP/s": "Achieved FLOP/s (G = 10^9, T = 10^12): training FLOPs per step x steady-state steps per second.",
+    "% of peak": "Achieved FLOP/s / the devices' peak FLOP/s (hover a cell for what it means).",
+}
+
+
+def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
+    """The row to measure speed-ups against: the first one on a single CPU device, else the first row."""
+    for index, devices in enumerate(device_lists):
+        if len(devices) == 1 and devices[0].startswith("CPU:"):
+            return index
+    return 0
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def _flops_tip(comparison: Comparison | None) -> str:
+    if comparison is None:
+        return ""
+    if comparison.flops_per_step is None:
+        return (
+            f"FLOPs per step {comparison.flops_method}"
+            if comparison.flops_method
+            else "FLOPs per step not counted for runs picked from the history."
+        )
+    return f"{comparison.flops_per_step:.4g} FLOPs per training step ({comparison.flops_method})"
+
+
+def _si(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {prefix}{unit}".rstrip()
+    return f"{value:.3g} {unit}".rstrip()
+
+
+class ComparePanel(QWidget):
+    """Targets, Compare / Scaling sweep / Stop, the result table, bar charts and warnings."""
+
+    running_changed = Signal(bool)
+    run_saved = Signal(object)  # SavedTarget: one run of the comparison is in the history
+    comparison_changed = Signal(object)  # Comparison now shown
+    message = Signal(str)  # for the status bar
+    show_requested = Signal(object)  # QWidget the window should bring to the front
+
+    def __init__(
+        self,
+        plots: PlotsWidget,
+        config_source: Callable[[], RunConfig | None],
+        errors_source: Callable[[], list[str]] | None = None,
+        parent: QWidget | None = None,
+    ):
+        super().__init__(parent)
+        self.setObjectName("comparePanel")
+        self._config_source = config_source
+        self._errors_source = errors_source or (lambda: [])
+        self.controller = CompareController(plots, self)
+        self._report = DeviceReport((), ())
+        self._devices_known = False
+        self._blocked = False
+        self._target_boxes: list[tuple[QCheckBox, str]] = []
+        self._comparison: Comparison | None = None
+        self._partial: dict[int, SavedTarget] = {}
+        self._planned_baseline = 0
+        self._build()
+        self.controller.progress.connect(self._on_progress)
+        self.controller.run_saved.connect(self._on_run_saved)
+        self.controller.comparison_ready.connect(self._on_comparison_ready)
+        self.controller.failed.connect(self._on_failed)
+        self.controller.running_changed.connect(self._on_running_changed)
+        self._fill_targets()
+        self._update_buttons()
+
+    # --- public API ----------------------------------------------------------
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The comparison in the table (None before the first)."""
+        return self._comparison
+
+    def is_running(self) -> bool:
+        return self.controller.is_running()
+
+    def set_devices(self, report: DeviceReport) -> None:
+        """Devices detected: rebuild the target checkboxes from them."""
+        self._report = report
+        self._devices_known = True
+        self._fill_targets()
+        self._update_buttons()
+
+    def set_blocked(self, blocked: bool) -> None:
+        """A single training run is in flight (True) or over: Compare waits for it."""
+        self._blocked = blocked
+        self._update_buttons()
+
+    def targets(self) -> list[CompareTarget]:
+        """The ticked targets then the typed ones, each once; raises ConfigError on a bad typed target."""
+        specs = [spec for box, spec in self._target_boxes if box.isChecked()]
+        text = self.targets_edit.text().strip()
+        found = parse_targets(";".join([*specs, text])) if specs or text else []
+        unique: dict[str, CompareTarget] = {}
+        for target in found:
+            unique.setdefault(target.label, target)
+        return list(unique.values())
+
+    def set_targets(self, specs: Sequence[str]) -> None:
+        """Tick exactly the checkboxes whose target is in `specs` (the rest go to the text field)."""
+        remaining = list(specs)
+        for box, spec in self._target_boxes:
+            box.setChecked(spec in remaining)
+            if spec in remaining:
+                remaining.remove(spec)
+        self.targets_edit.setText("; ".join(remaining))
+
+    def target_specs(self) -> list[str]:
+        """The target texts the checkboxes offer, in order."""
+        return [spec for _, spec in self._target_boxes]
+
+    def chosen_targets(self) -> list[str]:
+        """The ticked target texts, then the typed ones (what `set_targets` takes back)."""
+        typed = [part.strip() for part in self.targets_edit.text().split(";") if part.strip()]
+        return [spec for box, spec in self._target_boxes if box.isChecked()] + typed
+
+    def start_comparison(self) -> bool:
+        """Run the form's job on every chosen target; False with the reason shown when it cannot start."""
+        base = self._base_config()
+        if base is None:
+            return False
+        try:
+            targets = self.targets()
+        except ConfigError as exc:
+            self._show_problem(f"Target {exc.given!r} is not understood. Use {exc.allowed}.")
+            return False
+        if not targets:
+            self._show_problem("Tick at least one target, or type one (e.g. CPU:0; mirrored:CPU:0,CPU:1).")
+            return False
+        baseline = default_baseline([t.devices for t in targets])
+        return self._start(CompareJob(base, tuple(targets), baseline), baseline)
+
+    def start_sweep(self) -> bool:
+        """Run the form's job on 1, 2, …, N devices of one kind (Mirrored for N > 1)."""
+        base = self._base_config()
+        kind = self._sweep_kind()
+        if base is None:
+            return False
+        if not kind:
+            self._show_problem("A scaling sweep needs two or more GPUs, or the CPU split into logical devices (Devices > Device settings).")
+            return False
+        return self._start(CompareJob(base, sweep_kind=kind), 0)
+
+    def stop(self) -> None:
+        """Stop the comparison: the run in flight ends after its current step, the rest are skipped."""
+        if self.controller.is_running():
+            self.controller.stop()
+            self.progress_label.setText(self.progress_label.text() + " · stopping…")
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Stop and wait for the comparison thread (closing the window)."""
+        return self.controller.shutdown(timeout_s)
+
+    def show_comparison(self, comparison: Comparison, description: str = "") -> None:
+        """Put finished runs (e.g. picked in the History tab) into the table and bring this tab forward."""
+        if self.controller.is_running():
+            self._show_problem("A comparison is running: compare runs from the history once it has ended.")
+            return
+        self._comparison = comparison
+        self.job_label.setText(description or f"{len(comparison.rows)} runs from the history.")
+        self._show()
+        self.show_requested.emit(self)
+
+    def set_baseline(self, index: int) -> None:
+        """Measure speed-ups against row `index` (nothing is re-run)."""
+        if self._comparison is None or not 0 <= index < len(self._comparison.rows):
+            return
+        if index != self._comparison.baseline_index:
+            self._comparison = self._comparison.with_baseline(index)
+        self._show()
+
+    def export(self, path: str | Path) -> Path:
+        """Write the comparison shown to CSV or JSON (by the suffix); returns the path."""
+        if self._comparison is None:
+            raise ValueError("There is no comparison to export yet: run one, or compare runs from the History tab.")
+        return write_comparison(self._comparison, path)
+
+    # --- building ------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.targets_box = QGroupBox("Targets: the same job on each, one after another")
+        self.targets_box.setObjectName("compareTargets")
+        self.targets_grid = QGridLayout()
+        self.targets_edit = QLineEdit()
+        self.targets_edit.setObjectName("compareTargetsEdit")
+        self.targets_edit.setPlaceholderText("More targets, e.g. GPU:1; mirrored:GPU:0,GPU:1; multi-worker:4")
+        self.targets_edit.setToolTip("Extra targets: " + TARGET_FORMS)
+        self.targets_edit.textChanged.connect(self._update_buttons)
+        self.devices_note = QLabel("Detecting devices… the targets appear once TensorFlow has listed them.")
+        self.devices_note.setObjectName("compareDevicesNote")
+        self.devices_note.setWordWrap(True)
+        self.devices_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        targets_layout = QVBoxLayout(self.targets_box)
+        targets_layout.addLayout(self.targets_grid)
+        targets_layout.addWidget(self.targets_edit)
+        targets_layout.addWidget(self.devices_note)
+
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setObjectName("compareButton")
+        self.compare_button.setToolTip("Run the job in the run form on every target, one after another.")
+        self.compare_button.clicked.connect(self.start_comparison)
+        self.sweep_button = QPushButton("Scaling sweep")
+        self.sweep_button.setObjectName("sweepButton")
+        self.sweep_button.clicked.connect(self.start_sweep)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("compareStopButton")
+        self.stop_button.setToolTip("End the run in flight after its current step and skip the rest.")
+        self.stop_button.clicked.connect(self.stop)
+        self.baseline_combo = QComboBox()
+        self.baseline_combo.setObjectName("baselineCombo")
+        self.baseline_combo.setToolTip("The row speed-ups are measured against (also: right-click a row).")
+        self.baseline_combo.setMinimumContentsLength(18)
+        self.baseline_combo.currentIndexChanged.connect(self._on_baseline_chosen)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setObjectName("exportComparisonButton")
+        self.export_button.setToolTip("Save the comparison as CSV or JSON.")
+        self.export_button.clicked.connect(self._ask_export)
+        buttons = QHBoxLayout()
+        for widget in (self.compare_button, self.sweep_button, self.stop_button):
+            buttons.addWidget(widget)
+        buttons.addStretch(1)
+        buttons.addWidget(QLabel("Baseline"))
+        buttons.addWidget(self.baseline_combo)
+        buttons.addWidget(self.export_button)
+
+        self.job_label = QLabel("The job comes from the run form on the left (model, data, batch size, steps).")
+        self.job_label.setObjectName("compareJob")
+        self.job_label.setWordWrap(True)
+        self.progress_label = QLabel("")
+        self.progress_label.setObjectName("compareProgress")
+        self.progress_label.setWordWrap(True)
+        self.progress_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("compareTable")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        for column, title in enumerate(COLUMNS):
+            if title in HEADER_TIPS:
+                self.table.horizontalHeaderItem(column).setToolTip(HEADER_TIPS[title])
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._table_menu)
+        self.notes_label = QLabel("")
+        self.notes_label.setObjectName("compareWarnings")
+        self.notes_label.setWordWrap(True)
+        self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notes_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+
+        self.throughput_chart = BarChart("throughputChart", "Throughput (baseline in orange)", "samples/s")
+        self.efficiency_chart = BarChart("efficiencyChart", "Scaling efficiency (dashed: ideal)", "%")
+        self.efficiency_chart.setVisible(False)
+        charts = QWidget()
+        charts_layout = QHBoxLayout(charts)
+        charts_layout.setContentsMargins(0, 0, 0, 0)
+        charts_layout.addWidget(self.throughput_chart, 1)
+        charts_layout.addWidget(self.efficiency_chart, 1)
+
+        top = QWidget()
+        top_layout = QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.addWidget(self.table, 1)
+        top_layout.addWidget(self.notes_label)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.setObjectName("compareSplitter")
+        splitter.addWidget(top)
+        splitter.addWidget(charts)
+        splitter.setChildrenCollapsible(False)
+        splitter.setSizes([250, 340])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.targets_box)
+        layout.addLayout(buttons)
+        layout.addWidget(self.job_label)
+        layout.addWidget(self.progress_label)
+        layout.addWidget(splitter, 1)
+
+    def _fill_targets(self) -> None:
+        """Checkboxes for CPU:0, each GPU, Mirrored over all GPUs / 2 logical CPUs, and multi-worker:2."""
+        checked = {spec for box, spec in self._target_boxes if box.isChecked()}
+        for box, _ in self._target_boxes:
+            self.targets_grid.removeWidget(box)
+            box.deleteLater()
+        self._target_boxes = []
+        usable = [d for d in self._report.devices if d.available and d.tf_name]
+        cpus = [d for d in usable if d.kind == "CPU"]
+        gpus = [d for d in usable if d.kind == "GPU"]
+        offers: list[tuple[str, str, str, bool]] = []  # text, spec, tooltip, ticked by default
+        if cpus:
+            offers.append((f"{cpus[0].tf_name} — {cpus[0].name}", cpus[0].tf_name, cpus[0].name, True))
+        for index, gpu in enumerate(gpus):
+            offers.append((f"{gpu.tf_name} — {gpu.name}", gpu.tf_name, gpu.name, index == 0))
+        if len(gpus) >= 2:
+            names = ",".join(g.tf_name for g in gpus)
+            offers.append((f"Mirrored over all {len(gpus)} GPUs", f"mirrored:{names}", names, True))
+        if len(cpus) >= 2:
+            names = ",".join(c.tf_name for c in cpus[:2])
+            tip = f"{names}: logical devices that share the same physical cores, so this measures the strategy, not more hardware."
+            offers.append(("Mirrored over 2 logical CPUs", f"mirrored:{names}", tip, not gpus))
+        if self._devices_known:
+            offers.append(
+                ("Multi-worker: 2 local processes", "multi-worker:2", "Two worker processes on this machine, one replica each.", False)
+            )
+        for position, (text, spec, tip, default) in enumerate(offers):
+            box = QCheckBox(text)
+            box.setObjectName(f"compareTarget{position}")
+            box.setToolTip(f"{spec}: {tip}" if tip else spec)
+            box.setChecked(spec in checked if checked else default)
+            box.toggled.connect(self._update_buttons)
+            self.targets_grid.addWidget(box, position // 3, position % 3)
+            self._target_boxes.append((box, spec))
+        self.devices_note.setVisible(not self._devices_known)
+
+    # --- starting ------------------------------------------------------------
+
+    def _base_config(self) -> RunConfig | None:
+        config = self._config_source()
+        if config is None:
+            errors = self._errors_source() or ["the run form is not complete."]
+            self._show_problem("Fix the run form on the left first: " + " ".join(errors))
+        return config
+
+    def _start(self, job: CompareJob, baseline: int) -> bool:
+        if self._blocked or self.controller.is_running():
+            self._show_problem("A run is in flight: wait for it to end (or stop it) before comparing.")
+            return False
+        self._planned_baseline = baseline
+        self._partial = {}
+        self._comparison = None
+        self._show()
+        self.job_label.setText(self._job_text(job))
+        self.progress_label.setStyleSheet("")
+        self.progress_label.setText("Starting…")
+        return self.controller.start(job)
+
+    def _job_text(self, job: CompareJob) -> str:
+        base = job.base
+        length = f"{base.epochs} epochs" if base.epochs else f"{base.steps:,} steps"
+        what = f"scaling sweep over 1 to N {job.sweep_kind} devices" if job.sweep_kind else f"{len(job.targets)} targets"
+        precision = "" if base.precision == "off" else f", {base.precision}"
+        return (
+            f"<b>{html.escape(MODELS[base.model].title)}</b> on {html.escape(base.dataset)}, global batch {base.batch_size}, "
+            f"{length}, seed {base.seed}{precision}: the same on every target ({what}). Live curves: Training tab."
+        )
+
+    def _sweep_kind(self) -> str:
+        usable = [d for d in self._report.devices if d.available and d.tf_name]
+        for kind in ("GPU", "CPU"):
+            if sum(1 for d in usable if d.kind == kind) >= 2:
+                return kind
+        return ""
+
+    def _show_problem(self, text: str) -> None:
+        self.progress_label.setStyleSheet(f"color: {FAILED_COLOR};")
+        self.progress_label.setText(text)
+        self.message.emit(text)
+
+    def _update_buttons(self) -> None:
+        running = self.controller.is_running()
+        idle = not running and not self._blocked
+        try:
+            has_targets = bool(self.targets())
+        except ConfigError:
+            has_targets = False
+        self.compare_button.setEnabled(idle and has_targets)
+        kind = self._sweep_kind()
+        self.sweep_button.setEnabled(idle and bool(kind))
+        self.sweep_button.setToolTip(
+            f"The same job on 1, 2, …, N {kind} devices (Mirrored for N > 1): throughput and efficiency per count."
+            if kind
+            else "Needs two or more GPUs, or the CPU split into logical devices (Devices > Device settings)."
+        )
+        self.stop_button.setEnabled(running)
+        self.export_button.setEnabled(self._comparison is not None)
+        self.targets_box.setEnabled(not running)
+        if self._blocked and not running:
+            self.compare_button.setToolTip("A training run is in flight: Compare is available when it ends.")
+        else:
+            self.compare_button.setToolTip("Run the job in the run form on every target, one after another.")
+
+    # --- following -----------------------------------------------------------
+
+    def _on_progress(self, line: str) -> None:
+        self.progress_label.setStyleSheet("")
+        self.progress_label.setText(line)
+        self.message.emit(line)
+
+    def _on_run_saved(self, saved: SavedTarget) -> None:
+        self._partial[saved.index] = saved
+        indices = sorted(self._partial)
+        entries = [(self._partial[i].label, self._partial[i].finished.result) for i in indices]
+        baseline = indices.index(self._planned_baseline) if self._planned_baseline in indices else 0
+        self._comparison = compare_results(entries, baseline)
+        self._show()
+        self.run_saved.emit(saved)
+
+    def _on_comparison_ready(self, comparison: Comparison) -> None:
+        self._comparison = comparison
+        self._show()
+        self.comparison_changed.emit(comparison)
+        errors = [s.finished.history_error for s in self._partial.values() if s.finished.history_error]
+        ran = sum(1 for row in comparison.rows if row.status == RunStatus.COMPLETED)
+        text = f"Comparison done: {ran} of {len(comparison.rows)} runs completed, each saved to the history."
+        if errors:
+            text = f"Comparison done: {ran} of {len(comparison.rows)} runs completed. {errors[0]}"
+        self.progress_label.setStyleSheet("")
+        self.progress_label.setText(text)
+        self.message.emit(text)
+
+    def _on_failed(self, message: str) -> None:
+        self._show_problem(f"The comparison failed: {message}")
+
+    def _on_running_changed(self, running: bool) -> None:
+        self._update_buttons()
+        self.running_changed.emit(running)
+
+    # --- showing -------------------------------------------------------------
+
+    def _show(self) -> None:
+        comparison = self._comparison
+        rows = comparison.rows if comparison is not None else ()
+        baseline = comparison.baseline_index if comparison is not None else -1
+        self.table.setRowCount(len(rows))
+        for row_index, row in enumerate(rows):
+            for column, (text, value, tip) in enumerate(self._cells(row, row_index == baseline, comparison)):
+                item = QTableWidgetItem(text)
+                item.setData(ROLE_VALUE, value)
+                if tip:
+                    item.setToolTip(tip)
+                if column:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if row.status != RunStatus.COMPLETED:
+                    item.setForeground(QBrush(QColor(FAILED_COLOR if row.status == RunStatus.FAILED else WARNING_COLOR)))
+                if row_index == baseline:
+                    font = QFont(item.font())
+                    font.setBold(True)
+                    item.setFont(font)
+                self.table.setItem(row_index, column, item)
+        self._fill_baseline_combo(rows, baseline)
+        self._draw_charts(rows, baseline)
+        self._show_notes(comparison)
+        self._update_buttons()
+
+    def _cells(self, row: CompareRow, is_baseline: bool, comparison: Comparison | None) -> list[tuple[str, Any, str]]:
+        ran = RunStatus(row.status).ran
+        target = row.label + (" (baseline)" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
+        target_tip = row.result.message or ", ".join(row.devices) or row.strategy
+        flops_tip = _flops_tip(comparison)
+        peak_tip = efficiency_note(row.fraction_of_peak) + (
+            f". Peak {_si(row.peak_flops, 'FLOP/s')}: {row.peak_flops_how}" if row.peak_flops else f". Peak: {row.peak_flops_how}"
+        )
+        memory_tip = row.result.peak_memory_source
+        return [
+            (target, row.label, target_tip),
+            (str(row.replicas) if ran else "-", row.replicas if ran else None, ""),
+            (_fmt(row.warmup_s, "{:.2f}"), row.warmup_s, ""),
+            (_fmt(row.step_time_median_ms, "{:.2f}"), row.step_time_median_ms, ""),
+            (_fmt(row.step_time_p95_ms, "{:.2f}"), row.step_time_p95_ms, ""),
+            (_fmt(row.samples_per_s, "{:,.0f}"), row.samples_per_s, ""),
+            (_fmt(row.speedup, "{:.2f}×"), row.speedup, ""),
+            (_fmt(row.scaling_efficiency, "{:.0%}"), row.scaling_efficiency, ""),
+            (_fmt(row.final_loss, "{:.4f}"), row.final_loss, ""),
+            (format_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None else "-", row.peak_memory_bytes, memory_tip),
+            (_si(row.achieved_flops, ""), row.achieved_flops, flops_tip),
+            (_fmt(row.fraction_of_peak, "{:.1%}"), row.fraction_of_peak, peak_tip),
+        ]
+
+    def _fill_baseline_combo(self, rows: Sequence[CompareRow], baseline: int) -> None:
+        self.baseline_combo.blockSignals(True)
+        self.baseline_combo.clear()
+        for row in rows:
+            self.baseline_combo.addItem(row.label)
+        self.baseline_combo.setCurrentIndex(baseline)
+        self.baseline_combo.setEnabled(len(rows) > 1)
+        self.baseline_combo.blockSignals(False)
+
+    def _draw_charts(self, rows: Sequence[CompareRow], baseline: int) -> None:
+        labels = [row.label for row in rows]
+        self.throughput_chart.set_bars(labels, [row.samples_per_s for row in rows], baseline)
+        scaling = any(row.replicas > 1 and row.scaling_efficiency is not None for row in rows)
+        self.efficiency_chart.setVisible(scaling)
+        if scaling:
+            values = [None if row.scaling_efficiency is None else row.scaling_efficiency * 100 for row in rows]
+            self.efficiency_chart.set_bars(labels, values, baseline, "{:.0f} %", reference=100.0)
+        else:
+            self.efficiency_chart.clear_bars()
+
+    def _show_notes(self, comparison: Comparison | None) -> None:
+        if comparison is None or not comparison.rows:
+            self.notes_label.setText("")
+            return
+        lines = []
+        if comparison.flops_per_step is not None:
+            lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({html.escape(comparison.flops_method)}).")
+        lines += [f"<span style='color:{WARNING_COLOR}'>⚠ {html.escape(warning)}</span>" for warning in comparison.warnings]
+        self.notes_label.setText("<br>".join(lines))
+
+    # --- user actions --------------------------------------------------------
+
+    def _on_baseline_chosen(self, index: int) -> None:
+        if index >= 0:
+            self.set_baseline(index)
+
+    def _table_menu(self, position: QPoint) -> None:
+        row = self.table.rowAt(position.y())
+        if row < 0 or self._comparison is None:
+            return
+        menu = QMenu(self.table)
+        action = QAction(f"Use {self._comparison.rows[row].label} as baseline", menu)
+        action.setEnabled(row != self._comparison.baseline_index)
+        action.triggered.connect(lambda: self.set_baseline(row))
+        menu.addAction(action)
+        menu.exec(self.table.viewport().mapToGlobal(position))
+
+    def _ask_export(self) -> None:
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Export comparison", "device-lab-comparison.csv", "CSV table (*.csv);;JSON (*.json)"
+        )
+        if not path:
+            return
+        if not Path(path).suffix:
+            path += ".json" if "json" in chosen.lower() else ".csv"
+        try:
+            saved = self.export(path)
+        except (OSError, ValueError) as exc:
+            self._show_problem(f"Could not export the comparison: {exc}")
+            return
+        self.message.emit(f"Comparison exported to {saved}")

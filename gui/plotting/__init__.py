@@ -1,0 +1,1 @@
+"""pyqtgraph views: live loss and step-time plots, bar charts, plot export, theme."""

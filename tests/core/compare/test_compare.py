@@ -1,0 +1,291 @@
+"""Device comparison: real runs side by side, speed-ups, targets from text, fairness warnings."""
+
+import socket
+import threading
+
+import pytest
+
+from core.compare.runner import (
+    CompareTarget,
+    compare_results,
+    fairness_warnings,
+    format_table,
+    parse_targets,
+    progress_line,
+    run_comparison,
+    scaling_sweep,
+    sweep_targets,
+)
+from core.config import ConfigError, RunConfig
+from core.results import RunResult, RunStatus
+
+MLP_FORWARD_PER_EXAMPLE = 2 * (64 * 256 + 256 * 128 + 128 * 10)
+
+
+@pytest.fixture(scope="module")
+def cpu_vs_mirrored(two_cpus):
+    """One real comparison, shared: CPU:0 against Mirrored over two logical CPUs."""
+    base = RunConfig(model="mlp", dataset="digits", steps=30, batch_size=64)
+    calls = {"progress": [], "steps": {}, "results": []}
+
+    def on_steps(index, records):
+        calls["steps"].setdefault(index, []).extend(r.step for r in records)
+
+    comparison = run_comparison(
+        base,
+        parse_targets(f"{two_cpus[0]}; mirrored:{two_cpus[0]},{two_cpus[1]}"),
+        on_progress=lambda *args: calls["progress"].append(progress_line(*args)),
+        on_steps=on_steps,
+        on_result=lambda index, result: calls["results"].append((index, result.status)),
+    )
+    return comparison, calls
+
+
+def test_two_targets_give_two_rows_and_a_speedup_from_their_speeds(cpu_vs_mirrored):
+    comparison, _ = cpu_vs_mirrored
+    single, mirrored = comparison.rows
+    assert [row.status for row in comparison.rows] == [RunStatus.COMPLETED, RunStatus.COMPLETED], [r.result.message for r in comparison.rows]
+    assert [row.replicas for row in comparison.rows] == [1, 2]
+    assert single.samples_per_s > 0 and mirrored.samples_per_s > 0
+    assert single.speedup == 1.0
+    assert mirrored.speedup == mirrored.samples_per_s / single.samples_per_s
+    assert mirrored.scaling_efficiency == pytest.approx(mirrored.speedup / 2)
+    assert [r.result.config["batch_size"] for r in comparison.rows] == [64, 64]
+
+
+def test_with_baseline_inverts_the_speedup_without_rerunning(cpu_vs_mirrored):
+    comparison, _ = cpu_vs_mirrored
+    flipped = comparison.with_baseline(1)
+    single, mirrored = flipped.rows
+    assert flipped.baseline_index == 1
+    assert mirrored.speedup == 1.0
+    assert single.speedup == single.samples_per_s / mirrored.samples_per_s
+    assert single.speedup == pytest.approx(1 / comparison.rows[1].speedup)
+    assert single.result is comparison.rows[0].result
+    with pytest.raises(ConfigError, match="baseline"):
+        comparison.with_baseline(2)
+
+
+def test_callbacks_see_each_run_by_index(cpu_vs_mirrored):
+    _, calls = cpu_vs_mirrored
+    assert calls["progress"] == ["run 1 of 2: CPU:0", "run 2 of 2: mirrored:CPU:0,CPU:1"]
+    assert calls["steps"] == {0: list(range(1, 31)), 1: list(range(1, 31))}
+    assert calls["results"] == [(0, RunStatus.COMPLETED), (1, RunStatus.COMPLETED)]
+
+
+def test_comparison_explains_flops_and_shared_logical_cpus(cpu_vs_mirrored):
+    comparison, _ = cpu_vs_mirrored
+    assert comparison.flops_per_step == pytest.approx(3 * 64 * MLP_FORWARD_PER_EXAMPLE, rel=0.01)
+    for row in comparison.rows:
+        assert row.achieved_flops == pytest.approx(comparison.flops_per_step * row.samples_per_s / 64)
+        assert row.peak_flops > 0 and row.fraction_of_peak == pytest.approx(row.achieved_flops / row.peak_flops)
+    assert any("logical CPU devices share the same physical cores" in w for w in comparison.warnings)
+
+
+def test_rows_dict_and_table(cpu_vs_mirrored):
+    comparison, _ = cpu_vs_mirrored
+    rows = comparison.to_rows_dict()
+    assert [row["label"] for row in rows] == ["CPU:0", "mirrored:CPU:0,CPU:1"]
+    assert rows[1]["speedup"] == comparison.rows[1].speedup and rows[0]["baseline"] is True
+    assert {"samples_per_s", "step_time_median_ms", "scaling_efficiency", "achieved_flops", "fraction_of_peak"} <= rows[0].keys()
+    table = format_table(comparison)
+    header = table.splitlines()[0]
+    for column in (
+        "target",
+        "replicas",
+        "warm-up s",
+        "median ms",
+        "p95 ms",
+        "samples/s",
+        "speed-up",
+        "efficiency",
+        "final loss",
+        "peak mem",
+        "% of peak",
+    ):
+        assert column in header
+    assert "CPU:0 *" in table and f"{comparison.rows[1].speedup:.2f}x" in table
+
+
+def test_target_that_cannot_run_here_becomes_a_failed_row_and_the_rest_run(two_cpus):
+    base = RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)
+    results = []
+    comparison = run_comparison(
+        base,
+        parse_targets(f"CPU:9; mirrored:CPU:0,GPU:0; {two_cpus[0]}"),
+        on_result=lambda index, result: results.append(index),
+    )
+    missing, mixed, cpu = comparison.rows
+    assert (missing.status, mixed.status, cpu.status) == (RunStatus.FAILED, RunStatus.FAILED, RunStatus.COMPLETED), cpu.result.message
+    assert "CPU:9" in missing.result.message and "devices TensorFlow sees here" in missing.result.message
+    assert "devices of one kind" in mixed.result.message
+    assert results == [2]
+    assert missing.speedup is None and cpu.speedup is None
+    assert any("pick another baseline" in w for w in comparison.warnings)
+    assert comparison.with_baseline(2).rows[2].speedup == 1.0
+
+
+def test_stop_ends_the_current_run_and_skips_the_rest(two_cpus):
+    stop = threading.Event()
+    progress = []
+    comparison = run_comparison(
+        RunConfig(model="mlp", dataset="digits", steps=500, batch_size=32),
+        parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
+        on_progress=lambda index, total, label: progress.append(index),
+        on_steps=lambda index, records: stop.set(),
+        stop_event=stop,
+    )
+    first, second = comparison.rows
+    assert first.status == RunStatus.STOPPED and first.result.steps_done < 500
+    assert second.status == RunStatus.SKIPPED and second.result.config["devices"] == [two_cpus[1]]
+    assert progress == [0]
+    assert any("stopped early" in w for w in comparison.warnings)
+    assert any(w.startswith(f"{two_cpus[1]} was not run") for w in comparison.warnings)
+
+
+def test_scaling_sweep_runs_one_then_mirrored_devices(two_cpus):
+    comparison = scaling_sweep(RunConfig(model="mlp", dataset="digits", steps=4, batch_size=32), "CPU", counts=[1, 2])
+    assert [(row.strategy, row.replicas, row.status) for row in comparison.rows] == [
+        ("one-device", 1, RunStatus.COMPLETED),
+        ("mirrored", 2, RunStatus.COMPLETED),
+    ]
+    with pytest.raises(ConfigError, match="counts"):
+        scaling_sweep(RunConfig(), "CPU", counts=[len(two_cpus) + 1])
+    with pytest.raises(ConfigError, match="device_kind"):
+        scaling_sweep(RunConfig(), "TPU")
+
+
+def test_sweep_targets():
+    assert sweep_targets(["GPU:0", "GPU:1", "GPU:2"], [1, 3]) == [
+        CompareTarget("GPU:0", "one-device", ("GPU:0",)),
+        CompareTarget("mirrored x3: GPU:0,GPU:1,GPU:2", "mirrored", ("GPU:0", "GPU:1", "GPU:2")),
+    ]
+
+
+def test_parse_targets_accepts_every_form():
+    text = "CPU:0; gpu:1 ;mirrored:CPU:0,cpu:1\nmirrored;default;multi-worker:2;multi-worker;tpu:local;one-device:GPU:0;tpu:grpc://10.0.0.2:8470;"
+    assert parse_targets(text) == [
+        CompareTarget("CPU:0", "one-device", ("CPU:0",)),
+        CompareTarget("GPU:1", "one-device", ("GPU:1",)),
+        CompareTarget("mirrored:CPU:0,CPU:1", "mirrored", ("CPU:0", "CPU:1")),
+        CompareTarget("mirrored", "mirrored"),
+        CompareTarget("default", "default"),
+        CompareTarget("multi-worker:2", "multi-worker", workers=2),
+        CompareTarget("multi-worker", "multi-worker"),
+        CompareTarget("tpu:local", "tpu", tpu_address="local"),
+        CompareTarget("GPU:0", "one-device", ("GPU:0",)),
+        CompareTarget("tpu:grpc://10.0.0.2:8470", "tpu", tpu_address="grpc://10.0.0.2:8470"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, bad",
+    [
+        ("", ""),
+        ("CPU:0;cpu", "cpu"),
+        ("GPX:0", "GPX:0"),
+        ("mirrored:CPU:0,", "mirrored:CPU:0,"),
+        ("multi-worker:x", "multi-worker:x"),
+        ("multi-worker:0", "multi-worker:0"),
+        ("tpu", "tpu"),
+        ("default:CPU:0", "default:CPU:0"),
+        ("one-device:CPU:0,CPU:1", "one-device:CPU:0,CPU:1"),
+    ],
+)
+def test_parse_targets_rejects_bad_syntax_saying_what_is_allowed(text, bad):
+    with pytest.raises(ConfigError) as error:
+        parse_targets(text)
+    assert error.value.field == "targets" and error.value.given == bad
+    assert "allowed" in str(error.value) and "mirrored:" in str(error.value)
+
+
+def test_config_for_moves_the_base_job_to_the_target():
+    base = RunConfig(model="cnn", batch_size=128, steps=7, seed=3)
+    config = CompareTarget("multi-worker:3", "multi-worker", workers=3).config_for(base)
+    assert (config.strategy, config.workers, config.model, config.batch_size, config.steps, config.seed) == (
+        "multi-worker",
+        3,
+        "cnn",
+        128,
+        7,
+        3,
+    )
+    assert CompareTarget("tpu:local", "tpu", tpu_address="local").config_for(base).tpu_address == "local"
+
+
+def _result(status=RunStatus.COMPLETED, devices=("CPU:0",), samples=1000.0, median_ms=5.0, spread=0.1, steps=100, replicas=1, **config):
+    """A finished run as the engine records it (for warnings that need no real run)."""
+    return RunResult(
+        status=status,
+        config=RunConfig(**{"model": "mlp", "steps": 100, **config}).to_dict(),
+        message="boom" if status == RunStatus.FAILED else "",
+        steps_done=steps,
+        replicas=replicas,
+        warmup_steps=1,
+        step_time_median_ms=median_ms,
+        step_time_spread=spread,
+        samples_per_s=samples,
+        environment={"devices": list(devices), "host": socket.gethostname()},
+    )
+
+
+def test_clean_comparison_has_no_warnings():
+    comparison = compare_results([("CPU:0", _result()), ("CPU:0 again", _result(samples=1100.0))])
+    assert comparison.warnings == ()
+    assert fairness_warnings(comparison) == []
+
+
+def test_warns_about_a_stopped_run():
+    warnings = compare_results([("CPU:0", _result()), ("CPU:1", _result(status=RunStatus.STOPPED, steps=40))]).warnings
+    assert warnings == ("CPU:1 stopped early, after 40 of 100 steps: its figures rest on fewer steps than the others'.",)
+
+
+def test_warns_about_float16_on_cpu():
+    warnings = compare_results([("CPU:0", _result()), ("CPU:0 fp16", _result(precision="float16"))]).warnings
+    assert any(w.startswith("CPU:0 fp16 runs float16 on a CPU") for w in warnings)
+    assert any("differ in precision (off, float16)" in w for w in warnings)
+
+
+def test_warns_about_a_wide_spread_with_its_value():
+    warnings = compare_results(
+        [("CPU:0", _result()), ("GPU:0", _result(devices=("GPU:0",), spread=0.45, median_ms=20.0))], model_params=5_000_000
+    ).warnings
+    assert warnings == ("GPU:0: step times vary by 45% (p10–p90 / median); re-run with more steps.",)
+
+
+def test_warns_that_a_small_model_cannot_load_a_gpu():
+    # A recorded GPU run (no GPU here): the warning reads only the row's figures.
+    rows = [("CPU:0", _result()), ("GPU:0", _result(devices=("GPU:0",), median_ms=0.4))]
+    warnings = compare_results(rows, model_params=50_826).warnings
+    assert warnings == (
+        "GPU:0: the MLP is too small to load a GPU (50,826 parameters, 0.40 ms per step): per-step overhead dominates, "
+        "so speed-ups understate the GPU. Try the ResNet or Transformer, or a larger batch.",
+    )
+
+
+def test_warns_about_too_few_steady_state_steps_and_failures_and_mismatches():
+    rows = [("CPU:0", _result(steps=8)), ("CPU:1", _result(status=RunStatus.FAILED, samples=None, batch_size=128))]
+    warnings = compare_results(rows).warnings
+    assert any(w.startswith("CPU:0: only 7 steady-state step timings") for w in warnings)
+    assert "CPU:1 failed: boom" in warnings
+    assert any("differ in batch_size (64, 128)" in w for w in warnings)
+
+
+def test_efficiency_only_compares_like_with_like():
+    rows = [
+        ("CPU:0", _result()),
+        ("mirrored CPUs", _result(devices=("CPU:0", "CPU:1"), samples=1500.0, replicas=2)),
+        ("GPU:0", _result(devices=("GPU:0",), samples=8000.0)),
+    ]
+    base, mirrored, gpu = compare_results(rows).rows
+    assert base.scaling_efficiency == 1.0
+    assert mirrored.speedup == 1.5 and mirrored.scaling_efficiency == 0.75
+    assert gpu.speedup == 8.0 and gpu.scaling_efficiency is None
+
+
+def test_table_shows_dashes_for_missing_figures():
+    comparison = compare_results([("CPU:0", _result()), ("CPU:9", _result(status=RunStatus.FAILED, samples=None, median_ms=None, spread=None))])
+    table = format_table(comparison)
+    failed_line = next(line for line in table.splitlines() if line.startswith("CPU:9"))
+    assert "[failed]" in failed_line and failed_line.split()[-1] == "-"
+    assert "boom" not in table and comparison.warnings == ("CPU:9 failed: boom",)

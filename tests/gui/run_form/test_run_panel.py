@@ -1,0 +1,160 @@
+"""The run form: sensible defaults, input refused at the field with a reason, strategies explained."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QStandardItemModel
+
+from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
+from core.workloads.models import MODELS
+from gui.run_form.panel import RunPanel
+from tests.gui.helpers import choose
+
+CPU0 = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {})
+CPU1 = DeviceInfo("CPU", "Test CPU", "CPU:1", 8 << 30, 2 << 30, 6 << 30, {})
+
+
+def make_panel(qtbot, devices=(CPU0,)) -> RunPanel:
+    panel = RunPanel()
+    qtbot.addWidget(panel)
+    panel.set_devices(DeviceReport(tuple(devices), ()))
+    return panel
+
+
+def test_defaults_train_the_mlp_on_digits(qtbot):
+    panel = make_panel(qtbot)
+    config = panel.config()
+    assert config is not None and panel.is_start_enabled()
+    assert (config.model, config.dataset, config.strategy) == ("mlp", "digits", "default")
+    assert (config.steps, config.batch_size, config.learning_rate, config.optimizer) == (300, 64, 1e-3, "adam")
+
+
+def test_start_is_disabled_until_devices_are_known(qtbot):
+    panel = RunPanel()
+    qtbot.addWidget(panel)
+    assert not panel.is_start_enabled()
+    assert "Detecting devices" in panel.warning_label.text()
+
+
+def test_batch_size_zero_is_refused_with_a_reason(qtbot):
+    panel = make_panel(qtbot)
+    panel.batch_edit.setText("0")
+    assert not panel.is_start_enabled()
+    assert not panel.batch_edit.hasAcceptableInput()
+    assert "Batch size: 0 is out of range; use a whole number from 1" in panel.hint_label.text()
+    assert not panel.hint_label.isHidden()
+    panel.batch_edit.setText("32")
+    assert panel.is_start_enabled() and panel.hint_label.isHidden()
+
+
+def test_learning_rate_that_is_not_a_number_is_refused(qtbot):
+    panel = make_panel(qtbot)
+    panel.lr_edit.clear()
+    qtbot.keyClicks(panel.lr_edit, "abc")
+    assert panel.lr_edit.text() == "abc", "the field should show what was typed, to explain it"
+    assert "Learning rate: 'abc' is not a number; use e.g. 0.001" in panel.hint_label.text()
+    assert not panel.is_start_enabled()
+    assert panel.config() is None
+    panel.request_start()  # refused quietly: nothing is emitted
+    panel.lr_edit.setText("1e-2")
+    assert panel.is_start_enabled() and panel.config().learning_rate == 0.01
+
+
+def test_start_click_emits_a_validated_config(qtbot):
+    panel = make_panel(qtbot)
+    panel.steps_edit.setText("12")
+    with qtbot.waitSignal(panel.start_requested, timeout=1000) as blocker:
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    config, label = blocker.args
+    assert config.steps == 12 and "MLP" in label
+
+
+def test_epochs_and_steps_per_call_are_checked_at_the_field(qtbot):
+    panel = make_panel(qtbot)
+    panel.steps_unit.setCurrentText("epochs")
+    panel.steps_edit.setText("2")
+    assert panel.config().epochs == 2
+    panel.spc_edit.setText("0")
+    assert "Steps per call: 0 is out of range" in panel.hint_label.text()
+
+
+def test_config_error_from_run_config_is_shown(qtbot):
+    gpu = DeviceInfo("GPU", "Test GPU", "GPU:0", 16 << 30, 0, 16 << 30, {})
+    gpu1 = DeviceInfo("GPU", "Test GPU", "GPU:1", 16 << 30, 0, 16 << 30, {})
+    panel = make_panel(qtbot, devices=(CPU0, gpu, gpu1))
+    choose(panel.strategy_combo, "mirrored")
+    for row in range(panel.device_list.count()):
+        panel.device_list.item(row).setCheckState(Qt.CheckState.Checked)
+    assert panel.config() is None and not panel.is_start_enabled()
+    assert panel.hint_label.text().startswith("Settings rejected: devices:")
+    assert "devices of one kind for mirrored" in panel.hint_label.text()
+
+
+def test_unavailable_strategies_are_disabled_with_their_reason(qtbot):
+    panel = make_panel(qtbot, devices=(CPU0,))
+    model = panel.strategy_combo.model()
+    assert isinstance(model, QStandardItemModel)
+    index = panel.strategy_combo.findData("mirrored")
+    assert not model.item(index).isEnabled()
+    tooltip = panel.strategy_combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
+    assert "Logical CPUs" in tooltip
+    tpu = panel.strategy_combo.findData("tpu")
+    assert not model.item(tpu).isEnabled()
+    assert "Connect" in panel.strategy_combo.itemData(tpu, Qt.ItemDataRole.ToolTipRole)
+
+
+def test_mirrored_offers_a_checkable_device_list(qtbot):
+    panel = make_panel(qtbot, devices=(CPU0, CPU1))
+    choose(panel.strategy_combo, "mirrored")
+    assert panel.device_list.isVisibleTo(panel) and not panel.device_combo.isVisibleTo(panel)
+    assert panel.config().devices == ("CPU:0", "CPU:1")
+    panel.device_list.item(1).setCheckState(Qt.CheckState.Unchecked)
+    assert not panel.is_start_enabled()
+    assert "two or more devices" in panel.hint_label.text()
+
+
+def test_multi_worker_shows_the_workers_spin_box(qtbot):
+    panel = make_panel(qtbot)
+    assert not panel.workers_spin.isVisibleTo(panel)
+    choose(panel.strategy_combo, "multi-worker")
+    assert panel.workers_spin.isVisibleTo(panel)
+    panel.workers_spin.setValue(3)
+    assert panel.config().workers == 3
+
+
+def test_data_sets_follow_the_model(qtbot):
+    panel = make_panel(qtbot)
+    choose(panel.model_combo, "transformer")
+    names = [panel.dataset_combo.itemData(i) for i in range(panel.dataset_combo.count())]
+    assert "imdb" in names and "digits" not in names
+    assert panel.config().dataset == MODELS["transformer"].default_dataset
+
+
+def test_tpu_connect_probes_in_the_background_and_reports_failure(qtbot):
+    panel = make_panel(qtbot)
+    panel.tpu_timeout_s = 3.0
+    panel.tpu_address_edit.setText("grpc://127.0.0.1:9")
+    with qtbot.waitSignal(panel.tpu_probed, timeout=60_000) as blocker:
+        qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)
+        assert not panel.tpu_connect_button.isEnabled()
+        assert "Connecting to 'grpc://127.0.0.1:9'" in panel.tpu_status.text()
+    assert not blocker.args[0].ok
+    assert panel.tpu_status.text().startswith("Not connected")
+    assert "within 3 s" in panel.tpu_status.text(), "the probe gives up at its time limit and says so"
+    assert not panel.strategy_choice("tpu").available
+    qtbot.waitUntil(panel.tpu_connect_button.isEnabled, timeout=5000)
+
+
+def test_a_connected_tpu_makes_the_tpu_strategy_available(qtbot, monkeypatch):
+    def fake_tpu_probe(address, timeout_s):
+        """Stands in for a real TPU, which this machine does not have."""
+        return TpuProbe(True, "TPU v3-8: 8 cores (fake)", (), 0.1)
+
+    monkeypatch.setattr("gui.run_form.panel.probe_tpu", fake_tpu_probe)
+    panel = make_panel(qtbot)
+    with qtbot.waitSignal(panel.tpu_probed, timeout=10_000):
+        qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)
+    assert panel.tpu_status.text().startswith("Connected")
+    assert panel.strategy_choice("tpu").available
+    choose(panel.strategy_combo, "tpu")
+    assert panel.config().tpu_address == "local"
