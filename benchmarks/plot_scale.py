@@ -1,4 +1,4 @@
-"""plot_scale: can the live plots (gui/plots.py) carry three runs of a million steps each?
+"""plot_scale: can the live plots (gui/plotting/plots.py) carry three runs of a million steps each?
 
 In a fresh process a PlotsWidget (offscreen, 1000x700, shown) gets three runs
 of 1,000,000 steps (noisy decaying loss, step times around 1 ms). Memory per

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.config import OPTIMIZERS, PRECISIONS, STRATEGIES, ConfigError, RunConfig
-from core.results import RunResult, RunStatus, StepRecord
+from core.formatting import NA
+from core.results import FIGURES, Figure, RunResult, RunStatus, StepRecord
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -222,7 +223,9 @@ def _announce_cluster(config: RunConfig) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from core.compare.runner import format_table, parse_targets, run_comparison
+    from core.compare.runner import progress_line, run_comparison
+    from core.compare.table import format_table
+    from core.compare.targets import parse_targets
 
     targets = parse_targets(args.targets)
     if not 0 <= args.baseline < len(targets):
@@ -231,7 +234,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _configure(args.logical_cpus, getattr(args, "verbose", False))
 
     def announce(index: int, total: int, label: str) -> None:
-        print(f"run {index + 1} of {total}: {label}", file=sys.stderr)
+        print(progress_line(index, total, label), file=sys.stderr)
 
     with stop_on_interrupt() as stop_event:
         comparison = run_comparison(
@@ -254,13 +257,23 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     runs = _history().list_runs()
     if args.json:
-        print(json.dumps([_summary_dict(r) for r in runs], indent=2))
+        print(json.dumps([r.to_dict() for r in runs], indent=2))
         return EXIT_OK
+    headers = ["id", "started", "status", "model", "strategy", "devices", "steps", *(f.title for f in FIGURES)]
     table = [
-        [r.id, r.started_at, r.status, r.model, r.strategy, ",".join(r.devices) or "-", r.steps, _fmt(r.samples_per_s, ".1f"), _fmt(r.step_time_median_ms, ".2f")]
+        [
+            r.id,
+            r.started_at,
+            r.status,
+            r.model,
+            r.strategy,
+            ",".join(r.devices) or "-",
+            r.steps,
+            *(f.format(r.figures[f.name], NA) for f in FIGURES),
+        ]
         for r in runs
     ]
-    print(format_columns(["id", "started", "status", "model", "strategy", "devices", "steps", "samples/s", "median ms"], table))
+    print(format_columns(headers, table))
     return EXIT_OK
 
 
@@ -294,14 +307,6 @@ def _history():
     if store.notice:
         print(f"warning: {store.notice}", file=sys.stderr)
     return store
-
-
-def _summary_dict(summary: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    data = asdict(summary)
-    data["devices"] = list(data.get("devices") or [])
-    return data
 
 
 def _parse_step_range(text: str) -> tuple[int, int]:
@@ -378,12 +383,7 @@ def format_result(result: RunResult) -> str:
         ("devices", ", ".join(result.environment.get("devices", [])) or "-"),
         ("replicas", s["replicas"]),
         ("steps", s["steps"]),
-        ("warm-up", f"{_fmt(s['warmup_s'], '.2f')} s ({s['warmup_steps']} steps: tracing and compilation)"),
-        ("step time median", f"{_fmt(s['step_time_median_ms'], '.2f')} ms"),
-        ("step time p95", f"{_fmt(s['step_time_p95_ms'], '.2f')} ms"),
-        ("samples/s", _fmt(s["samples_per_s"], ",.1f")),
-        ("final loss", _fmt(s["final_loss"], ".4f")),
-        ("peak memory", _memory(s["peak_memory_bytes"], s["peak_memory_source"])),
+        *((f.title.lower(), _figure_text(f, s)) for f in FIGURES),
     ]
     lines += [("warning", w) for w in s["warnings"]]
     width = max(len(name) for name, _ in lines)
@@ -397,9 +397,12 @@ def format_columns(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _memory(value: int | None, source: str) -> str:
-    return "n/a" if value is None else f"{value / 2**20:,.0f} MiB ({source})"
+def _figure_text(figure: Figure, summary: dict[str, Any]) -> str:
+    """A figure's value for `format_result`, with what it needs to be read right (warm-up steps, memory source)."""
+    value = summary[figure.name]
+    text = figure.format(value, NA)
+    note = {
+        "warmup_s": f"{summary['warmup_steps']} steps: tracing and compilation",
+        "peak_memory_bytes": summary["peak_memory_source"],
+    }.get(figure.name)
+    return f"{text} ({note})" if value is not None and note else text

@@ -21,6 +21,8 @@ MAX_STEPS_PER_CALL = 10_000
 MAX_WORKERS = 64
 MIN_CLUSTER_TIMEOUT_S = 5
 MAX_CLUSTER_TIMEOUT_S = 86_400
+MIN_TPU_TIMEOUT_S = 1
+MAX_TPU_TIMEOUT_S = 600
 
 
 class ConfigError(ValueError):
@@ -41,7 +43,10 @@ class RunConfig:
     replica sees batch_size / replicas examples per step. `cluster_hosts`
     ("host:port" per worker, this machine first) turns a multi-worker run into
     a real cluster; empty means local worker processes on this machine.
-    `cluster_timeout_s` bounds the wait for all workers to join.
+    `cluster_timeout_s` bounds the wait for all workers to join; `tpu_timeout_s`
+    bounds the time-boxed TPU probe that runs before TensorFlow's TPU initialisation.
+    `allow_network_workers` lets local workers run where they cannot be isolated
+    from the network (see `core.cluster`).
     """
 
     model: str = "mlp"
@@ -59,8 +64,10 @@ class RunConfig:
     seed: int = 0
     workers: int = 2
     tpu_address: str = ""
+    tpu_timeout_s: float = 30.0
     cluster_hosts: tuple[str, ...] = ()
     cluster_timeout_s: int = 300
+    allow_network_workers: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -177,6 +184,11 @@ def _validate(config: RunConfig) -> None:
             raise ConfigError("cluster_hosts", list(config.cluster_hosts), "each host:port once")
         if config.workers != len(config.cluster_hosts):
             raise ConfigError("workers", config.workers, f"{len(config.cluster_hosts)}: one worker per cluster address")
+    timeout = config.tpu_timeout_s
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not MIN_TPU_TIMEOUT_S <= timeout <= MAX_TPU_TIMEOUT_S:
+        raise ConfigError("tpu_timeout_s", timeout, f"seconds from {MIN_TPU_TIMEOUT_S} to {MAX_TPU_TIMEOUT_S}")
+    if not isinstance(config.allow_network_workers, bool):
+        raise ConfigError("allow_network_workers", config.allow_network_workers, "true or false")
     if config.strategy == "tpu" and not str(config.tpu_address).strip():
         raise ConfigError("tpu_address", config.tpu_address, "'local', a TPU name, or grpc://host:port")
 

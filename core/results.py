@@ -47,7 +47,7 @@ class Figure:
     description: str  # one sentence for tooltips and docs
 
     def format(self, value: Any, missing: str = MISSING) -> str:
-        """The value as text, with the unit where the kind does not already say it."""
+        """The value as text (bytes with their unit; every other unit is in `title`)."""
         return format_value(value, self.kind, missing)
 
     @property

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
@@ -17,7 +16,6 @@ from gui.main_window import MainWindow
 from gui.qt_threads import wait_for_threads
 from gui.settings import APPLICATION, ORGANIZATION, effective_runtime_settings, open_settings
 
-STYLE_SHEET = Path(__file__).resolve().parent.parent / "resources" / "style.qss"
 EXIT_WAIT_S = 120.0
 FIRST_PAINT_FALLBACK_MS = 2000
 
@@ -62,8 +60,6 @@ def run_app(argv: list[str]) -> int:
     app.setDesktopFileName("device-lab")
     app.setWindowIcon(app_icon())
     app.setStyle("Fusion")
-    if STYLE_SHEET.exists():
-        app.setStyleSheet(STYLE_SHEET.read_text(encoding="utf-8"))
     settings = open_settings()
     runtime, note = effective_runtime_settings(settings)
     window = MainWindow(settings, runtime, note, charts_later=True)

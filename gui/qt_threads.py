@@ -1,13 +1,20 @@
 """QThread wiring: run a worker object in its own thread, the way that does not crash.
 
-The pattern (ARCHITECTURE.md, "Threads"): the worker is a parentless QObject
-moved to a new QThread; `thread.started -> worker.run`, `worker.finished ->
-thread.quit`; the thread is deleted later. A keeper object living in the GUI
-thread holds the Python references until `thread.finished` has been delivered
-there, so no wrapper is garbage-collected while its thread still runs; then the
-worker is destroyed in the GUI thread (see `_ThreadKeeper.release` for why not
-with deleteLater). `running_threads()`
-lets tests fail when one is left running.
+The pattern every worker thread in the GUI follows (`gui.controllers.base.JobController`
+applies it to runs and comparisons):
+
+- The worker is a parentless QObject moved to a new QThread; `thread.started ->
+  worker.run`, `worker.finished -> thread.quit`; the thread is deleted later.
+- Stop is a `threading.Event` the worker checks, never a Qt call into its thread.
+- Every exception in `run()` becomes a failed result (a `failed` signal or a
+  FAILED run), never lost in the thread, and `finished` always fires (`finally`).
+- A keeper object living in the GUI thread holds the Python references until
+  `thread.finished` has been delivered there, so no wrapper is garbage-collected
+  while its thread still runs; then the worker is destroyed in the GUI thread
+  (see `_ThreadKeeper.release` for why not with deleteLater).
+- Waits poll `isRunning()` instead of `QThread.wait()`, which keeps the GIL in
+  PySide6 (see `wait_for_thread`). `running_threads()` lets tests fail when one
+  is left running.
 
 Connect a worker's signals to methods of QObjects that live in the GUI thread
 (queued across threads), never to lambdas or plain functions: PySide6 calls

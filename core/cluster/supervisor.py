@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from core.cluster.topology import (
     worker_commands,
 )
 from core.config import RunConfig
+from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.training.engine import OnSteps
@@ -113,7 +113,7 @@ class Supervisor:
         self._ending = False
 
     def run(self) -> RunResult:
-        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started_at = utc_now()
         start = time.monotonic()
         try:
             try:

@@ -107,7 +107,7 @@ class EventReporter(RunCallback):
                     "replicas": context.replicas,
                     "total_steps": context.total_steps,
                     "devices": devices,
-                    "environment": environment(devices),
+                    "environment": environment(devices, context.config.precision),
                 }
             )
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.compare.runner import Comparison
+from core.compare.table import Comparison
+from core.formatting import utc_now
 from core.history.export import StoredRun, system_info
 
 
@@ -33,7 +33,7 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
     baseline = comparison.baseline
     return {
         "system": _system(comparison),
-        "exported_at": _now(),
+        "exported_at": utc_now(),
         "baseline": baseline.label if baseline is not None else None,
         "flops_per_step": comparison.flops_per_step,
         "flops_method": comparison.flops_method,
@@ -72,7 +72,3 @@ def _cell(value: Any) -> Any:
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return value
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -11,10 +11,10 @@ import csv
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from core.formatting import utc_now
 from core.results import RunResult
 
 _HEADER_ORDER = ("tensorflow", "keras", "python", "platform", "host", "cpu", "gpus", "driver", "cuda", "cudnn", "devices")
@@ -47,7 +47,10 @@ def _distinct_values(runs: Sequence[StoredRun]) -> dict[str, list[Any]]:
 
 
 def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:
-    """`#` header lines, then one row per run: id, label, group and the result's summary figures."""
+    """`#` header lines, then one row per run: id, label, group and `RunResult.summary()`.
+
+    The figure columns are the summary's, that is `core.results.FIGURES`: a new figure is a new column here.
+    """
     rows = [{"id": run.id, "label": run.label, "group": run.group, **_flat(run.result.summary())} for run in runs]
     columns = list(rows[0]) if rows else ["id", "label", "group"]
     with open(path, "w", newline="", encoding="utf-8") as file:
@@ -61,7 +64,7 @@ def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
     """{"system": system_info, "exported_at": ..., "runs": [result.to_dict() with id, label, group]}."""
     document = {
         "system": system_info(runs),
-        "exported_at": _now(),
+        "exported_at": utc_now(),
         "runs": [{"id": run.id, "label": run.label, "group": run.group, **run.result.to_dict()} for run in runs],
     }
     Path(path).write_text(json.dumps(document, indent=1), encoding="utf-8")
@@ -83,7 +86,7 @@ def write_steps_csv(run: StoredRun, path: str | Path) -> None:
 
 def _write_header(file: Any, runs: Sequence[StoredRun]) -> None:
     ids = ", ".join(str(run.id) for run in runs)
-    lines = [f"Device Lab export, {_now()}, runs: {ids}"]
+    lines = [f"Device Lab export, {utc_now()}, runs: {ids}"]
     lines += [f"{key}: {' | '.join(map(_text, seen))}" for key, seen in _distinct_values(runs).items()]
     file.write("".join(f"# {line}\n" for line in lines))
 
@@ -99,7 +102,3 @@ def _text(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return str(value)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -3,12 +3,10 @@
 The file is `history.sqlite3` in `$DEVICE_LAB_DATA_DIR`, else in
 `platformdirs.user_data_dir("device-lab")`, unless `RunStore.open(path)` names one.
 
-Step series are packed little-endian float64 blobs (losses and step times side by
-side), one row per appended batch and at most `CHUNK_STEPS` steps a row: a million
-steps save or load in about 0.1 s (a million-row table read through Python takes
-seconds) and an append is one INSERT. float64 rather than float32, so every number
-comes back exactly as it was stored. Warm-up steps are the first ones of a run, so a
-count (`warmup_steps`) marks them.
+Each run is a row of `runs`: what it ran, one column per headline figure
+(`core.results.FIGURES`, kept in step by `schema`) and the full result as JSON. Step
+series live apart, in packed chunks (`series`). Warm-up steps are the first ones of a
+run, so a count (`warmup_steps`) marks them.
 
 The database runs in WAL mode and every write is one transaction, so a crash loses at
 most the steps not yet appended. Runs still "running" when a store opens were left by
@@ -23,22 +21,21 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 import threading
-from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from core.config import RunConfig
-from core.history import export
-from core.results import RunResult, RunStatus, StepRecord
+from core.formatting import utc_now
+from core.history import export, schema
+from core.history.series import insert_series, load_series
+from core.results import FIGURES, RunResult, RunStatus, StepRecord
 
 FILE_NAME = "history.sqlite3"
-CHUNK_STEPS = 65_536
 
 # Runs begun by a RunStore that is still open in this process: another RunStore opened
 # here on the same file must not take them for runs a crash left behind.
@@ -53,13 +50,13 @@ class StoreError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One row of the History table: the headline figures of a stored run."""
+    """One row of the History table: a stored run's description and its headline figures."""
 
     id: int
     started_at: str
     label: str
     group: str
-    status: str
+    status: RunStatus
     message: str
     model: str | None
     dataset: str | None
@@ -68,58 +65,24 @@ class RunSummary:
     replicas: int | None
     batch_size: int | None
     steps: int
-    samples_per_s: float | None
-    step_time_median_ms: float | None
-    step_time_p95_ms: float | None
-    warmup_s: float | None
-    final_loss: float | None
+    figures: dict[str, Any]  # every core.results.FIGURES name -> its value, or None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready and flat: the fields, then each figure under its own name (as `history --json` prints)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "figures"}
+        data["status"] = self.status.value
+        data["devices"] = list(self.devices)
+        return {**data, **self.figures}
 
 
-# RunSummary field -> column of the runs table.
-_COLUMNS = {f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary)}
-# RunResult.summary() keys stored as columns of the same name.
-_RESULT_COLUMNS = (
-    *("started_at", "status", "message", "model", "dataset", "strategy", "replicas", "batch_size", "steps"),
-    *("warmup_steps", "samples_per_s", "step_time_median_ms", "step_time_p95_ms", "warmup_s", "final_loss"),
-)
-
-
-def _schema_v1(conn: sqlite3.Connection) -> None:
-    """Runs with their headline figures as columns (for listing), the rest as JSON; series in chunks."""
-    conn.execute(
-        """CREATE TABLE runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            started_at TEXT NOT NULL,
-            label TEXT NOT NULL DEFAULT '',
-            run_group TEXT NOT NULL DEFAULT '',
-            status TEXT NOT NULL,
-            message TEXT NOT NULL DEFAULT '',
-            model TEXT, dataset TEXT, strategy TEXT,
-            devices TEXT NOT NULL DEFAULT '',
-            replicas INTEGER, batch_size INTEGER,
-            steps INTEGER NOT NULL DEFAULT 0,
-            warmup_steps INTEGER NOT NULL DEFAULT 0,
-            samples_per_s REAL, step_time_median_ms REAL, step_time_p95_ms REAL,
-            warmup_s REAL, final_loss REAL,
-            result TEXT NOT NULL)"""
-    )
-    conn.execute(
-        """CREATE TABLE steps (
-            run_id INTEGER NOT NULL, seq INTEGER NOT NULL,
-            losses BLOB NOT NULL, times BLOB NOT NULL,
-            PRIMARY KEY (run_id, seq))"""
-    )
-
-
-def _schema_v2(conn: sqlite3.Connection) -> None:
-    """Indexes for the History panel's default sort and its model/status filters."""
-    conn.execute("CREATE INDEX runs_started_at ON runs (started_at)")
-    conn.execute("CREATE INDEX runs_model ON runs (model, started_at)")
-    conn.execute("CREATE INDEX runs_status ON runs (status)")
-
-
-# Applied in order; migration i takes the schema from user_version i to i + 1. Append only.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _schema_v2)
+# RunSummary field (all but `figures`) -> column of the runs table.
+_FIELD_COLUMNS = {f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary) if f.name != "figures"}
+# What `list_runs` can sort by: the fields and every figure.
+_SORT_COLUMNS = {**_FIELD_COLUMNS, **{f.name: schema.quote(f.name) for f in FIGURES}}
+# What `list_runs` reads, in `_summary`'s order: the fields, then the figures.
+_SELECTED = (*_FIELD_COLUMNS.values(), *(schema.quote(f.name) for f in FIGURES))
+# RunResult.summary() keys stored as columns of the same name, besides the figures.
+_RESULT_COLUMNS = ("started_at", "status", "message", "model", "dataset", "strategy", "replicas", "batch_size", "steps", "warmup_steps")
 
 
 def default_path() -> Path:
@@ -142,7 +105,11 @@ class RunStore:
         self._lock = threading.RLock()
         self._live: set[int] = set()
         self._conn = self._open_connection()
-        _migrate(self._conn)
+        try:
+            schema.migrate(self._conn)
+        except schema.NewerSchemaError as exc:
+            self._conn.close()
+            raise StoreError(f"{exc} Update Device Lab, or set DEVICE_LAB_DATA_DIR to another folder.") from exc
         self._mark_interrupted()
 
     @classmethod
@@ -168,7 +135,7 @@ class RunStore:
     ) -> int:
         """Record a run that is starting (status "running"); returns its id for `append_steps`."""
         config_dict = config.to_dict() if isinstance(config, RunConfig) else dict(config)
-        result = RunResult(status=RunStatus.RUNNING, config=config_dict, environment=dict(environment or {}), started_at=_now())
+        result = RunResult(status=RunStatus.RUNNING, config=config_dict, environment=dict(environment or {}), started_at=utc_now())
         with self._write():
             run_id = self._insert(result, label, group)
         with _LIVE_LOCK:
@@ -188,7 +155,7 @@ class RunStore:
             ).rowcount
             if not updated:
                 raise KeyError(f"No run {run_id} in the history.")
-            self._insert_series(run_id, losses, [r.step_time_s for r in records])
+            insert_series(self._conn, run_id, losses, [r.step_time_s for r in records])
 
     def finish_run(self, run_id: int, result: RunResult) -> None:
         """Record how a run begun with `begin_run` ended.
@@ -202,21 +169,21 @@ class RunStore:
                 raise KeyError(f"No run {run_id} in the history.")
             result = result if result.started_at else replace(result, started_at=row[0])
             values = _row_values(result)
-            assignments = ", ".join(f"{column} = ?" for column in values)
+            assignments = ", ".join(f"{schema.quote(column)} = ?" for column in values)
             self._conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
             if result.losses:
                 self._conn.execute("DELETE FROM steps WHERE run_id = ?", (run_id,))
-                self._insert_series(run_id, result.losses, result.step_times_s)
+                insert_series(self._conn, run_id, result.losses, result.step_times_s)
         with _LIVE_LOCK:
             self._live.discard(run_id)
             _LIVE_RUNS.discard((self.path, run_id))
 
     def save(self, result: RunResult, label: str = "", group: str = "") -> int:
         """Store a finished run in one go; returns its id."""
-        result = result if result.started_at else replace(result, started_at=_now())
+        result = result if result.started_at else replace(result, started_at=utc_now())
         with self._write():
             run_id = self._insert(result, label, group)
-            self._insert_series(run_id, result.losses, result.step_times_s)
+            insert_series(self._conn, run_id, result.losses, result.step_times_s)
         return run_id
 
     def delete(self, run_ids: Iterable[int]) -> None:
@@ -234,9 +201,9 @@ class RunStore:
         order_by: str = "started_at",
         descending: bool = True,
     ) -> list[RunSummary]:
-        """Runs for the History panel, filtered and sorted (`order_by` is a RunSummary field)."""
-        if order_by not in _COLUMNS:
-            raise ValueError(f"order_by: got {order_by!r}; allowed: {', '.join(_COLUMNS)}")
+        """Runs for the History panel, filtered and sorted (`order_by`: a RunSummary field or a figure name)."""
+        if order_by not in _SORT_COLUMNS:
+            raise ValueError(f"order_by: got {order_by!r}; allowed: {', '.join(_SORT_COLUMNS)}")
         where, params = ["1"], []
         if model is not None:
             where.append("model = ?")
@@ -250,8 +217,8 @@ class RunStore:
             params.extend([pattern] * len(_SEARCH_COLUMNS))
         direction = "DESC" if descending else "ASC"
         sql = (
-            f"SELECT {', '.join(_COLUMNS.values())} FROM runs WHERE {' AND '.join(where)} "
-            f"ORDER BY {_COLUMNS[order_by]} {direction}, id {direction}"
+            f"SELECT {', '.join(_SELECTED)} FROM runs WHERE {' AND '.join(where)} "
+            f"ORDER BY {_SORT_COLUMNS[order_by]} {direction}, id {direction}"
         )
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
@@ -265,7 +232,7 @@ class RunStore:
             ).fetchone()
             if row is None:
                 raise KeyError(f"No run {run_id} in the history.")
-            series = self._load_series(run_id) if with_steps else ((), ())
+            series = load_series(self._conn, run_id) if with_steps else ((), ())
         status, message, steps, warmup_steps, final_loss, stored = row
         result = replace(RunResult.from_dict(json.loads(stored)), status=status, message=message)
         if status in (RunStatus.RUNNING, RunStatus.INTERRUPTED):
@@ -326,31 +293,13 @@ class RunStore:
 
     def _insert(self, result: RunResult, label: str, group: str) -> int:
         values = {"label": label, "run_group": group, **_row_values(result)}
-        sql = f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})"
+        sql = f"INSERT INTO runs ({', '.join(map(schema.quote, values))}) VALUES ({', '.join('?' * len(values))})"
         return int(self._conn.execute(sql, tuple(values.values())).lastrowid)
-
-    def _insert_series(self, run_id: int, losses: Sequence[float], times: Sequence[float]) -> None:
-        (seq,) = self._conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
-        rows = (
-            (run_id, seq + i, _pack(losses[start : start + CHUNK_STEPS]), _pack(times[start : start + CHUNK_STEPS]))
-            for i, start in enumerate(range(0, len(losses), CHUNK_STEPS))
-        )
-        self._conn.executemany("INSERT INTO steps (run_id, seq, losses, times) VALUES (?, ?, ?, ?)", rows)
-
-    def _load_series(self, run_id: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        losses, times = array("d"), array("d")
-        for loss_blob, time_blob in self._conn.execute("SELECT losses, times FROM steps WHERE run_id = ? ORDER BY seq", (run_id,)):
-            losses.frombytes(loss_blob)
-            times.frombytes(time_blob)
-        if sys.byteorder == "big":
-            losses.byteswap()
-            times.byteswap()
-        return tuple(losses), tuple(times)
 
     @contextmanager
     def _write(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
         """One transaction under the lock; reads pass "BEGIN" to see a consistent snapshot."""
-        with self._lock, _transaction(self._conn, begin):
+        with self._lock, schema.transaction(self._conn, begin):
             yield
 
 
@@ -408,55 +357,20 @@ def _move_aside(path: Path) -> Path:
     return aside
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema to the latest version, one migration per transaction."""
-    while True:
-        with _transaction(conn, "BEGIN IMMEDIATE"):
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > len(MIGRATIONS):
-                raise StoreError(
-                    f"The run history was written by a newer Device Lab (schema {version}; this one reads up to "
-                    f"{len(MIGRATIONS)}). Update Device Lab, or set DEVICE_LAB_DATA_DIR to another folder."
-                )
-            if version == len(MIGRATIONS):
-                return
-            MIGRATIONS[version](conn)
-            conn.execute(f"PRAGMA user_version = {version + 1}")
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[None]:
-    conn.execute(begin)
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 def _row_values(result: RunResult) -> dict[str, Any]:
     """The runs-table columns for a result (label and group aside): headline figures plus the rest as JSON."""
     summary = result.summary()
     values = {column: summary[column] for column in _RESULT_COLUMNS}
+    values.update(result.figures())
     values["devices"] = " ".join(summary["devices"])
     values["result"] = json.dumps(replace(result, losses=(), step_times_s=()).to_dict())
     return values
 
 
 def _summary(row: Sequence[Any]) -> RunSummary:
-    values = dict(zip(_COLUMNS, row, strict=True))
+    """A `_SELECTED` row as a RunSummary."""
+    values = dict(zip(_FIELD_COLUMNS, row[: len(_FIELD_COLUMNS)], strict=True))
+    values["status"] = RunStatus(values["status"])
     values["devices"] = tuple(values["devices"].split())
-    return RunSummary(**values)
-
-
-def _pack(values: Sequence[float]) -> bytes:
-    packed = array("d", values)
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed.tobytes()
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    figures = dict(zip((f.name for f in FIGURES), row[len(_FIELD_COLUMNS) :], strict=True))
+    return RunSummary(**values, figures=figures)

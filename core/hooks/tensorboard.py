@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.cluster.topology import free_ports
 from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ def launch_tensorboard(logdir: str | Path, timeout_s: float = 90.0) -> TensorBoa
         raise TensorBoardMissing()
     folder = Path(logdir).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    [port] = free_ports(1)
     url = f"http://127.0.0.1:{port}/"
     output = tempfile.TemporaryFile()
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -238,12 +238,6 @@ def launch_tensorboard(logdir: str | Path, timeout_s: float = 90.0) -> TensorBoa
     text = server.output().strip()[-2000:]
     server.stop()
     raise RuntimeError(f"TensorBoard did not answer on {url} within {timeout_s:.0f} s; it was stopped. Its output:\n{text}")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers_http(url: str) -> bool:

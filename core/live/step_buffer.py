@@ -25,11 +25,13 @@ class StepBuffer:
         self.replicas = 1
 
     def set_plan(self, total_steps: int, replicas: int) -> None:
+        """The run's planned steps and replicas, once the engine knows them (training thread)."""
         with self._lock:
             self.total_steps = total_steps
             self.replicas = replicas
 
     def append(self, records: Sequence[StepRecord]) -> None:
+        """Queue step records for the next drain (training thread)."""
         with self._lock:
             self._pending.extend(records)
 

@@ -18,10 +18,21 @@ _CPU_INFO_LOCK = threading.Lock()
 
 
 @functools.cache
-def _cpu_info_cached() -> tuple[tuple[str, str], ...]:
+def _raw_cpu_info_cached() -> dict[str, Any]:
     import cpuinfo
 
-    raw: dict[str, Any] = try_read(cpuinfo.get_cpu_info) or {}
+    return try_read(cpuinfo.get_cpu_info) or {}
+
+
+def raw_cpu_info() -> dict[str, Any]:
+    """py-cpuinfo's own fields ("flags", "vendor_id_raw", "family", "hz_advertised", ...), read once per process."""
+    with _CPU_INFO_LOCK:
+        return dict(_raw_cpu_info_cached())
+
+
+@functools.cache
+def _cpu_info_cached() -> tuple[tuple[str, str], ...]:
+    raw = _raw_cpu_info_cached()
     flags = set(raw.get("flags") or ())
     freq = try_read(psutil.cpu_freq)
 

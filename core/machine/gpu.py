@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.formatting import format_bytes
-from core.machine.types import NA, DeviceInfo, LogicalSlot, logical_layout, read_field, try_read
+from core.machine.types import NA, DeviceInfo, LogicalSlot, Note, NoteTopic, logical_layout, read_field, try_read
 
 INSTALL_FIX = "`pip install 'tensorflow[and-cuda]'`"
 NO_DRIVER = "no NVIDIA driver found (nvidia-smi / libnvidia-ml not present)"
@@ -167,13 +167,13 @@ def _tf_row(tf: Any, slot: LogicalSlot, bus_id: str, gpu: DriverGpu | None, syst
     details |= system
     details["PCI bus id"] = bus_id or NA
     name = tf_details.get("device_name") or (gpu.name if gpu else "") or "GPU"
-    return DeviceInfo("GPU", name, slot.tf_name, *memory, details)
+    return DeviceInfo("GPU", name, slot.tf_name, *memory, details, bus_id=bus_id)
 
 
 def _driver_only_row(gpu: DriverGpu, system: dict[str, str], reason: str) -> DeviceInfo:
     """A GPU the driver sees but TensorFlow cannot use."""
     details = {"Compute capability": gpu.compute_capability, **gpu.usage, **system, "PCI bus id": gpu.bus_id or NA}
-    return DeviceInfo("GPU", gpu.name, "", *gpu.memory, details, available=False, reason=reason)
+    return DeviceInfo("GPU", gpu.name, "", *gpu.memory, details, available=False, reason=reason, bus_id=gpu.bus_id)
 
 
 def _unused_reason(tf_has_gpus: bool, build: dict[str, Any]) -> str:
@@ -196,6 +196,7 @@ def _unused_reason(tf_has_gpus: bool, build: dict[str, Any]) -> str:
 
 
 def _no_gpu_note(nvml_problem: str, driver_gpus: list[DriverGpu], reason: str, build: dict[str, Any]) -> str:
+    """Why TensorFlow has no GPU, and the fix, from what the driver said."""
     if nvml_problem == NO_DRIVER:
         note = f"No GPU visible to TensorFlow: {NO_DRIVER}. Install the NVIDIA driver and {INSTALL_FIX}."
         if not build.get("is_cuda_build"):
@@ -212,7 +213,7 @@ def _physical_index(physical: Any) -> int:
     return int(physical.name.rsplit(":", 1)[-1])
 
 
-def gpu_rows(tf: Any) -> tuple[list[DeviceInfo], list[str]]:
+def gpu_rows(tf: Any) -> tuple[list[DeviceInfo], list[Note]]:
     """TF's logical GPUs, then GPUs only the driver sees (available=False), and notes on what is missing."""
     nvml, nvml_problem = load_nvml()
     driver_gpus = read_driver_gpus(nvml) if nvml else []
@@ -239,7 +240,7 @@ def gpu_rows(tf: Any) -> tuple[list[DeviceInfo], list[str]]:
     for gpu in driver_gpus:
         if gpu.bus_id not in used:
             rows.append(_driver_only_row(gpu, system, HIDDEN_BY_TF if gpu.bus_id in hidden_by_tf else reason))
-    notes = [] if slots else [_no_gpu_note(nvml_problem, driver_gpus, reason, build)]
+    notes = [] if slots else [Note(NoteTopic.NO_GPU, _no_gpu_note(nvml_problem, driver_gpus, reason, build))]
     return rows, notes
 
 
@@ -251,7 +252,7 @@ def refresh(devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
     handles = {bus_id: handle for bus_id, handle in _driver_handles(nvml) if bus_id}
     refreshed = []
     for device in devices:
-        handle = handles.get(device.details.get("PCI bus id", "")) if device.kind == "GPU" else None
+        handle = handles.get(device.bus_id) if device.kind == "GPU" and device.bus_id else None
         if handle is None:
             refreshed.append(device)
             continue

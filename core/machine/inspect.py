@@ -16,15 +16,16 @@ from typing import Any
 
 from core.machine import gpu, tpu
 from core.machine.cpu import cpu_rows
-from core.machine.types import DeviceInfo, DeviceReport
+from core.machine.types import DeviceInfo, DeviceReport, Note, NoteTopic
 
 
-def _section(label: str, build: Callable[[], tuple[list[DeviceInfo], list[str]]]) -> tuple[list[DeviceInfo], list[str]]:
+def _section(label: str, build: Callable[[], tuple[list[DeviceInfo], list[Note]]]) -> tuple[list[DeviceInfo], list[Note]]:
     """Run one part of the listing; if it fails as a whole, say so in a note instead of failing all."""
     try:
         return build()
     except Exception as error:
-        return [], [f"{label} check failed ({type(error).__name__}: {error}); the other devices are listed."]
+        text = f"{label} check failed ({type(error).__name__}: {error}); the other devices are listed."
+        return [], [Note(NoteTopic.CHECK_FAILED, text)]
 
 
 def inspect_devices(probe_tpu: bool = True) -> DeviceReport:
@@ -55,5 +56,13 @@ def refresh_gpu_usage(devices: Sequence[DeviceInfo]) -> list[DeviceInfo]:
 
 
 def device_table_rows(report: DeviceReport) -> list[dict[str, Any]]:
-    """JSON-ready rows (memory in bytes) for `devices --json`."""
-    return [asdict(device) for device in report.devices]
+    """JSON-ready rows (memory in bytes) for `devices --json` and the CLI table.
+
+    `bus_id` stays out: it is the matching key for NVML re-reads, and the details already show it.
+    """
+    rows = []
+    for device in report.devices:
+        row = asdict(device)
+        del row["bus_id"]
+        rows.append(row)
+    return rows

@@ -45,9 +45,7 @@ def configure_runtime(settings: RuntimeSettings) -> list[str]:
     try:
         if settings.logical_cpus > 1:
             cpu = tf.config.list_physical_devices("CPU")[0]
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(settings.logical_cpus)]
-            )
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(settings.logical_cpus)])
         for gpu in tf.config.list_physical_devices("GPU"):
             if settings.gpu_memory_limit_mb:
                 tf.config.set_logical_device_configuration(

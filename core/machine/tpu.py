@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from core.machine.types import NA, DeviceInfo, TpuProbe, short_name, try_read
+from core.machine.types import NA, DeviceInfo, Note, NoteTopic, TpuProbe, short_name, try_read
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -235,14 +235,14 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S) -> Tpu
     return TpuProbe(False, _failure_message(address, error), elapsed_s=elapsed)
 
 
-def tpu_rows(tf: Any, probe: bool) -> tuple[list[DeviceInfo], list[str]]:
+def tpu_rows(tf: Any, probe: bool) -> tuple[list[DeviceInfo], list[Note]]:
     """TF's TPU devices if it has some already; else probe when hardware is hinted at and `probe` is set."""
     existing = [d.name for d in try_read(lambda: tf.config.list_logical_devices("TPU")) or []]
     if existing:
         return list(_core_rows(existing, accelerator_type(), "connected")), []
     hint = detect_tpu_cheaply()
     if not hint:
-        return [], [NO_TPU_NOTE]
+        return [], [Note(NoteTopic.NO_TPU, NO_TPU_NOTE)]
     if not probe:
         reason = f"Not probed yet: connect with address {default_address()!r} in the Run panel to check whether TensorFlow can use it."
     else:
@@ -251,4 +251,4 @@ def tpu_rows(tf: Any, probe: bool) -> tuple[list[DeviceInfo], list[str]]:
             return list(result.devices), []
         reason = result.message
     unusable = DeviceInfo("TPU", accelerator_type(), "", None, None, None, {"Seen": hint}, available=False, reason=reason)
-    return [unusable], [f"TPU hardware seen ({hint}) but TensorFlow is not using it: {reason}"]
+    return [unusable], [Note(NoteTopic.TPU_UNUSED, f"TPU hardware seen ({hint}) but TensorFlow is not using it: {reason}")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from core.formatting import NA
@@ -23,14 +24,42 @@ class DeviceInfo:
     details: dict[str, str]  # ordered label -> value; a field that cannot be read is "n/a"
     available: bool = True  # False: the system sees it but TensorFlow cannot use it
     reason: str = ""  # for unavailable devices: why, and the fix
+    bus_id: str = ""  # GPUs: normalised PCI bus id "0000:04:00.0", how NVML re-reads are matched; "" otherwise
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies this row across re-reads: kind, TF name and bus id (driver-only GPUs have no TF name)."""
+        return self.kind, self.tf_name, self.bus_id
+
+
+class NoteTopic(Enum):
+    """What a device-report note is about, so code can pick notes without reading their wording."""
+
+    CHECK_FAILED = "check_failed"  # one part of the listing (CPU, GPU or TPU) failed as a whole
+    NO_GPU = "no_gpu"  # no GPU TensorFlow can use
+    NO_TPU = "no_tpu"  # no TPU hardware found
+    TPU_UNUSED = "tpu_unused"  # TPU hardware seen, but TensorFlow is not using it
+
+
+@dataclass(frozen=True)
+class Note:
+    """One plain-language note on what is missing and how to get it."""
+
+    topic: NoteTopic
+    text: str
 
 
 @dataclass(frozen=True)
 class DeviceReport:
-    """The device list plus plain-language notes on what is missing and how to get it."""
+    """The device list plus notes on what is missing and how to get it."""
 
     devices: tuple[DeviceInfo, ...]
-    notes: tuple[str, ...]
+    note_records: tuple[Note, ...]
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The notes' texts in order: what the CLI prints and the device panel shows."""
+        return tuple(note.text for note in self.note_records)
 
 
 @dataclass(frozen=True)

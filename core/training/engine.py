@@ -20,13 +20,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import ConfigError, RunConfig
+from core.formatting import utc_now
+from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
+from core.training.flops import run_peak_environment
 from core.training.metrics import summarize
 from core.workloads import data as data_module
 from core.workloads.models import get_model_spec
@@ -78,76 +80,114 @@ def train_in_this_process(
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
     listeners = list(callbacks)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = utc_now()
     start = time.perf_counter()
-    losses: list[float] = []
-    times: list[float] = []
-    warmup_steps = 0
-    replicas = 1
-    device_names: tuple[str, ...] = ()
-    memory = _MemoryTracker()
+    tally = _Tally(_MemoryTracker())
     status, message = RunStatus.COMPLETED, ""
     previous_policy = _set_precision(config.precision)
     session: _Session | None = None
     try:
         session = _prepare(config)
-        replicas = session.strategy.num_replicas_in_sync
-        device_names = session.device_names
-        memory.start(device_names)
-        context = RunContext(config, session.total_steps, replicas, device_names, session.model)
-        for listener in listeners:
-            listener.on_run_start(context)
-        previous_end = time.perf_counter()
-        while len(losses) < session.total_steps and not stop_event.is_set():
-            count = min(config.steps_per_call, session.total_steps - len(losses))
-            for listener in listeners:
-                listener.on_call_begin(len(losses) + 1, count)
-            call_losses = session.train_steps(session.iterator, count).numpy().tolist()
-            call_end = time.perf_counter()
-            per_step = (call_end - previous_end) / count
-            previous_end = call_end
-            first_call = not losses
-            if first_call:
-                warmup_steps = count
-            records = [StepRecord(len(losses) + i + 1, loss, per_step, first_call) for i, loss in enumerate(call_losses)]
-            losses.extend(call_losses)
-            times.extend([per_step] * count)
-            memory.sample(call_end)
-            if on_steps is not None:
-                on_steps(records)
-            for listener in listeners:
-                listener.on_steps(records)
-            _check_finite(records, config)
-        if stop_event.is_set() and len(losses) < session.total_steps:
-            status, message = RunStatus.STOPPED, f"Stopped by the user after {len(losses)} of {session.total_steps} steps."
+        _start_run(config, session, tally, listeners)
+        _run_calls(config, session, tally, on_steps, stop_event, listeners)
+        if stop_event.is_set() and len(tally.losses) < session.total_steps:
+            status, message = RunStatus.STOPPED, f"Stopped by the user after {len(tally.losses)} of {session.total_steps} steps."
     except Exception as exc:  # every failure becomes a readable, recorded result
         status, message = RunStatus.FAILED, explain_failure(exc)
     finally:
         if session is not None:
             session.close()
         _set_precision_policy(previous_policy)
-    stats = summarize(times, warmup_steps, config.batch_size)
-    peak, source = memory.peak()
-    result = RunResult(
+    result = _make_result(config, tally, status, message, started_at, start)
+    for listener in listeners:
+        listener.on_run_end(result)
+    return result
+
+
+@dataclass
+class _Tally:
+    """What a run has measured so far: per-step losses and times, warm-up steps, replicas, devices, memory."""
+
+    memory: _MemoryTracker
+    losses: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    warmup_steps: int = 0
+    replicas: int = 1
+    device_names: tuple[str, ...] = ()
+
+    def add_call(self, call_losses: list[float], count: int, per_step: float) -> list[StepRecord]:
+        """Record one call of `count` steps, each `per_step` seconds; the first call is the warm-up."""
+        first_call = not self.losses
+        if first_call:
+            self.warmup_steps = count
+        records = [StepRecord(len(self.losses) + i + 1, loss, per_step, first_call) for i, loss in enumerate(call_losses)]
+        self.losses.extend(call_losses)
+        self.times.extend([per_step] * count)
+        return records
+
+
+def _start_run(config: RunConfig, session: _Session, tally: _Tally, listeners: Sequence[RunCallback]) -> None:
+    """Note the replicas and devices, start the memory tracker, and tell the hooks the run is set up."""
+    tally.replicas = session.strategy.num_replicas_in_sync
+    tally.device_names = session.device_names
+    tally.memory.start(tally.device_names)
+    context = RunContext(config, session.total_steps, tally.replicas, tally.device_names, session.model)
+    for listener in listeners:
+        listener.on_run_start(context)
+
+
+def _run_calls(
+    config: RunConfig,
+    session: _Session,
+    tally: _Tally,
+    on_steps: OnSteps | None,
+    stop_event: threading.Event,
+    listeners: Sequence[RunCallback],
+) -> None:
+    """Call the compiled function until every step ran or `stop_event` is set.
+
+    A call's steps each take (end of this call - end of the call before) /
+    steps: the time between calls (hooks, bookkeeping) is part of the step time.
+    """
+    previous_end = time.perf_counter()
+    while len(tally.losses) < session.total_steps and not stop_event.is_set():
+        count = min(config.steps_per_call, session.total_steps - len(tally.losses))
+        for listener in listeners:
+            listener.on_call_begin(len(tally.losses) + 1, count)
+        call_losses = session.train_steps(session.iterator, count).numpy().tolist()
+        call_end = time.perf_counter()
+        per_step = (call_end - previous_end) / count
+        previous_end = call_end
+        records = tally.add_call(call_losses, count, per_step)
+        tally.memory.sample(call_end)
+        if on_steps is not None:
+            on_steps(records)
+        for listener in listeners:
+            listener.on_steps(records)
+        _check_finite(records, config)
+
+
+def _make_result(config: RunConfig, tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
+    """The run's result from what it measured; `start` is its perf_counter start, for the wall time."""
+    stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
+    peak, source = tally.memory.peak()
+    return RunResult(
         status=status,
         config=config.to_dict(),
         message=message,
-        steps_done=len(losses),
-        replicas=replicas,
+        steps_done=len(tally.losses),
+        replicas=tally.replicas,
         **stats.result_fields(),
-        final_loss=losses[-1] if losses else None,
+        final_loss=tally.losses[-1] if tally.losses else None,
         peak_memory_bytes=peak,
         peak_memory_source=source,
         wall_s=time.perf_counter() - start,
         started_at=started_at,
-        environment=environment(device_names),
-        losses=tuple(losses),
-        step_times_s=tuple(times),
-        warnings=tuple(config.warnings(has_accelerator=any(not d.startswith("CPU") for d in device_names))),
+        environment=environment(tally.device_names, config.precision),
+        losses=tuple(tally.losses),
+        step_times_s=tuple(tally.times),
+        warnings=tuple(config.warnings(has_accelerator=any(not d.startswith("CPU") for d in tally.device_names))),
     )
-    for listener in listeners:
-        listener.on_run_end(result)
-    return result
 
 
 def check_against_machine(config: RunConfig) -> None:
@@ -156,7 +196,7 @@ def check_against_machine(config: RunConfig) -> None:
         return
     import tensorflow as tf
 
-    known = [d.name.split("device:")[-1] for d in tf.config.list_logical_devices()]
+    known = [short_name(d.name) for d in tf.config.list_logical_devices()]
     for name in config.devices:
         if name not in known:
             raise ConfigError("devices", name, "devices TensorFlow sees here: " + ", ".join(known))
@@ -186,8 +226,13 @@ def explain_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line}"
 
 
-def environment(device_names: Sequence[str] = ()) -> dict[str, Any]:
-    """Versions and hardware a result was measured on, for the history and exports."""
+def environment(device_names: Sequence[str] = (), precision: str = "off") -> dict[str, Any]:
+    """Versions and hardware a result was measured on, for the history and exports.
+
+    With the devices' estimated peak FLOP/s for `precision` and whether the CPU
+    has native bfloat16 (`run_peak_environment`): a comparison shown later reads
+    these instead of the hardware.
+    """
     import keras
     import tensorflow as tf
 
@@ -204,6 +249,7 @@ def environment(device_names: Sequence[str] = ()) -> dict[str, Any]:
     env["cuda_build"] = bool(build.get("is_cuda_build"))
     env["cuda"] = build.get("cuda_version", "")
     env["cudnn"] = build.get("cudnn_version", "")
+    env.update(run_peak_environment(device_names, precision))
     return env
 
 
@@ -247,8 +293,8 @@ def _device_names(strategy, config: RunConfig) -> tuple[str, ...]:
 
     if config.strategy == "default":
         gpus = tf.config.list_logical_devices("GPU")
-        return (gpus[0].name if gpus else "CPU:0").split("device:")[-1],
-    return tuple(d.split("device:")[-1] for d in strategy.extended.worker_devices)
+        return (short_name(gpus[0].name) if gpus else "CPU:0",)
+    return tuple(short_name(d) for d in strategy.extended.worker_devices)
 
 
 def _make_optimizer(config: RunConfig):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from core.machine import cpu as machine_cpu
 from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ convention (PaLM, arXiv:2204.02311, appendix B). The optimizer update is left
 out: a few FLOPs per parameter, small beside batch x parameters."""
 
 METHOD = "TensorFlow profiler on the forward graph (+ Einsum), x3 for forward + backward"
+
+# Keys of a run's `environment` under which it records its devices' peak (see `run_peak_environment`).
+PEAK_FLOPS = "peak_flops"
+PEAK_FLOPS_HOW = "peak_flops_how"
+CPU_NATIVE_BFLOAT16 = "cpu_native_bfloat16"
+BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 def forward_flops(model: Any, batch_size: int) -> float:
@@ -184,7 +191,7 @@ def cpu_peak_flops() -> tuple[float | None, str]:
     """
     import psutil
 
-    info = _cpu_info()
+    info = machine_cpu.raw_cpu_info()
     flags = cpu_flags()
     per_cycle, unit = _flops_per_cycle(flags, info)
     physical = psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
@@ -212,17 +219,7 @@ def _flops_per_cycle(flags: frozenset[str], info: Mapping[str, Any]) -> tuple[in
 
 def cpu_flags() -> frozenset[str]:
     """This CPU's instruction-set flags as py-cpuinfo reports them ("avx2", "avx512_bf16", ...)."""
-    return frozenset(_cpu_info().get("flags", ()))
-
-
-@lru_cache(maxsize=1)
-def _cpu_info() -> dict[str, Any]:
-    try:
-        import cpuinfo
-
-        return cpuinfo.get_cpu_info()
-    except Exception:  # py-cpuinfo parses /proc and runs helpers; any failure means "unknown"
-        return {}
+    return frozenset(machine_cpu.raw_cpu_info().get("flags") or ())
 
 
 def _cpu_hz(info: Mapping[str, Any]) -> float | None:
@@ -263,6 +260,38 @@ def peak_flops_for_devices(device_names: Sequence[str], precision: str = "off") 
             return None, how
         total += flops
     return total, how if len(device_names) == 1 else f"{len(device_names)} x {how}"
+
+
+def recorded_peak_flops(environment: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The peak FLOP/s a run recorded for its devices (`run_peak_environment`), and how it was found.
+
+    Runs recorded before the app estimated peaks during the run have none: (None, why).
+    """
+    if PEAK_FLOPS_HOW not in environment:
+        return None, "not recorded with this run (an older version of the app ran it)"
+    peak = environment.get(PEAK_FLOPS)
+    return (float(peak) if peak else None), str(environment[PEAK_FLOPS_HOW])
+
+
+def recorded_native_bfloat16(environment: Mapping[str, Any]) -> bool | None:
+    """Whether the run's CPU had native bfloat16 math (AVX-512 BF16 or AMX); None when the run did not record it."""
+    value = environment.get(CPU_NATIVE_BFLOAT16)
+    return None if value is None else bool(value)
+
+
+def run_peak_environment(device_names: Sequence[str], precision: str = "off") -> dict[str, Any]:
+    """Environment entries for a run: its devices' estimated peak FLOP/s, how it was found, native CPU bfloat16.
+
+    Called in the thread that trains: the estimate reads py-cpuinfo and
+    TensorFlow's device details, which a comparison shown later must not.
+    Never raises: a failed estimate records why.
+    """
+    try:
+        peak, how = peak_flops_for_devices(device_names, precision)
+        native = bool(cpu_flags() & BFLOAT16_FLAGS)
+    except Exception as exc:  # instrumentation must never end a run
+        return {PEAK_FLOPS: None, PEAK_FLOPS_HOW: f"not estimated: {type(exc).__name__}: {exc}", CPU_NATIVE_BFLOAT16: None}
+    return {PEAK_FLOPS: peak, PEAK_FLOPS_HOW: how, CPU_NATIVE_BFLOAT16: native}
 
 
 def _gpu_model_names() -> list[str]:

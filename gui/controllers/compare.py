@@ -15,18 +15,20 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
-from core.compare.runner import CompareTarget, Comparison, progress_line, run_comparison, scaling_sweep
+from core.compare.runner import progress_line, run_comparison, scaling_sweep
+from core.compare.table import Comparison
+from core.compare.targets import CompareTarget
 from core.config import RunConfig
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext
 from core.workloads.models import MODELS
-from gui.controllers.training_worker import FinishedRun
+from gui.controllers.base import JobController
+from gui.controllers.history import save_to_history
+from gui.controllers.training_worker import FinishedRun, PlanCallback, explain
 from gui.plotting.plots import PlotsWidget
-from gui.qt_threads import start_worker, stop_and_wait
 
 POLL_INTERVAL_MS = 50
 
@@ -101,14 +103,6 @@ class CompareBuffers:
         return [entry for entry in drained if len(entry[2])]
 
 
-class _PlanCallback(RunCallback):
-    def __init__(self, buffers: CompareBuffers):
-        self._buffers = buffers
-
-    def on_run_start(self, context: RunContext) -> None:
-        self._buffers.set_plan(context.total_steps, context.replicas)
-
-
 class CompareWorker(QObject):
     """Runs one comparison in a worker thread; every run that ends is saved to the history there.
 
@@ -134,7 +128,7 @@ class CompareWorker(QObject):
     @Slot()
     def run(self) -> None:
         try:
-            callbacks = [_PlanCallback(self.buffers)]
+            callbacks = [PlanCallback(self.buffers.set_plan)]
             if self.job.sweep_kind:
                 comparison = scaling_sweep(
                     self.job.base, self.job.sweep_kind, None, 0,
@@ -150,7 +144,7 @@ class CompareWorker(QObject):
                     self._save(index, row.label, row.result)
             self.comparison_ready.emit(comparison)
         except Exception as exc:  # reported to the GUI, never lost in the thread
-            self.failed.emit(_explain(exc))
+            self.failed.emit(explain(exc))
             traceback.print_exc()
         finally:
             self.finished.emit()
@@ -164,41 +158,32 @@ class CompareWorker(QObject):
         self._save(index, self._labels.get(index, f"target {index + 1}"), result)
 
     def _save(self, index: int, label: str, result: RunResult) -> None:
-        from gui.controllers.history import save_to_history
-
         self._saved.add(index)
         run_id, error = save_to_history(result, history_label(label, result.config))
         self.run_saved.emit(SavedTarget(index, label, FinishedRun(result, run_id, error)))
 
 
-class CompareController(QObject):
-    """Starts, stops and follows comparisons; feeds the plots while one runs."""
+class CompareController(JobController):
+    """Starts, stops and follows comparisons; feeds the plots while one runs.
+
+    `stop()` ends the target in flight after its current step and skips the rest.
+    """
 
     progress = Signal(str)  # "run 2 of 3: GPU:0 · step 12 of 20"
     run_saved = Signal(object)  # SavedTarget
     comparison_ready = Signal(object)  # Comparison
     failed = Signal(str)
-    running_changed = Signal(bool)
 
     def __init__(self, plots: PlotsWidget, parent: QObject | None = None):
-        super().__init__(parent)
+        super().__init__(POLL_INTERVAL_MS, parent)
         self._plots = plots
         self._numbers = itertools.count(1)
         self._number = 0
-        self._thread: QThread | None = None
-        self._worker: CompareWorker | None = None
         self._buffers: CompareBuffers | None = None
-        self._stop_event: threading.Event | None = None
         self._job: CompareJob | None = None
         self._line = ""
         self._done: dict[int, int] = {}
         self._progress_rate = RateLimit()
-        self._timer = QTimer(self)
-        self._timer.setInterval(POLL_INTERVAL_MS)
-        self._timer.timeout.connect(self._poll)
-
-    def is_running(self) -> bool:
-        return self._worker is not None
 
     def plot_key(self, index: int) -> str:
         """The plots' key of target `index` in the latest comparison."""
@@ -213,27 +198,13 @@ class CompareController(QObject):
         self._done = {}
         self._line = ""
         self._buffers = CompareBuffers()
-        self._stop_event = threading.Event()
-        worker = CompareWorker(job, self._buffers, self._stop_event)
+        worker = CompareWorker(job, self._buffers, self._new_stop_event())
         worker.progress.connect(self._on_progress)
         worker.run_saved.connect(self._on_run_saved)
         worker.comparison_ready.connect(self._on_comparison)
         worker.failed.connect(self._on_failed)
-        worker.finished.connect(self._on_worker_finished)
-        self._worker = worker
-        self._thread = start_worker(worker, "comparison")
-        self._timer.start()
-        self.running_changed.emit(True)
+        self._launch(worker, "comparison")
         return True
-
-    def stop(self) -> None:
-        """End the run in flight after its current step and skip the rest (returns at once)."""
-        if self._stop_event is not None:
-            self._stop_event.set()
-
-    def shutdown(self, timeout_s: float) -> bool:
-        """Stop and wait for the comparison thread to end (closing the window); True when it has."""
-        return stop_and_wait(self._stop_event, self._thread, timeout_s)
 
     # --- following the comparison -------------------------------------------
 
@@ -273,20 +244,6 @@ class CompareController(QObject):
     def _on_failed(self, message: str) -> None:
         self.failed.emit(message)
 
-    def _on_worker_finished(self) -> None:
+    def _job_ended(self) -> None:
         self._poll()
-        self._timer.stop()
-        self._worker = None
-        self._thread = None
         self._buffers = None
-        self._stop_event = None
-        self.running_changed.emit(False)
-
-
-def _explain(exc: BaseException) -> str:
-    try:
-        from core.training.engine import explain_failure
-
-        return explain_failure(exc)
-    except Exception:
-        return f"{type(exc).__name__}: {exc}"

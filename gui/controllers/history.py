@@ -1,4 +1,9 @@
-"""The one place the GUI writes to the run history (core.history.store.RunStore)."""
+"""Where the GUI saves finished runs to the history (core.history.store.RunStore).
+
+Training runs and comparisons both save through `save_to_history`, in their
+worker thread. Reading, exporting and deleting stored runs is the History
+panel's (gui.panels.history), through its own store.
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -15,14 +15,17 @@ from core.results import RunResult, RunStatus
 from core.training.callbacks import RunCallback, RunContext
 
 
-class _PlanCallback(RunCallback):
-    """Tells the buffer how many steps the run will take once the engine knows."""
+class PlanCallback(RunCallback):
+    """Hands the run's planned steps and replicas to `set_plan` once the engine knows them.
 
-    def __init__(self, buffer: StepBuffer):
-        self._buffer = buffer
+    The live progress (step n of total) needs the total before the first step arrives.
+    """
+
+    def __init__(self, set_plan: Callable[[int, int], None]):
+        self._set_plan = set_plan
 
     def on_run_start(self, context: RunContext) -> None:
-        self._buffer.set_plan(context.total_steps, context.replicas)
+        self._set_plan(context.total_steps, context.replicas)
 
 
 @dataclass(frozen=True)
@@ -68,21 +71,24 @@ class TrainingWorker(QObject):
 
         try:
             try:
-                result = run_training(self.config, self.buffer.append, self.stop_event, [_PlanCallback(self.buffer), *self.callbacks])
+                result = run_training(
+                    self.config, self.buffer.append, self.stop_event, [PlanCallback(self.buffer.set_plan), *self.callbacks]
+                )
             except Exception as exc:  # a config the machine cannot run: recorded like any failed run
-                message = _explain(exc)
+                message = explain(exc)
                 self.failed.emit(message)
                 result = RunResult(status=RunStatus.FAILED, config=self.config.to_dict(), message=message)
             run_id, history_error = save_to_history(result, self.label)
             self.result_ready.emit(FinishedRun(result, run_id, history_error))
         except Exception as exc:  # never let an exception die silently in the thread
-            self.failed.emit(_explain(exc))
+            self.failed.emit(explain(exc))
             traceback.print_exc()
         finally:
             self.finished.emit()
 
 
-def _explain(exc: BaseException) -> str:
+def explain(exc: BaseException) -> str:
+    """A readable reason for a run that failed in a worker thread (the engine's advice when it has some)."""
     try:
         from core.training.engine import explain_failure
 

@@ -2,11 +2,11 @@
 
 The job (model, data, global batch, steps, seed) comes from the run form; the
 targets from checkboxes built from the detected devices plus a free-text field
-(`core.compare.runner.parse_targets` syntax). Runs go one after another in a worker
-thread (`gui.controllers.compare`), their curves overlaid live in the shared plots
-and each saved to the history. The table, the samples/s bar chart and the
-fairness warnings fill in as runs finish; the baseline can change at any time
-without re-running (`Comparison.with_baseline`).
+(`gui.panels.compare_targets`). Runs go one after another in a worker thread
+(`gui.controllers.compare`), their curves overlaid live in the shared plots and
+each saved to the history. The table (`gui.panels.compare_table`), the samples/s
+bar chart and the fairness warnings fill in as runs finish; the baseline can
+change at any time without re-running (`Comparison.with_baseline`).
 """
 
 from __future__ import annotations
@@ -14,60 +14,22 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont, QPalette
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QCheckBox,
-    QComboBox,
-    QFileDialog,
-    QGridLayout,
-    QGroupBox,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QLineEdit,
-    QMenu,
-    QPushButton,
-    QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from core.compare.export import write_comparison
-from core.compare.runner import TARGET_FORMS, CompareRow, CompareTarget, Comparison, compare_results, parse_targets
+from core.compare.table import CompareRow, Comparison, compare_results
+from core.compare.targets import CompareTarget
 from core.config import ConfigError, RunConfig
-from core.formatting import format_bytes
 from core.machine.types import DeviceReport
 from core.results import RunStatus
-from core.training.flops import efficiency_note
 from core.workloads.models import MODELS
 from gui.controllers.compare import CompareController, CompareJob, SavedTarget
+from gui.panels.compare_table import FAILED_COLOR, WARNING_COLOR, CompareTable
+from gui.panels.compare_targets import CompareTargetsBox, target_offers
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
-
-COLUMNS = (
-    "Target", "Replicas", "Warm-up s", "Median ms", "p95 ms", "Samples/s", "Speed-up",
-    "Efficiency", "Final loss", "Peak memory", "FLOP/s", "% of peak",
-)  # fmt: skip
-COL_TARGET, COL_SAMPLES, COL_SPEEDUP, COL_EFFICIENCY, COL_FLOPS, COL_PEAK = 0, 5, 6, 7, 10, 11
-ROLE_VALUE = Qt.ItemDataRole.UserRole
-FAILED_COLOR = "#b00020"
-WARNING_COLOR = "#8a6d00"
-HEADER_TIPS = {
-    "Warm-up s": "Time of the first call: tracing and compiling the step. Left out of every other figure.",
-    "Median ms": "Median steady-state step time (warm-up excluded).",
-    "p95 ms": "95th percentile of the steady-state step times.",
-    "Samples/s": "Global batch / mean steady-state step time.",
-    "Speed-up": "Samples/s of this row / samples/s of the baseline row.",
-    "Efficiency": "Speed-up / (replicas / baseline replicas): 100 % means N replicas ran N times as fast. Same device kind only.",
-    "FLOP/s": "Achieved FLOP/s (G = 10^9, T = 10^12): training FLOPs per step x steady-state steps per second.",
-    "% of peak": "Achieved FLOP/s / the devices' peak FLOP/s (hover a cell for what it means).",
-}
 
 
 def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
@@ -76,31 +38,6 @@ def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
         if len(devices) == 1 and devices[0].startswith("CPU:"):
             return index
     return 0
-
-
-def _fmt(value: float | None, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
-def _flops_tip(comparison: Comparison | None) -> str:
-    if comparison is None:
-        return ""
-    if comparison.flops_per_step is None:
-        return (
-            f"FLOPs per step {comparison.flops_method}"
-            if comparison.flops_method
-            else "FLOPs per step not counted for runs picked from the history."
-        )
-    return f"{comparison.flops_per_step:.4g} FLOPs per training step ({comparison.flops_method})"
-
-
-def _si(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.3g} {prefix}{unit}".rstrip()
-    return f"{value:.3g} {unit}".rstrip()
 
 
 class ComparePanel(QWidget):
@@ -127,7 +64,6 @@ class ComparePanel(QWidget):
         self._report = DeviceReport((), ())
         self._devices_known = False
         self._blocked = False
-        self._target_boxes: list[tuple[QCheckBox, str]] = []
         self._comparison: Comparison | None = None
         self._partial: dict[int, SavedTarget] = {}
         self._planned_baseline = 0
@@ -148,6 +84,7 @@ class ComparePanel(QWidget):
         return self._comparison
 
     def is_running(self) -> bool:
+        """Whether a comparison is in flight."""
         return self.controller.is_running()
 
     def set_devices(self, report: DeviceReport) -> None:
@@ -164,31 +101,19 @@ class ComparePanel(QWidget):
 
     def targets(self) -> list[CompareTarget]:
         """The ticked targets then the typed ones, each once; raises ConfigError on a bad typed target."""
-        specs = [spec for box, spec in self._target_boxes if box.isChecked()]
-        text = self.targets_edit.text().strip()
-        found = parse_targets(";".join([*specs, text])) if specs or text else []
-        unique: dict[str, CompareTarget] = {}
-        for target in found:
-            unique.setdefault(target.label, target)
-        return list(unique.values())
+        return self.targets_box.targets()
 
     def set_targets(self, specs: Sequence[str]) -> None:
         """Tick exactly the checkboxes whose target is in `specs` (the rest go to the text field)."""
-        remaining = list(specs)
-        for box, spec in self._target_boxes:
-            box.setChecked(spec in remaining)
-            if spec in remaining:
-                remaining.remove(spec)
-        self.targets_edit.setText("; ".join(remaining))
+        self.targets_box.set_targets(specs)
 
     def target_specs(self) -> list[str]:
         """The target texts the checkboxes offer, in order."""
-        return [spec for _, spec in self._target_boxes]
+        return self.targets_box.target_specs()
 
     def chosen_targets(self) -> list[str]:
         """The ticked target texts, then the typed ones (what `set_targets` takes back)."""
-        typed = [part.strip() for part in self.targets_edit.text().split(";") if part.strip()]
-        return [spec for box, spec in self._target_boxes if box.isChecked()] + typed
+        return self.targets_box.chosen_targets()
 
     def start_comparison(self) -> bool:
         """Run the form's job on every chosen target; False with the reason shown when it cannot start."""
@@ -254,23 +179,21 @@ class ComparePanel(QWidget):
     # --- building ------------------------------------------------------------
 
     def _build(self) -> None:
-        self.targets_box = QGroupBox("Targets: the same job on each, one after another")
-        self.targets_box.setObjectName("compareTargets")
-        self.targets_grid = QGridLayout()
-        self.targets_edit = QLineEdit()
-        self.targets_edit.setObjectName("compareTargetsEdit")
-        self.targets_edit.setPlaceholderText("More targets, e.g. GPU:1; mirrored:GPU:0,GPU:1; multi-worker:4")
-        self.targets_edit.setToolTip("Extra targets: " + TARGET_FORMS)
-        self.targets_edit.textChanged.connect(self._update_buttons)
-        self.devices_note = QLabel("Detecting devices… the targets appear once TensorFlow has listed them.")
-        self.devices_note.setObjectName("compareDevicesNote")
-        self.devices_note.setWordWrap(True)
-        self.devices_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        targets_layout = QVBoxLayout(self.targets_box)
-        targets_layout.addLayout(self.targets_grid)
-        targets_layout.addWidget(self.targets_edit)
-        targets_layout.addWidget(self.devices_note)
+        self.targets_box = CompareTargetsBox()
+        self.targets_box.changed.connect(self._update_buttons)
+        buttons = self._build_buttons()
+        self._build_labels()
+        results = self._build_results()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.targets_box)
+        layout.addLayout(buttons)
+        layout.addWidget(self.job_label)
+        layout.addWidget(self.progress_label)
+        layout.addWidget(results, 1)
 
+    def _build_buttons(self) -> QHBoxLayout:
+        """Compare, Scaling sweep, Stop, then the baseline choice and Export."""
         self.compare_button = QPushButton("Compare")
         self.compare_button.setObjectName("compareButton")
         self.compare_button.setToolTip("Run the job in the run form on every target, one after another.")
@@ -298,7 +221,10 @@ class ComparePanel(QWidget):
         buttons.addWidget(QLabel("Baseline"))
         buttons.addWidget(self.baseline_combo)
         buttons.addWidget(self.export_button)
+        return buttons
 
+    def _build_labels(self) -> None:
+        """The job line, the progress line and the notes (FLOPs per step, fairness warnings)."""
         self.job_label = QLabel("The job comes from the run form on the left (model, data, batch size, steps).")
         self.job_label.setObjectName("compareJob")
         self.job_label.setWordWrap(True)
@@ -306,27 +232,16 @@ class ComparePanel(QWidget):
         self.progress_label.setObjectName("compareProgress")
         self.progress_label.setWordWrap(True)
         self.progress_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setObjectName("compareTable")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        for column, title in enumerate(COLUMNS):
-            if title in HEADER_TIPS:
-                self.table.horizontalHeaderItem(column).setToolTip(HEADER_TIPS[title])
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.table.customContextMenuRequested.connect(self._table_menu)
         self.notes_label = QLabel("")
         self.notes_label.setObjectName("compareWarnings")
         self.notes_label.setWordWrap(True)
         self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.notes_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
 
+    def _build_results(self) -> QSplitter:
+        """The table and notes above, the throughput and efficiency charts below."""
+        self.table = CompareTable()
+        self.table.baseline_requested.connect(self.set_baseline)
         self.throughput_chart = BarChart("throughputChart", "Throughput (baseline in orange)", "samples/s")
         self.efficiency_chart = BarChart("efficiencyChart", "Scaling efficiency (dashed: ideal)", "%")
         self.efficiency_chart.setVisible(False)
@@ -335,7 +250,6 @@ class ComparePanel(QWidget):
         charts_layout.setContentsMargins(0, 0, 0, 0)
         charts_layout.addWidget(self.throughput_chart, 1)
         charts_layout.addWidget(self.efficiency_chart, 1)
-
         top = QWidget()
         top_layout = QVBoxLayout(top)
         top_layout.setContentsMargins(0, 0, 0, 0)
@@ -347,50 +261,10 @@ class ComparePanel(QWidget):
         splitter.addWidget(charts)
         splitter.setChildrenCollapsible(False)
         splitter.setSizes([250, 340])
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addWidget(self.targets_box)
-        layout.addLayout(buttons)
-        layout.addWidget(self.job_label)
-        layout.addWidget(self.progress_label)
-        layout.addWidget(splitter, 1)
+        return splitter
 
     def _fill_targets(self) -> None:
-        """Checkboxes for CPU:0, each GPU, Mirrored over all GPUs / 2 logical CPUs, and multi-worker:2."""
-        checked = {spec for box, spec in self._target_boxes if box.isChecked()}
-        for box, _ in self._target_boxes:
-            self.targets_grid.removeWidget(box)
-            box.deleteLater()
-        self._target_boxes = []
-        usable = [d for d in self._report.devices if d.available and d.tf_name]
-        cpus = [d for d in usable if d.kind == "CPU"]
-        gpus = [d for d in usable if d.kind == "GPU"]
-        offers: list[tuple[str, str, str, bool]] = []  # text, spec, tooltip, ticked by default
-        if cpus:
-            offers.append((f"{cpus[0].tf_name} — {cpus[0].name}", cpus[0].tf_name, cpus[0].name, True))
-        for index, gpu in enumerate(gpus):
-            offers.append((f"{gpu.tf_name} — {gpu.name}", gpu.tf_name, gpu.name, index == 0))
-        if len(gpus) >= 2:
-            names = ",".join(g.tf_name for g in gpus)
-            offers.append((f"Mirrored over all {len(gpus)} GPUs", f"mirrored:{names}", names, True))
-        if len(cpus) >= 2:
-            names = ",".join(c.tf_name for c in cpus[:2])
-            tip = f"{names}: logical devices that share the same physical cores, so this measures the strategy, not more hardware."
-            offers.append(("Mirrored over 2 logical CPUs", f"mirrored:{names}", tip, not gpus))
-        if self._devices_known:
-            offers.append(
-                ("Multi-worker: 2 local processes", "multi-worker:2", "Two worker processes on this machine, one replica each.", False)
-            )
-        for position, (text, spec, tip, default) in enumerate(offers):
-            box = QCheckBox(text)
-            box.setObjectName(f"compareTarget{position}")
-            box.setToolTip(f"{spec}: {tip}" if tip else spec)
-            box.setChecked(spec in checked if checked else default)
-            box.toggled.connect(self._update_buttons)
-            self.targets_grid.addWidget(box, position // 3, position % 3)
-            self._target_boxes.append((box, spec))
-        self.devices_note.setVisible(not self._devices_known)
+        self.targets_box.set_offers(target_offers(self._report, self._devices_known), self._devices_known)
 
     # --- starting ------------------------------------------------------------
 
@@ -501,50 +375,11 @@ class ComparePanel(QWidget):
         comparison = self._comparison
         rows = comparison.rows if comparison is not None else ()
         baseline = comparison.baseline_index if comparison is not None else -1
-        self.table.setRowCount(len(rows))
-        for row_index, row in enumerate(rows):
-            for column, (text, value, tip) in enumerate(self._cells(row, row_index == baseline, comparison)):
-                item = QTableWidgetItem(text)
-                item.setData(ROLE_VALUE, value)
-                if tip:
-                    item.setToolTip(tip)
-                if column:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if row.status != RunStatus.COMPLETED:
-                    item.setForeground(QBrush(QColor(FAILED_COLOR if row.status == RunStatus.FAILED else WARNING_COLOR)))
-                if row_index == baseline:
-                    font = QFont(item.font())
-                    font.setBold(True)
-                    item.setFont(font)
-                self.table.setItem(row_index, column, item)
+        self.table.show_comparison(comparison)
         self._fill_baseline_combo(rows, baseline)
         self._draw_charts(rows, baseline)
         self._show_notes(comparison)
         self._update_buttons()
-
-    def _cells(self, row: CompareRow, is_baseline: bool, comparison: Comparison | None) -> list[tuple[str, Any, str]]:
-        ran = RunStatus(row.status).ran
-        target = row.label + (" (baseline)" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
-        target_tip = row.result.message or ", ".join(row.devices) or row.strategy
-        flops_tip = _flops_tip(comparison)
-        peak_tip = efficiency_note(row.fraction_of_peak) + (
-            f". Peak {_si(row.peak_flops, 'FLOP/s')}: {row.peak_flops_how}" if row.peak_flops else f". Peak: {row.peak_flops_how}"
-        )
-        memory_tip = row.result.peak_memory_source
-        return [
-            (target, row.label, target_tip),
-            (str(row.replicas) if ran else "-", row.replicas if ran else None, ""),
-            (_fmt(row.warmup_s, "{:.2f}"), row.warmup_s, ""),
-            (_fmt(row.step_time_median_ms, "{:.2f}"), row.step_time_median_ms, ""),
-            (_fmt(row.step_time_p95_ms, "{:.2f}"), row.step_time_p95_ms, ""),
-            (_fmt(row.samples_per_s, "{:,.0f}"), row.samples_per_s, ""),
-            (_fmt(row.speedup, "{:.2f}×"), row.speedup, ""),
-            (_fmt(row.scaling_efficiency, "{:.0%}"), row.scaling_efficiency, ""),
-            (_fmt(row.final_loss, "{:.4f}"), row.final_loss, ""),
-            (format_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None else "-", row.peak_memory_bytes, memory_tip),
-            (_si(row.achieved_flops, ""), row.achieved_flops, flops_tip),
-            (_fmt(row.fraction_of_peak, "{:.1%}"), row.fraction_of_peak, peak_tip),
-        ]
 
     def _fill_baseline_combo(self, rows: Sequence[CompareRow], baseline: int) -> None:
         self.baseline_combo.blockSignals(True)
@@ -581,17 +416,6 @@ class ComparePanel(QWidget):
     def _on_baseline_chosen(self, index: int) -> None:
         if index >= 0:
             self.set_baseline(index)
-
-    def _table_menu(self, position: QPoint) -> None:
-        row = self.table.rowAt(position.y())
-        if row < 0 or self._comparison is None:
-            return
-        menu = QMenu(self.table)
-        action = QAction(f"Use {self._comparison.rows[row].label} as baseline", menu)
-        action.setEnabled(row != self._comparison.baseline_index)
-        action.triggered.connect(lambda: self.set_baseline(row))
-        menu.addAction(action)
-        menu.exec(self.table.viewport().mapToGlobal(position))
 
     def _ask_export(self) -> None:
         path, chosen = QFileDialog.getSaveFileName(

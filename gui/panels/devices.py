@@ -1,7 +1,8 @@
 """The device list: every CPU/GPU/TPU with memory, details of the selected one, and what is missing.
 
-Detection (TensorFlow import included) runs in a worker thread; GPU memory and
-utilisation are re-read every 2 s, also off the GUI thread, only when there are GPUs.
+The GUI thread never reads hardware: detection (TensorFlow import included) runs in a
+worker thread, and GPU memory and utilisation are re-read from NVML every 2 s, also in a
+worker thread, one re-read at a time and only when there are GPUs.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import html
 import threading
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QPalette
+from PySide6.QtCore import Qt, QThread, QTimer, Signal
+from PySide6.QtGui import QBrush, QCloseEvent, QColor, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -28,14 +29,14 @@ from PySide6.QtWidgets import (
 from core.formatting import format_bytes
 from core.machine.inspect import refresh_gpu_usage
 from core.machine.runtime import RuntimeSettings
-from core.machine.tpu import NO_TPU_NOTE
-from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
-from gui.qt_threads import FunctionWorker, start_worker
+from core.machine.types import DeviceInfo, DeviceReport, NoteTopic, TpuProbe
+from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
 
 GPU_REFRESH_MS = 2000
+GPU_REFRESH_WAIT_S = 5.0  # closing waits this long for a GPU re-read in flight (NVML answers in milliseconds)
 COLUMNS = ("Kind", "Name", "TF name", "Memory total", "Used", "Free", "Utilisation", "Status")
 DETECTING = "Detecting devices… (TensorFlow is starting in the background)"
-TPU_MISSING_NOTES = (NO_TPU_NOTE, "TPU hardware seen")
+TPU_MISSING_TOPICS = frozenset({NoteTopic.NO_TPU, NoteTopic.TPU_UNUSED})
 
 
 _runtime_configured = threading.Lock()  # acquired (never released) by the first detection
@@ -44,8 +45,19 @@ _runtime_configured = threading.Lock()  # acquired (never released) by the first
 def with_tpu_rows(report: DeviceReport, tpu_rows: Sequence[DeviceInfo]) -> DeviceReport:
     """`report` with its TPU rows (and notes on a missing TPU) replaced by those of a connected TPU."""
     devices = tuple(d for d in report.devices if d.kind != "TPU") + tuple(tpu_rows)
-    notes = tuple(n for n in report.notes if not n.startswith(TPU_MISSING_NOTES))
+    notes = tuple(n for n in report.note_records if n.topic not in TPU_MISSING_TOPICS)
     return DeviceReport(devices, notes)
+
+
+def with_refreshed_gpus(report: DeviceReport, refreshed: Sequence[DeviceInfo]) -> DeviceReport:
+    """`report` with each GPU row replaced by its re-read twin, matched on kind, TF name and bus id.
+
+    Matched by identity, not position: a re-detection may have changed the list while the
+    re-read ran. A GPU row with neither TF name nor bus id cannot be told apart and stays.
+    """
+    fresh = {d.key: d for d in refreshed if d.kind == "GPU" and (d.tf_name or d.bus_id)}
+    devices = tuple(fresh.get(d.key, d) if d.kind == "GPU" else d for d in report.devices)
+    return DeviceReport(devices, report.note_records)
 
 
 def detect_devices(runtime: RuntimeSettings | None) -> tuple[DeviceReport, list[str]]:
@@ -80,6 +92,7 @@ class DevicePanel(QWidget):
         self._tpu_rows: tuple[DeviceInfo, ...] = ()
         self._detecting = False
         self._refreshing_gpus = False
+        self._gpu_thread: QThread | None = None
         self._closed = False
         self._build()
         self._gpu_timer = QTimer(self)
@@ -109,9 +122,18 @@ class DevicePanel(QWidget):
         start_worker(worker, "device-detection")
 
     def close_down(self) -> None:
-        """The window is closing: stop the GPU timer and start no more background work."""
+        """The window is closing: stop the GPU timer, start no more background work, end a GPU re-read in flight.
+
+        A detection in flight (TensorFlow import) is left to the window, which waits for every worker thread.
+        """
         self._closed = True
         self._gpu_timer.stop()
+        stop_and_wait(None, self._gpu_thread, GPU_REFRESH_WAIT_S)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Closed on its own (not as part of the main window): wind down the same way."""
+        self.close_down()
+        super().closeEvent(event)
 
     def set_report(self, report: DeviceReport, warnings: Sequence[str] = ()) -> None:
         """Show a device report (also used by tests and by detection)."""
@@ -136,11 +158,31 @@ class DevicePanel(QWidget):
         elif self._tpu_rows:
             devices = tuple(d for d in self._report.devices if d not in self._tpu_rows)
             self._tpu_rows = ()
-            self.set_report(DeviceReport(devices, self._report.notes), self._warnings)
+            self.set_report(DeviceReport(devices, self._report.note_records), self._warnings)
 
     # --- building ------------------------------------------------------------
 
     def _build(self) -> None:
+        top = self._build_header()
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self._build_table())
+        splitter.addWidget(self._build_details())
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 2)
+        splitter.setSizes([180, 420])
+        splitter.setChildrenCollapsible(False)
+        self.notes_label = QLabel()
+        self.notes_label.setObjectName("deviceNotes")
+        self.notes_label.setWordWrap(True)
+        self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notes_label.setVisible(False)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.notes_label)
+
+    def _build_header(self) -> QHBoxLayout:
+        """The status line and the Refresh button."""
         self.status_label = QLabel(DETECTING)
         self.status_label.setObjectName("deviceStatus")
         self.refresh_button = QPushButton("Refresh")
@@ -148,6 +190,13 @@ class DevicePanel(QWidget):
         self.refresh_button.setToolTip("Read every device again (memory, new TPU connections).")
         self.refresh_button.setEnabled(False)
         self.refresh_button.clicked.connect(lambda: self.detect(None))
+        top = QHBoxLayout()
+        top.addWidget(self.status_label, 1)
+        top.addWidget(self.refresh_button)
+        return top
+
+    def _build_table(self) -> QTableWidget:
+        """One row per device."""
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("deviceTable")
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -161,6 +210,10 @@ class DevicePanel(QWidget):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setStretchLastSection(False)
         self.table.itemSelectionChanged.connect(self._show_details)
+        return self.table
+
+    def _build_details(self) -> QWidget:
+        """The selected device's properties under a title."""
         self.details = QTableWidget(0, 2)
         self.details.setObjectName("deviceDetails")
         self.details.setHorizontalHeaderLabels(("Property", "Value"))
@@ -169,15 +222,6 @@ class DevicePanel(QWidget):
         self.details.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.details.horizontalHeader().setStretchLastSection(True)
         self.details.setWordWrap(True)
-        self.notes_label = QLabel()
-        self.notes_label.setObjectName("deviceNotes")
-        self.notes_label.setWordWrap(True)
-        self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.notes_label.setVisible(False)
-
-        top = QHBoxLayout()
-        top.addWidget(self.status_label, 1)
-        top.addWidget(self.refresh_button)
         details_box = QWidget()
         details_layout = QVBoxLayout(details_box)
         details_layout.setContentsMargins(0, 0, 0, 0)
@@ -185,17 +229,7 @@ class DevicePanel(QWidget):
         self.details_title.setObjectName("deviceDetailsTitle")
         details_layout.addWidget(self.details_title)
         details_layout.addWidget(self.details)
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.table)
-        splitter.addWidget(details_box)
-        splitter.setStretchFactor(0, 1)
-        splitter.setStretchFactor(1, 2)
-        splitter.setSizes([180, 420])
-        splitter.setChildrenCollapsible(False)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(splitter, 1)
-        layout.addWidget(self.notes_label)
+        return details_box
 
     # --- filling -------------------------------------------------------------
 
@@ -282,18 +316,20 @@ class DevicePanel(QWidget):
         self.refresh_button.setEnabled(True)
 
     def _refresh_gpus(self) -> None:
+        """Timer tick: re-read GPU usage in a worker thread, one re-read at a time."""
         if self._refreshing_gpus or self._detecting or self._closed or not self.isVisible():
             return
         self._refreshing_gpus = True
         worker = FunctionWorker(refresh_gpu_usage, self._report.devices)
         worker.done.connect(self._on_gpus_refreshed)
         worker.finished.connect(self._on_gpu_refresh_finished)
-        start_worker(worker, "gpu-refresh")
+        self._gpu_thread = start_worker(worker, "gpu-refresh")
 
     def _on_gpus_refreshed(self, devices: list[DeviceInfo]) -> None:
-        if len(devices) == len(self._report.devices) and not self._detecting:
-            self._report = DeviceReport(tuple(devices), self._report.notes)
+        if not self._detecting and not self._closed:
+            self._report = with_refreshed_gpus(self._report, devices)
             self._fill_table()
 
     def _on_gpu_refresh_finished(self) -> None:
         self._refreshing_gpus = False
+        self._gpu_thread = None

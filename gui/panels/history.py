@@ -1,64 +1,44 @@
 """The History tab: every stored run, filtered and sorted, to overlay in the plots, compare, export or delete.
 
 Runs live in the SQLite history (`core.history.store.RunStore`), so they survive restarts.
-The table is re-read from the store on `refresh()` (the window calls it when a
-run finishes); sorting and filtering are done by the store's query. A history
-file SQLite can not read was moved aside when the store opened: its notice is
-shown here in a banner.
+The table (`gui.panels.history_table`) is re-read from the store on `refresh()` (the
+window calls it when a run finishes); sorting and filtering are done by the store's
+query. A history file SQLite can not read was moved aside when the store opened: its
+notice is shown here in a banner.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMenu,
     QMessageBox,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from core.compare.runner import compare_results
+from core.compare.table import compare_results
 from core.history.store import RunStore, RunSummary, StoreError
-from core.results import RunResult, RunStatus
+from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.panels.compare import default_baseline
+from gui.panels.history_table import COLUMNS, NUMERIC_FIELDS, STATUS_COLORS, HistoryTable
 from gui.plotting.plots import PlotsWidget
 
-COLUMNS = (
-    ("Date", "started_at"),
-    ("Label", "label"),
-    ("Status", "status"),
-    ("Model", "model"),
-    ("Data", "dataset"),
-    ("Strategy / devices", "strategy"),
-    ("Replicas", "replicas"),
-    ("Steps", "steps"),
-    ("Samples/s", "samples_per_s"),
-    ("Median ms", "step_time_median_ms"),
-    ("Final loss", "final_loss"),
-)
-COL_DATE, COL_LABEL, COL_STATUS = 0, 1, 2
-NUMERIC_FIELDS = {"replicas", "steps", "samples_per_s", "step_time_median_ms", "final_loss"}
 STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
-ROLE_ID = Qt.ItemDataRole.UserRole
-ROLE_VALUE = Qt.ItemDataRole.UserRole + 1
-STATUS_COLORS = {RunStatus.FAILED: "#b00020", RunStatus.STOPPED: "#8a6d00", RunStatus.INTERRUPTED: "#8a6d00"}
+DETAIL_FIGURES = ("warmup_s", "step_time_p95_ms")  # shown for a single selected run, beside its batch size
 NOTICE_STYLE = "background: #fff4e5; border: 1px solid #e0a040; padding: 6px; color: #5a3d00;"
 
 
@@ -82,28 +62,8 @@ def target_text(config: dict[str, Any]) -> str:
     return strategy
 
 
-def _local_time(iso: str) -> str:
-    try:
-        return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return iso
-
-
-def _cells(run: RunSummary) -> list[tuple[str, Any]]:
-    where = (run.strategy or "") + (" " + " ".join(run.devices) if run.devices else "")
-    return [
-        (_local_time(run.started_at), run.started_at),
-        (run.label, run.label),
-        (run.status, run.status),
-        (run.model or "-", run.model),
-        (run.dataset or "-", run.dataset),
-        (where or "-", where),
-        ("-" if run.replicas is None else str(run.replicas), run.replicas),
-        (f"{run.steps:,}", run.steps),
-        ("-" if run.samples_per_s is None else f"{run.samples_per_s:,.0f}", run.samples_per_s),
-        ("-" if run.step_time_median_ms is None else f"{run.step_time_median_ms:.2f}", run.step_time_median_ms),
-        ("-" if run.final_loss is None else f"{run.final_loss:.4f}", run.final_loss),
-    ]
+def _plural(count: int) -> str:
+    return "s" if count != 1 else ""
 
 
 class HistoryPanel(QWidget):
@@ -136,6 +96,7 @@ class HistoryPanel(QWidget):
 
     @property
     def store(self) -> RunStore | None:
+        """The history store (None once closed, or when it could not be opened)."""
         return self._store
 
     @property
@@ -156,10 +117,9 @@ class HistoryPanel(QWidget):
             self._runs, self._total = [], 0
         else:
             status = self.status_combo.currentData()
-            self._runs = self._store.list_runs(
-                status=status, search=self.filter_edit.text().strip(), order_by=self._order_by, descending=self._descending
-            )
-            self._total = len(self._runs) if not status and not self.filter_edit.text().strip() else len(self._store.list_runs())
+            search = self.filter_edit.text().strip()
+            self._runs = self._store.list_runs(status=status, search=search, order_by=self._order_by, descending=self._descending)
+            self._total = len(self._runs) if not status and not search else len(self._store.list_runs())
         self._fill_table()
         if selected:
             self.select_ids(selected)
@@ -181,10 +141,9 @@ class HistoryPanel(QWidget):
         return [self._runs[row].id for row in rows if row < len(self._runs)]
 
     def set_sort(self, field: str, descending: bool) -> None:
-        """Sort by a RunSummary field (as a header click does)."""
+        """Sort by a RunSummary field or a figure name (as a header click does)."""
         self._order_by, self._descending = field, descending
-        column = next(index for index, (_, name) in enumerate(COLUMNS) if name == field)
-        self.table.horizontalHeader().setSortIndicator(column, Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder)
+        self.table.set_sort_indicator(field, descending)
         self.refresh()
 
     def show_selected_in_plots(self) -> list[str]:
@@ -198,7 +157,7 @@ class HistoryPanel(QWidget):
             )
             keys.append(plot_key(run_id))
         if keys:
-            self.message.emit(f"{len(keys)} run{'s' if len(keys) > 1 else ''} from the history shown in the plots.")
+            self.message.emit(f"{len(keys)} run{_plural(len(keys))} from the history shown in the plots.")
             self.show_requested.emit(self._plots)
         return keys
 
@@ -225,7 +184,7 @@ class HistoryPanel(QWidget):
             answer = QMessageBox.question(
                 self,
                 "Delete runs?",
-                f"Delete {len(run_ids)} run{'s' if len(run_ids) > 1 else ''} from the history? This can not be undone.",
+                f"Delete {len(run_ids)} run{_plural(len(run_ids))} from the history? This can not be undone.",
                 QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
                 QMessageBox.StandardButton.No,
             )
@@ -236,7 +195,7 @@ class HistoryPanel(QWidget):
             if plot_key(run_id) in self._plots.run_keys():
                 self._plots.remove_run(plot_key(run_id))
         self.refresh()
-        self.message.emit(f"Deleted {len(run_ids)} run{'s' if len(run_ids) > 1 else ''} from the history.")
+        self.message.emit(f"Deleted {len(run_ids)} run{_plural(len(run_ids))} from the history.")
         return run_ids
 
     def export_selected(self, path: str | Path) -> Path:
@@ -263,6 +222,20 @@ class HistoryPanel(QWidget):
     # --- building ------------------------------------------------------------
 
     def _build(self) -> None:
+        notice_row = self._build_notice_row()
+        filters = self._build_filter_row()
+        self._build_table()
+        buttons = self._build_buttons()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(notice_row)
+        layout.addLayout(filters)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.details_label)
+        layout.addLayout(buttons)
+
+    def _build_notice_row(self) -> QHBoxLayout:
+        """The banner saying why the history was reset or is unavailable, with Dismiss."""
         self.notice_label = QLabel()
         self.notice_label.setObjectName("historyNotice")
         self.notice_label.setWordWrap(True)
@@ -275,7 +248,10 @@ class HistoryPanel(QWidget):
         notice_row = QHBoxLayout()
         notice_row.addWidget(self.notice_label, 1)
         notice_row.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
+        return notice_row
 
+    def _build_filter_row(self) -> QHBoxLayout:
+        """The text filter, the status filter and the count of runs shown."""
         self.filter_edit = QLineEdit()
         self.filter_edit.setObjectName("historyFilter")
         self.filter_edit.setPlaceholderText("Filter: label, model, data set, strategy, device, status or message")
@@ -287,7 +263,7 @@ class HistoryPanel(QWidget):
         self.status_combo.setToolTip("Show only runs that ended this way.")
         self.status_combo.addItem("All statuses", None)
         for status in STATUSES:
-            self.status_combo.addItem(status, status)
+            self.status_combo.addItem(status.value, status.value)
         self.status_combo.currentIndexChanged.connect(self.refresh)
         self.count_label = QLabel()
         self.count_label.setObjectName("historyCount")
@@ -295,66 +271,52 @@ class HistoryPanel(QWidget):
         filters.addWidget(self.filter_edit, 1)
         filters.addWidget(self.status_combo)
         filters.addWidget(self.count_label)
+        return filters
 
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setObjectName("historyTable")
-        self.table.setHorizontalHeaderLabels([title for title, _ in COLUMNS])
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(COL_LABEL, QHeaderView.ResizeMode.Stretch)
-        header.setMinimumSectionSize(60)
-        header.setSectionsClickable(True)
-        header.setSortIndicatorShown(True)
-        header.setSortIndicator(COL_DATE, Qt.SortOrder.DescendingOrder)
-        header.sectionClicked.connect(self._on_header_clicked)
+    def _build_table(self) -> None:
+        """The run table (header clicks sort, Delete deletes, right-click for actions) and the details line."""
+        self.table = HistoryTable()
+        self.table.horizontalHeader().sectionClicked.connect(self._on_header_clicked)
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._table_menu)
         self.table.installEventFilter(self)
-
         self.details_label = QLabel("Select runs to overlay them in the plots, compare, export or delete them.")
         self.details_label.setObjectName("historyDetails")
         self.details_label.setWordWrap(True)
         self.details_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        self.plot_button = QPushButton("Show in plots")
-        self.plot_button.setObjectName("showInPlotsButton")
-        self.plot_button.setToolTip("Overlay the selected runs' loss and step-time curves in the Training tab.")
+    def _build_buttons(self) -> QHBoxLayout:
+        """Show in plots, Compare selected, Export, Delete, then Refresh at the far end."""
+        self.plot_button = self._button(
+            "Show in plots", "showInPlotsButton", "Overlay the selected runs' loss and step-time curves in the Training tab."
+        )
         self.plot_button.clicked.connect(self.show_selected_in_plots)
-        self.compare_button = QPushButton("Compare selected")
-        self.compare_button.setObjectName("compareSelectedButton")
-        self.compare_button.setToolTip("Put the selected runs side by side in the Compare tab (nothing is re-run).")
+        self.compare_button = self._button(
+            "Compare selected", "compareSelectedButton", "Put the selected runs side by side in the Compare tab (nothing is re-run)."
+        )
         self.compare_button.clicked.connect(self.compare_selected)
-        self.export_button = QPushButton("Export…")
-        self.export_button.setObjectName("exportHistoryButton")
-        self.export_button.setToolTip("Save the selected runs (or all shown) as CSV or JSON.")
+        self.export_button = self._button("Export…", "exportHistoryButton", "Save the selected runs (or all shown) as CSV or JSON.")
         self.export_button.clicked.connect(self._ask_export)
-        self.delete_button = QPushButton("Delete…")
-        self.delete_button.setObjectName("deleteRunsButton")
-        self.delete_button.setToolTip("Delete the selected runs from the history (Delete key).")
+        self.delete_button = self._button("Delete…", "deleteRunsButton", "Delete the selected runs from the history (Delete key).")
         self.delete_button.clicked.connect(lambda: self.delete_selected())
-        self.refresh_button = QPushButton("Refresh")
-        self.refresh_button.setObjectName("refreshHistoryButton")
-        self.refresh_button.setToolTip("Read the history again (runs saved by another Device Lab or the CLI).")
+        self.refresh_button = self._button(
+            "Refresh", "refreshHistoryButton", "Read the history again (runs saved by another Device Lab or the CLI)."
+        )
         self.refresh_button.clicked.connect(self.refresh)
         buttons = QHBoxLayout()
         for button in (self.plot_button, self.compare_button, self.export_button, self.delete_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         buttons.addWidget(self.refresh_button)
+        return buttons
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(notice_row)
-        layout.addLayout(filters)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(self.details_label)
-        layout.addLayout(buttons)
+    @staticmethod
+    def _button(text: str, name: str, tip: str) -> QPushButton:
+        button = QPushButton(text)
+        button.setObjectName(name)
+        button.setToolTip(tip)
+        return button
 
     # --- showing -------------------------------------------------------------
 
@@ -364,30 +326,12 @@ class HistoryPanel(QWidget):
         self.dismiss_button.setVisible(bool(text))
 
     def _fill_table(self) -> None:
-        self.table.setUpdatesEnabled(False)
-        self.table.clearContents()
-        self.table.setRowCount(len(self._runs))
-        for row, run in enumerate(self._runs):
-            color = STATUS_COLORS.get(run.status)
-            for column, (text, value) in enumerate(_cells(run)):
-                item = QTableWidgetItem(text)
-                item.setData(ROLE_ID, run.id)
-                item.setData(ROLE_VALUE, value)
-                if COLUMNS[column][1] in NUMERIC_FIELDS:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if column == COL_STATUS and run.message:
-                    item.setToolTip(run.message)
-                if column == COL_LABEL:
-                    item.setToolTip(f"#{run.id} {run.label}" + (f"\n{run.message}" if run.message else ""))
-                if color is not None and column == COL_STATUS:
-                    item.setForeground(QBrush(QColor(color)))
-                self.table.setItem(row, column, item)
-        self.table.setUpdatesEnabled(True)
+        self.table.fill(self._runs)
         shown, total = len(self._runs), self._total
         if self._store is None:
             self.count_label.setText("history unavailable")
         elif shown == total:
-            self.count_label.setText(f"{total} run{'s' if total != 1 else ''}")
+            self.count_label.setText(f"{total} run{_plural(total)}")
         else:
             self.count_label.setText(f"{shown} of {total} runs match")
         self._on_selection_changed()
@@ -407,25 +351,29 @@ class HistoryPanel(QWidget):
         self._update_buttons()
         run_ids = self.selected_ids() if self._store is not None else []
         if len(run_ids) == 1:
-            run = self._summary(run_ids[0])
-            parts = [f"<b>#{run.id}</b> {html.escape(run.label)}", html.escape(run.status)]
-            if run.batch_size:
-                parts.append(f"global batch {run.batch_size}")
-            if run.warmup_s is not None:
-                parts.append(f"warm-up {run.warmup_s:.2f} s")
-            if run.step_time_p95_ms is not None:
-                parts.append(f"p95 step {run.step_time_p95_ms:.2f} ms")
-            text = " · ".join(parts)
-            if run.message:
-                color = STATUS_COLORS.get(run.status, "#333")
-                text += f"<br><span style='color:{color}'>{html.escape(run.message)}</span>"
-            self.details_label.setText(text)
+            self.details_label.setText(self._details(self._summary(run_ids[0])))
         elif run_ids:
             self.details_label.setText(f"{len(run_ids)} runs selected.")
         elif not self._runs and self._store is not None and not self._total:
             self.details_label.setText("No runs yet: every run you start (Start or Compare) is saved here.")
         else:
             self.details_label.setText("Select runs to overlay them in the plots, compare, export or delete them.")
+
+    @staticmethod
+    def _details(run: RunSummary) -> str:
+        """One selected run in a line: id, label, status, batch, warm-up and p95 step; its message below."""
+        parts = [f"<b>#{run.id}</b> {html.escape(run.label)}", html.escape(run.status.value)]
+        if run.batch_size:
+            parts.append(f"global batch {run.batch_size}")
+        for name in DETAIL_FIGURES:
+            figure, value = FIGURES_BY_NAME[name], run.figures.get(name)
+            if value is not None:
+                parts.append(f"{figure.label.lower()} {figure.format(value)} {figure.unit}")
+        text = " · ".join(parts)
+        if run.message:
+            color = STATUS_COLORS.get(run.status, "#333")
+            text += f"<br><span style='color:{color}'>{html.escape(run.message)}</span>"
+        return text
 
     # --- user actions --------------------------------------------------------
 

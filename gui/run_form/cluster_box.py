@@ -139,6 +139,20 @@ class ClusterBox(QGroupBox):
     # --- building --------------------------------------------------------------
 
     def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        self._build_mode_section(layout)
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self._build_workers_section(form)
+        self._build_commands_section(form)
+        self._build_timeout_section(form)
+        self._form = form
+        layout.addLayout(form)
+        self._build_status_section(layout)
+        self._connect_signals()
+
+    def _build_mode_section(self, layout: QVBoxLayout) -> None:
+        """Local worker processes or the hosts of a cluster: two radio buttons."""
         self.local_radio = QRadioButton("Worker processes on this machine (127.0.0.1)")
         self.local_radio.setObjectName("clusterLocalRadio")
         self.local_radio.setToolTip("Start the workers as processes on this machine, talking over 127.0.0.1.")
@@ -149,6 +163,11 @@ class ClusterBox(QGroupBox):
         self._mode = QButtonGroup(self)
         self._mode.addButton(self.local_radio)
         self._mode.addButton(self.hosts_radio)
+        layout.addWidget(self.local_radio)
+        layout.addWidget(self.hosts_radio)
+
+    def _build_workers_section(self, form: QFormLayout) -> None:
+        """How many local workers, or the cluster's addresses (typed or read from the environment)."""
         self.workers_spin = QSpinBox()
         self.workers_spin.setObjectName("workersSpin")
         self.workers_spin.setRange(1, MAX_WORKERS)
@@ -168,6 +187,20 @@ class ClusterBox(QGroupBox):
         self.env_label.setWordWrap(True)
         self.env_label.setTextFormat(Qt.TextFormat.PlainText)
         self.env_label.setVisible(False)
+        self.hosts_box = QWidget()
+        hosts_layout = QVBoxLayout(self.hosts_box)
+        hosts_layout.setContentsMargins(0, 0, 0, 0)
+        hosts_layout.addWidget(self.hosts_edit)
+        env_row = QHBoxLayout()
+        env_row.addWidget(self.read_env_button)
+        env_row.addStretch(1)
+        hosts_layout.addLayout(env_row)
+        hosts_layout.addWidget(self.env_label)
+        form.addRow("Workers", self.workers_spin)
+        form.addRow("Addresses", self.hosts_box)
+
+    def _build_commands_section(self, form: QFormLayout) -> None:
+        """The commands to start on the other hosts, read-only, with Copy."""
         self.commands_view = QPlainTextEdit()
         self.commands_view.setObjectName("clusterCommandsView")
         self.commands_view.setReadOnly(True)
@@ -180,12 +213,28 @@ class ClusterBox(QGroupBox):
         self.copy_button.setObjectName("clusterCopyButton")
         self.copy_button.setToolTip("Copy the commands to the clipboard.")
         self.copy_button.setEnabled(False)
+        self.commands_box = QWidget()
+        commands_layout = QVBoxLayout(self.commands_box)
+        commands_layout.setContentsMargins(0, 0, 0, 0)
+        commands_title = QHBoxLayout()
+        commands_title.addWidget(QLabel("Start on each other host:"), 1)
+        commands_title.addWidget(self.copy_button)
+        commands_layout.addLayout(commands_title)
+        commands_layout.addWidget(self.commands_view)
+        form.addRow(self.commands_box)
+
+    def _build_timeout_section(self, form: QFormLayout) -> None:
+        """How long the chief waits for the workers to join."""
         self.timeout_spin = QSpinBox()
         self.timeout_spin.setObjectName("clusterTimeoutSpin")
         self.timeout_spin.setRange(MIN_CLUSTER_TIMEOUT_S, MAX_CLUSTER_TIMEOUT_S)
         self.timeout_spin.setValue(DEFAULT_TIMEOUT_S)
         self.timeout_spin.setSuffix(" s")
         self.timeout_spin.setToolTip("How long the chief waits for every worker to join before the run fails.")
+        form.addRow("Join timeout", self.timeout_spin)
+
+    def _build_status_section(self, layout: QVBoxLayout) -> None:
+        """Where a running cluster stands, and the warning about its open ports."""
         self.status_label = QLabel()
         self.status_label.setObjectName("clusterStatusLabel")
         self.status_label.setWordWrap(True)
@@ -196,38 +245,11 @@ class ClusterBox(QGroupBox):
         self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
         self.warning_label.setWordWrap(True)
         self.warning_label.setStyleSheet("color: #8a6d00; font-size: 9pt;")
-
-        self.hosts_box = QWidget()
-        hosts_layout = QVBoxLayout(self.hosts_box)
-        hosts_layout.setContentsMargins(0, 0, 0, 0)
-        hosts_layout.addWidget(self.hosts_edit)
-        env_row = QHBoxLayout()
-        env_row.addWidget(self.read_env_button)
-        env_row.addStretch(1)
-        hosts_layout.addLayout(env_row)
-        hosts_layout.addWidget(self.env_label)
-        self.commands_box = QWidget()
-        commands_layout = QVBoxLayout(self.commands_box)
-        commands_layout.setContentsMargins(0, 0, 0, 0)
-        commands_title = QHBoxLayout()
-        commands_title.addWidget(QLabel("Start on each other host:"), 1)
-        commands_title.addWidget(self.copy_button)
-        commands_layout.addLayout(commands_title)
-        commands_layout.addWidget(self.commands_view)
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.addRow("Workers", self.workers_spin)
-        form.addRow("Addresses", self.hosts_box)
-        form.addRow(self.commands_box)
-        form.addRow("Join timeout", self.timeout_spin)
-        self._form = form
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.local_radio)
-        layout.addWidget(self.hosts_radio)
-        layout.addLayout(form)
         layout.addWidget(self.status_label)
         layout.addWidget(self.warning_label)
 
+    def _connect_signals(self) -> None:
+        """Every edit is `changed`; the worker events queued from the training thread update the status."""
         self.local_radio.toggled.connect(self._on_mode_changed)
         self.workers_spin.valueChanged.connect(self.changed)
         self.hosts_edit.textChanged.connect(self.changed)

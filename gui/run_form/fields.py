@@ -12,6 +12,8 @@ from collections.abc import Callable
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import QLineEdit, QWidget
 
+from core.formatting import format_value
+
 Parser = Callable[[str], float | int]
 
 INVALID_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff3f3; color: #1a1a1a; }"  # readable in dark themes too
@@ -76,7 +78,7 @@ def whole_number(low: int, high: int, example: int) -> Parser:
         except ValueError:
             raise ValueError(f"{text.strip()!r} is not a whole number; use e.g. {example}") from None
         if not low <= value <= high:
-            raise ValueError(f"{value} is out of range; use a whole number from {low} to {high:,}, e.g. {example}")
+            raise ValueError(f"{value} is out of range; use a whole number from {low} to {format_value(high, 'count')}, e.g. {example}")
         return value
 
     return parse

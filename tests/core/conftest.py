@@ -9,10 +9,11 @@ LOGICAL_CPUS = 2
 def two_cpus() -> list[str]:
     """Short names of the two logical CPU devices (configured once, before TF initialises)."""
     from core.machine.runtime import RuntimeSettings, configure_runtime
+    from core.machine.types import short_name
 
     configure_runtime(RuntimeSettings(logical_cpus=LOGICAL_CPUS))
     import tensorflow as tf
 
-    names = [d.name.split("device:")[-1] for d in tf.config.list_logical_devices("CPU")]
+    names = [short_name(d.name) for d in tf.config.list_logical_devices("CPU")]
     assert len(names) >= LOGICAL_CPUS, f"expected {LOGICAL_CPUS} logical CPUs, TF has {names}"
     return names[:LOGICAL_CPUS]

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from core.cli import format_result
+from core.config import RunConfig
+from core.history.store import RunStore
+from core.results import FIGURES, RunResult, RunStatus
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_KEYS = {"status", "model", "strategy", "replicas", "steps", "warmup_s", "step_time_median_ms",
             "step_time_p95_ms", "samples_per_s", "final_loss"}
@@ -29,6 +34,7 @@ def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     assert RUN_KEYS <= set(result)
+    assert {f.name for f in FIGURES} <= set(result)
     assert result["status"] == "completed" and result["steps"] == 8 and result["samples_per_s"] > 0
     assert "step 8/8" in out.stderr
 
@@ -121,3 +127,39 @@ def test_compare_json_gives_rows_with_speedup_and_export_matches(cli_env, tmp_pa
 def test_export_of_unknown_run_id_is_refused(cli_env, tmp_path):
     out = cli(["export", "999", "--csv", str(tmp_path / "x.csv")], cli_env)
     assert out.returncode == 2 and "RUN_ID: got [999]" in out.stderr
+
+
+HISTORY_KEYS = {"id", "started_at", "label", "group", "status", "message", "model", "dataset", "strategy", "devices",
+                "replicas", "batch_size", "steps", "samples_per_s", "step_time_median_ms", "step_time_p95_ms",
+                "warmup_s", "final_loss"}
+
+
+def stored_result() -> RunResult:
+    figures = {f.name: (123_456_789 if f.sql_type == "INTEGER" else 1.5 + i) for i, f in enumerate(FIGURES)}
+    return RunResult(status=RunStatus.COMPLETED, config=RunConfig(model="mlp", steps=3).to_dict(), steps_done=3,
+                     warmup_steps=1, peak_memory_source="process RSS peak", **figures)
+
+
+def test_history_shows_every_figure_in_text_and_json(cli_env):
+    result = stored_result()
+    with RunStore.open(Path(cli_env["DEVICE_LAB_DATA_DIR"]) / "history.sqlite3") as store:
+        run_id = store.save(result, label="kept")
+    listed = json.loads(cli(["history", "--json"], cli_env).stdout)
+    assert HISTORY_KEYS <= set(listed[0]) and {f.name for f in FIGURES} <= set(listed[0])
+    assert (listed[0]["id"], listed[0]["status"], listed[0]["label"]) == (run_id, "completed", "kept")
+    assert {f.name: listed[0][f.name] for f in FIGURES} == result.figures()
+    out = cli(["history"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    header, row = out.stdout.splitlines()
+    for f in FIGURES:
+        assert f.title in header and f.format(getattr(result, f.name)) in row
+
+
+def test_format_result_has_a_line_per_figure():
+    result = stored_result()
+    text = format_result(result)
+    for f in FIGURES:
+        assert f.title.lower() in text
+        assert f.format(getattr(result, f.name)) in text
+    assert "(1 steps: tracing and compilation)" in text and "(process RSS peak)" in text
+    assert "status" in text and "completed" in text

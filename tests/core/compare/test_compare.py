@@ -5,17 +5,9 @@ import threading
 
 import pytest
 
-from core.compare.runner import (
-    CompareTarget,
-    compare_results,
-    fairness_warnings,
-    format_table,
-    parse_targets,
-    progress_line,
-    run_comparison,
-    scaling_sweep,
-    sweep_targets,
-)
+from core.compare.runner import progress_line, run_comparison, scaling_sweep
+from core.compare.table import compare_results, fairness_warnings, format_table
+from core.compare.targets import CompareTarget, parse_targets, sweep_targets
 from core.config import ConfigError, RunConfig
 from core.results import RunResult, RunStatus
 
@@ -93,14 +85,15 @@ def test_rows_dict_and_table(cpu_vs_mirrored):
     for column in (
         "target",
         "replicas",
-        "warm-up s",
-        "median ms",
-        "p95 ms",
-        "samples/s",
+        "Warm-up (s)",
+        "Median step (ms)",
+        "p95 step (ms)",
+        "Spread",
+        "Samples/s",
+        "Final loss",
+        "Peak memory",
         "speed-up",
         "efficiency",
-        "final loss",
-        "peak mem",
         "% of peak",
     ):
         assert column in header
@@ -213,7 +206,17 @@ def test_config_for_moves_the_base_job_to_the_target():
     assert CompareTarget("tpu:local", "tpu", tpu_address="local").config_for(base).tpu_address == "local"
 
 
-def _result(status=RunStatus.COMPLETED, devices=("CPU:0",), samples=1000.0, median_ms=5.0, spread=0.1, steps=100, replicas=1, **config):
+def _result(
+    status=RunStatus.COMPLETED,
+    devices=("CPU:0",),
+    samples=1000.0,
+    median_ms=5.0,
+    spread=0.1,
+    steps=100,
+    replicas=1,
+    environment=None,
+    **config,
+):
     """A finished run as the engine records it (for warnings that need no real run)."""
     return RunResult(
         status=status,
@@ -225,7 +228,7 @@ def _result(status=RunStatus.COMPLETED, devices=("CPU:0",), samples=1000.0, medi
         step_time_median_ms=median_ms,
         step_time_spread=spread,
         samples_per_s=samples,
-        environment={"devices": list(devices), "host": socket.gethostname()},
+        environment={"devices": list(devices), "host": socket.gethostname(), **(environment or {})},
     )
 
 
@@ -289,3 +292,43 @@ def test_table_shows_dashes_for_missing_figures():
     failed_line = next(line for line in table.splitlines() if line.startswith("CPU:9"))
     assert "[failed]" in failed_line and failed_line.split()[-1] == "-"
     assert "boom" not in table and comparison.warnings == ("CPU:9 failed: boom",)
+
+
+def test_table_has_a_column_per_figure_in_figures_order():
+    from core.results import FIGURES
+
+    header = format_table(compare_results([("CPU:0", _result())])).splitlines()[0]
+    positions = [header.index(figure.title) for figure in FIGURES]
+    assert positions == sorted(positions) and header.index("replicas") < positions[0] < positions[-1] < header.index("speed-up")
+
+
+def test_rows_read_their_figures_from_the_run():
+    row = compare_results([("CPU:0", _result(median_ms=7.5, spread=0.2))]).rows[0]
+    assert (row.step_time_median_ms, row.step_time_spread, row.samples_per_s) == (7.5, 0.2, 1000.0)
+    with pytest.raises(AttributeError):
+        row.no_such_figure  # noqa: B018
+
+
+def test_comparison_reads_only_the_results_never_the_hardware(monkeypatch):
+    import core.training.flops as flops
+
+    def no_hardware(*args):
+        raise AssertionError("a comparison must not read the hardware")
+
+    for name in ("peak_flops_for_devices", "cpu_peak_flops", "cpu_flags", "_gpu_model_names"):
+        monkeypatch.setattr(flops, name, no_hardware)
+    recorded = _result(environment={"peak_flops": 1e12, "peak_flops_how": "from the run", "cpu_native_bfloat16": True})
+    older = _result()
+    comparison = compare_results([("new", recorded), ("old", older)], flops_per_step=1e9)
+    new, old = comparison.rows
+    assert (new.peak_flops, new.peak_flops_how) == (1e12, "from the run")
+    assert new.fraction_of_peak == pytest.approx(1e9 * 1000.0 / 64 / 1e12)
+    assert old.peak_flops is None and old.fraction_of_peak is None and "not recorded" in old.peak_flops_how
+
+
+@pytest.mark.parametrize("native, warned", [(False, True), (True, False), (None, False)])
+def test_bfloat16_on_cpu_warning_uses_what_the_run_recorded(native, warned):
+    environment = {} if native is None else {"cpu_native_bfloat16": native}
+    rows = [("CPU:0", _result(precision="bfloat16", environment=environment)), ("CPU:0 again", _result(precision="bfloat16"))]
+    warnings = compare_results(rows).warnings
+    assert any(w.startswith("CPU:0 runs bfloat16 on a CPU without AVX-512 BF16 or AMX") for w in warnings) is warned

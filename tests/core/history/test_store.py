@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunConfig
-from core.history import store as store_module
+from core.history import schema
 from core.history.store import RunStore, RunSummary, StoreError
 from core.results import RunResult, RunStatus, StepRecord
 
@@ -235,9 +235,9 @@ def test_list_runs_filters_searches_and_sorts(store: RunStore) -> None:
     assert summary == RunSummary(
         id=d, started_at="2024-05-04T10:00:00+00:00", label="50%_off", group="", status=RunStatus.COMPLETED, message="",
         model="mlp", dataset="synthetic", strategy="mirrored", devices=("GPU:0", "GPU:1"), replicas=2,
-        batch_size=64, steps=1000, samples_per_s=12345.678, step_time_median_ms=8.123456789,
-        step_time_p95_ms=17.5, warmup_s=store.load(d).warmup_s, final_loss=store.load(d).final_loss,
+        batch_size=64, steps=1000, figures=store.load(d).figures(),
     )  # fmt: skip
+    assert summary.figures["samples_per_s"] == 12345.678 and summary.figures["step_time_median_ms"] == 8.123456789
     with pytest.raises(ValueError, match="order_by"):
         store.list_runs(order_by="id; DROP TABLE runs")
 
@@ -254,11 +254,11 @@ def test_export_csv_holds_the_table_numbers_and_a_system_header(store: RunStore,
     assert [int(row["id"]) for row in rows] == ids
     for row in rows:
         summary = summaries[int(row["id"])]
-        assert float(row["samples_per_s"]) == summary.samples_per_s
-        assert float(row["step_time_median_ms"]) == summary.step_time_median_ms
-        assert float(row["step_time_p95_ms"]) == summary.step_time_p95_ms
-        assert float(row["warmup_s"]) == summary.warmup_s
-        assert float(row["final_loss"]) == summary.final_loss
+        assert float(row["samples_per_s"]) == summary.figures["samples_per_s"]
+        assert float(row["step_time_median_ms"]) == summary.figures["step_time_median_ms"]
+        assert float(row["step_time_p95_ms"]) == summary.figures["step_time_p95_ms"]
+        assert float(row["warmup_s"]) == summary.figures["warmup_s"]
+        assert float(row["final_loss"]) == summary.figures["final_loss"]
         assert int(row["replicas"]) == summary.replicas
         assert (row["status"], row["message"], row["label"]) == (summary.status, summary.message, summary.label)
     assert rows[0]["warnings"] == "a warning, with a comma"
@@ -332,7 +332,7 @@ def test_damaged_pages_are_detected_by_quick_check(db_path: Path) -> None:
 
 def test_older_schema_is_migrated_and_keeps_its_runs(db_path: Path) -> None:
     conn = sqlite3.connect(db_path, isolation_level=None)
-    store_module.MIGRATIONS[0](conn)
+    schema.MIGRATIONS[0](conn)
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     with RunStore.open(db_path) as first:  # upgrades 1 -> latest
@@ -347,7 +347,7 @@ def test_older_schema_is_migrated_and_keeps_its_runs(db_path: Path) -> None:
     with RunStore.open(db_path) as upgraded:
         assert upgraded.load(run_id) == make_result(steps=50)
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(store_module.MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(schema.MIGRATIONS)
         indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"runs_started_at", "runs_model", "runs_status"} <= indexes
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -87,3 +87,12 @@ def test_batch_that_does_not_split_across_replicas_fails_clearly(two_cpus):
     result = run_training(RunConfig(model="mlp", strategy="mirrored", devices=tuple(two_cpus), batch_size=33, steps=2))
     assert result.status == RunStatus.FAILED
     assert "batch_size" in result.message and "multiple of the 2 replicas" in result.message
+
+
+def test_run_records_its_devices_peak_for_later_comparisons(two_cpus):
+    from core.training.flops import cpu_peak_flops
+
+    result = run_training(RunConfig(model="mlp", strategy="one-device", devices=(two_cpus[0],), steps=3, batch_size=8))
+    assert result.status == RunStatus.COMPLETED, result.message
+    assert (result.environment["peak_flops"], result.environment["peak_flops_how"]) == cpu_peak_flops()
+    assert isinstance(result.environment["cpu_native_bfloat16"], bool)

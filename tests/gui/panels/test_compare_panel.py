@@ -8,12 +8,15 @@ import json
 import pytest
 from PySide6.QtCore import Qt
 
-from gui.panels.compare import COL_EFFICIENCY, COL_PEAK, COL_SAMPLES, COL_SPEEDUP, COL_TARGET, ROLE_VALUE
+from gui.panels.compare_table import ROLE_VALUE, column_index
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import start_and_wait
 
 STEPS = 20
 MIRRORED = "mirrored:CPU:0,CPU:1"
+COL_TARGET, COL_SAMPLES, COL_SPEEDUP, COL_EFFICIENCY, COL_PEAK = (
+    column_index(key) for key in ("target", "samples_per_s", "speedup", "scaling_efficiency", "fraction_of_peak")
+)
 
 
 @pytest.fixture
@@ -59,7 +62,7 @@ def test_two_targets_side_by_side_with_speedup_chart_and_history(compare_window,
     assert cell(panel, 0, COL_TARGET).text() == "CPU:0 (baseline)"
     assert cell(panel, 0, COL_SPEEDUP).data(ROLE_VALUE) == 1.0
     assert cell(panel, 1, COL_SPEEDUP).data(ROLE_VALUE) == mirrored / single
-    assert cell(panel, 1, COL_SPEEDUP).text() == f"{mirrored / single:.2f}×"
+    assert cell(panel, 1, COL_SPEEDUP).text() == f"{mirrored / single:.2f}x"
     assert cell(panel, 1, COL_EFFICIENCY).data(ROLE_VALUE) == pytest.approx(mirrored / single / 2)
     assert cell(panel, 0, COL_PEAK).toolTip(), "the % of peak cell explains itself"
     assert panel.throughput_chart.bar_count() == 2
@@ -76,7 +79,7 @@ def test_two_targets_side_by_side_with_speedup_chart_and_history(compare_window,
     keys = [panel.controller.plot_key(index) for index in range(2)]
     assert [window.plots.series(key).size for key in keys] == [STEPS, STEPS]
     history = window.history_panel.runs()
-    assert sorted(run.samples_per_s for run in history) == sorted([single, mirrored])
+    assert sorted(run.figures["samples_per_s"] for run in history) == sorted([single, mirrored])
     assert {run.status for run in history} == {"completed"}
 
     panel.export(tmp_path / "comparison.json")

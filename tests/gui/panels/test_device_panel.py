@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 
-from core.machine.types import DeviceInfo, DeviceReport
-from gui.panels.devices import COLUMNS, DevicePanel
+from core.machine.types import DeviceInfo, DeviceReport, Note, NoteTopic
+from gui.panels.devices import COLUMNS, DevicePanel, with_refreshed_gpus, with_tpu_rows
+from gui.qt_threads import running_threads
 
 MEMORY_COLUMNS = [COLUMNS.index(name) for name in ("Memory total", "Used", "Free")]
 
@@ -43,7 +45,7 @@ def test_unusable_device_is_greyed_with_its_reason(qtbot):
     reason = "The driver sees this GPU but TensorFlow was built without CUDA."
     cpu = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {"Model": "Test CPU"})
     hidden_gpu = DeviceInfo("GPU", "Test GPU", "", 16 << 30, 1 << 30, 15 << 30, {"Utilisation": "3 %"}, False, reason)
-    panel.set_report(DeviceReport((cpu, hidden_gpu), ("No GPU visible to TensorFlow: test note.",)))
+    panel.set_report(DeviceReport((cpu, hidden_gpu), (Note(NoteTopic.NO_GPU, "No GPU visible to TensorFlow: test note."),)))
     status = panel.table.item(1, COLUMNS.index("Status"))
     assert reason in status.text() and status.toolTip() == reason
     grey = panel.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
@@ -87,3 +89,57 @@ def test_refresh_button_reads_the_devices_again(ready_window, qtbot):
         qtbot.mouseClick(panel.refresh_button, Qt.MouseButton.LeftButton)
         assert panel.status_label.text() == "Re-reading devices…"
     assert panel.table.rowCount() >= 2 and panel.refresh_button.isEnabled()
+
+
+CPU = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {})
+
+
+def test_connected_tpu_drops_the_missing_tpu_notes_by_topic_not_wording() -> None:
+    notes = (
+        Note(NoteTopic.NO_GPU, "about GPUs"),
+        Note(NoteTopic.NO_TPU, "any wording at all"),
+        Note(NoteTopic.TPU_UNUSED, "also any wording"),
+        Note(NoteTopic.CHECK_FAILED, "TPU check failed (OSError: x); the other devices are listed."),
+    )
+    core = DeviceInfo("TPU", "TPU v3-8", "TPU:0", 16 << 30, None, None, {})
+    report = with_tpu_rows(DeviceReport((CPU,), notes), [core])
+    assert report.devices == (CPU, core)
+    assert [n.topic for n in report.note_records] == [NoteTopic.NO_GPU, NoteTopic.CHECK_FAILED]
+    assert report.notes == ("about GPUs", "TPU check failed (OSError: x); the other devices are listed.")
+
+
+def test_refreshed_gpu_rows_are_matched_by_tf_name_and_bus_id_not_position() -> None:
+    gpu0 = DeviceInfo("GPU", "Same label", "GPU:0", 80 << 30, 1 << 30, 79 << 30, {}, bus_id="0000:01:00.0")
+    gpu1 = DeviceInfo("GPU", "Same label", "GPU:1", 80 << 30, 2 << 30, 78 << 30, {}, bus_id="0000:41:00.0")
+    idle = DeviceInfo("GPU", "Same label", "", 80 << 30, 0, 80 << 30, {}, False, "hidden", bus_id="0000:81:00.0")
+    report = DeviceReport((CPU, gpu0, gpu1, idle), ())
+    refreshed = [replace(gpu1, memory_used=9 << 30), replace(idle, memory_used=7 << 30), replace(gpu0, memory_used=5 << 30)]
+    used = [d.memory_used for d in with_refreshed_gpus(report, refreshed).devices]
+    assert used == [2 << 30, 5 << 30, 9 << 30, 7 << 30]
+    assert with_refreshed_gpus(report, [replace(gpu0, memory_used=5 << 30)]).devices[2] == gpu1  # missing: unchanged
+
+
+def test_gpu_refreshes_never_overlap_and_none_outlives_close_down(qtbot, monkeypatch):
+    active, most = [], [0]
+
+    def slow_nvml_refresh(devices):
+        """Stands in for NVML (no GPU here): a slow re-read that notes how many run at once."""
+        active.append(1)
+        most[0] = max(most[0], len(active))
+        time.sleep(0.05)
+        active.pop()
+        return list(devices)
+
+    monkeypatch.setattr("gui.panels.devices.refresh_gpu_usage", slow_nvml_refresh)
+    panel = DevicePanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    gpu = DeviceInfo("GPU", "Test GPU", "GPU:0", 16 << 30, 1 << 30, 15 << 30, {}, bus_id="0000:01:00.0")
+    panel.set_report(DeviceReport((CPU, gpu), ()))
+    panel._gpu_timer.setInterval(5)
+    qtbot.wait(300)
+    assert most[0] == 1
+    qtbot.waitUntil(lambda: panel._refreshing_gpus, timeout=5_000)
+    panel.close_down()
+    assert not running_threads(), "close_down must end the GPU re-read in flight"
+    assert not panel._gpu_timer.isActive()

@@ -13,9 +13,11 @@ from PySide6.QtWidgets import QMessageBox
 from core.config import RunConfig
 from core.history.store import FILE_NAME, RunStore
 from core.results import RunResult
-from gui.panels.compare import COL_SAMPLES, COL_SPEEDUP, ComparePanel
-from gui.panels.compare import ROLE_VALUE as COMPARE_VALUE
-from gui.panels.history import COLUMNS, ROLE_VALUE, HistoryPanel, plot_key
+from gui.panels.compare import ComparePanel
+from gui.panels.compare_table import ROLE_VALUE as COMPARE_VALUE
+from gui.panels.compare_table import column_index
+from gui.panels.history import HistoryPanel, plot_key
+from gui.panels.history_table import COLUMNS, ROLE_VALUE
 from gui.plotting.plots import PlotsWidget
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
@@ -60,9 +62,9 @@ def test_runs_survive_a_restart_with_their_step_series(ready_window, qtbot, tmp_
     history = window.history_panel
     runs = history.runs()
     assert [run.id for run in runs] == [finished[1].run_id, finished[0].run_id], "newest first"
-    assert [run.samples_per_s for run in runs] == [finished[1].result.samples_per_s, finished[0].result.samples_per_s]
+    assert [run.figures["samples_per_s"] for run in runs] == [finished[1].result.samples_per_s, finished[0].result.samples_per_s]
     table_rates = [history.table.item(row, SAMPLES_COLUMN).data(ROLE_VALUE) for row in range(history.table.rowCount())]
-    assert table_rates == [run.samples_per_s for run in runs]
+    assert table_rates == [run.figures["samples_per_s"] for run in runs]
 
     history.select_ids([run.id for run in runs])
     qtbot.mouseClick(history.plot_button, Qt.MouseButton.LeftButton)
@@ -77,9 +79,9 @@ def test_runs_survive_a_restart_with_their_step_series(ready_window, qtbot, tmp_
     compare = window.compare_panel
     assert window.tabs.currentWidget() is compare
     assert compare.table.rowCount() == 2
-    rates = [compare.table.item(row, COL_SAMPLES).data(COMPARE_VALUE) for row in range(2)]
+    rates = [compare.table.item(row, column_index("samples_per_s")).data(COMPARE_VALUE) for row in range(2)]
     assert rates == table_rates
-    speedups = [compare.table.item(row, COL_SPEEDUP).data(COMPARE_VALUE) for row in range(2)]
+    speedups = [compare.table.item(row, column_index("speedup")).data(COMPARE_VALUE) for row in range(2)]
     assert speedups == [1.0, rates[1] / rates[0]], "baseline: the single-CPU run"
 
     history.export_selected(tmp_path / "runs.csv")

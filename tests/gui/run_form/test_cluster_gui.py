@@ -37,7 +37,7 @@ class WorkerRecorder(ClusterCallback):
 
 
 def fake_tpu_probe(address: str, timeout_s: float) -> TpuProbe:
-    """FakeTpuProbe: stands in for a TPU v3-8, which this machine does not have."""
+    """A fake TPU probe: stands in for a TPU v3-8, which this machine does not have."""
     details = {"Type": "TPU v3-8", "Cores": str(TPU_CORES), "Memory per core": "16 GiB (spec)", "Address": address}
     rows = tuple(
         DeviceInfo("TPU", "TPU v3-8", f"TPU:{i}", TPU_HBM_PER_CORE, None, None, {**details, "TF device": f"/device:TPU:{i}"})
@@ -47,7 +47,7 @@ def fake_tpu_probe(address: str, timeout_s: float) -> TpuProbe:
 
 
 def failed_tpu_probe(address: str, timeout_s: float) -> TpuProbe:
-    """FakeTpuProbe that finds nothing, as after the TPU went away."""
+    """A fake TPU probe that finds nothing, as after the TPU went away."""
     return TpuProbe(False, f"No TPU answered at {address!r} (fake)", (), 0.1)
 
 
@@ -187,7 +187,7 @@ def test_bogus_tpu_address_fails_in_time_and_the_app_stays_usable(ready_window, 
 
 
 def test_connected_tpu_lists_its_cores_and_offers_tpu_strategy(ready_window, qtbot, monkeypatch):
-    monkeypatch.setattr("gui.run_form.panel.probe_tpu", fake_tpu_probe)
+    monkeypatch.setattr("gui.run_form.tpu_connect.probe_tpu", fake_tpu_probe)
     window = ready_window
     panel = window.run_panel
     with qtbot.waitSignal(window.device_panel.devices_changed, timeout=10_000):
@@ -220,7 +220,7 @@ def test_connected_tpu_lists_its_cores_and_offers_tpu_strategy(ready_window, qtb
         window.device_panel.detect(None)
     assert sum(d.kind == "TPU" for d in window.device_panel.devices()) == TPU_CORES, "Refresh keeps the connected TPU"
     qtbot.waitUntil(window.device_panel.refresh_button.isEnabled, timeout=5000)
-    monkeypatch.setattr("gui.run_form.panel.probe_tpu", failed_tpu_probe)
+    monkeypatch.setattr("gui.run_form.tpu_connect.probe_tpu", failed_tpu_probe)
     with qtbot.waitSignal(window.device_panel.devices_changed, timeout=10_000):
         qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)
     assert not [d for d in window.device_panel.devices() if d.kind == "TPU"]

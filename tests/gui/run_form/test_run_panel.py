@@ -150,7 +150,7 @@ def test_a_connected_tpu_makes_the_tpu_strategy_available(qtbot, monkeypatch):
         """Stands in for a real TPU, which this machine does not have."""
         return TpuProbe(True, "TPU v3-8: 8 cores (fake)", (), 0.1)
 
-    monkeypatch.setattr("gui.run_form.panel.probe_tpu", fake_tpu_probe)
+    monkeypatch.setattr("gui.run_form.tpu_connect.probe_tpu", fake_tpu_probe)
     panel = make_panel(qtbot)
     with qtbot.waitSignal(panel.tpu_probed, timeout=10_000):
         qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)

@@ -1,0 +1,292 @@
+"""A comparison's rows side by side: speed-ups against a baseline, fairness warnings, the CLI table.
+
+Everything here only reads finished results (no hardware, no TensorFlow), so
+the GUI thread may build and re-baseline comparisons. A run's device peak is
+the one it recorded while it ran (`core.training.flops.run_peak_environment`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from core.config import ConfigError
+from core.formatting import format_value
+from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
+from core.training.flops import achieved_flops, recorded_native_bfloat16, recorded_peak_flops
+
+SMALL_GPU_STEP_MS = 1.0
+SMALL_MODEL_PARAMS = 1_000_000
+SPREAD_LIMIT = 0.3
+MIN_STEADY_TIMINGS = 20
+JOB_KEYS = ("model", "dataset", "batch_size", "steps", "epochs", "precision", "xla", "steps_per_call", "optimizer", "learning_rate", "seed")
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One target's run, with its speed-up against the comparison's baseline.
+
+    The run's headline figures are read from `result` by their `FIGURES`
+    names (`row.samples_per_s`, `row.step_time_median_ms`, ...).
+    speedup = samples/s of this row / samples/s of the baseline row.
+    scaling_efficiency = speedup / (replicas / baseline replicas): 1.0 means
+    N replicas ran N times as fast as the baseline's. It is given only when
+    the row and the baseline ran on the same kind of device (CPU vs CPU, GPU
+    vs GPU); across kinds it would not measure scaling. Both are None when
+    either row has no steady-state speed. FLOP/s figures are None when the
+    FLOPs per step or the device's peak are unknown.
+    """
+
+    label: str
+    strategy: str
+    devices: tuple[str, ...]
+    replicas: int
+    status: RunStatus
+    speedup: float | None
+    scaling_efficiency: float | None
+    achieved_flops: float | None
+    peak_flops: float | None
+    fraction_of_peak: float | None
+    peak_flops_how: str
+    result: RunResult = field(compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """A headline figure of the row's run, by its `FIGURES` name."""
+        if name in FIGURES_BY_NAME:
+            return getattr(self.result, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def device_kinds(self) -> frozenset[str]:
+        return frozenset(d.split(":")[0] for d in self.devices)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Rows in target order, the baseline row's index, and fairness warnings in plain words."""
+
+    rows: tuple[CompareRow, ...]
+    baseline_index: int = 0
+    warnings: tuple[str, ...] = ()
+    flops_per_step: float | None = None
+    flops_method: str = ""
+    model_params: int | None = None
+
+    @property
+    def baseline(self) -> CompareRow | None:
+        return self.rows[self.baseline_index] if self.rows else None
+
+    def with_baseline(self, index: int) -> Comparison:
+        """The same runs with speed-ups against row `index` (nothing is re-run)."""
+        check_baseline(index, len(self.rows))
+        changed = replace(self, rows=_with_speedups(self.rows, index), baseline_index=index)
+        return replace(changed, warnings=tuple(fairness_warnings(changed)))
+
+    def to_rows_dict(self) -> list[dict[str, Any]]:
+        """JSON-ready rows: the run's summary plus the comparison's own figures."""
+        return [
+            {
+                **row.result.summary(),
+                "label": row.label,
+                "baseline": index == self.baseline_index,
+                "speedup": row.speedup,
+                "scaling_efficiency": row.scaling_efficiency,
+                "flops_per_step": self.flops_per_step,
+                "achieved_flops": row.achieved_flops,
+                "peak_flops": row.peak_flops,
+                "fraction_of_peak": row.fraction_of_peak,
+            }
+            for index, row in enumerate(self.rows)
+        ]
+
+
+def compare_results(
+    entries: Sequence[tuple[str, RunResult]],
+    baseline_index: int = 0,
+    flops_per_step: float | None = None,
+    flops_method: str = "",
+    model_params: int | None = None,
+) -> Comparison:
+    """A comparison of finished runs (labelled), e.g. picked from the history; reads nothing but the results."""
+    check_baseline(baseline_index, len(entries))
+    rows = tuple(_row(label, result, flops_per_step) for label, result in entries)
+    comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
+    return replace(comparison, warnings=tuple(fairness_warnings(comparison)))
+
+
+def check_baseline(index: int, count: int) -> None:
+    """Raise ConfigError unless `index` is a row number of `count` rows."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < max(count, 1):
+        raise ConfigError("baseline", index, f"a row number from 0 to {max(count - 1, 0)}")
+
+
+def _row(label: str, result: RunResult, flops_per_step: float | None) -> CompareRow:
+    achieved = achieved_flops(result, flops_per_step)
+    peak, how = recorded_peak_flops(result.environment) if result.samples_per_s else (None, "no steady-state steps")
+    return CompareRow(
+        label=label,
+        strategy=str(result.config.get("strategy", "")),
+        devices=tuple(result.environment.get("devices") or result.config.get("devices") or ()),
+        replicas=result.replicas,
+        status=result.status,
+        speedup=None,
+        scaling_efficiency=None,
+        achieved_flops=achieved,
+        peak_flops=peak,
+        fraction_of_peak=achieved / peak if achieved is not None and peak else None,
+        peak_flops_how=how,
+        result=result,
+    )
+
+
+def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[CompareRow, ...]:
+    base = rows[baseline_index] if rows else None
+    updated = []
+    for row in rows:
+        speedup = efficiency = None
+        if base is not None and row.samples_per_s and base.samples_per_s:
+            speedup = row.samples_per_s / base.samples_per_s
+            if row.device_kinds and row.device_kinds == base.device_kinds and row.replicas and base.replicas:
+                efficiency = speedup / (row.replicas / base.replicas)
+        updated.append(replace(row, speedup=speedup, scaling_efficiency=efficiency))
+    return tuple(updated)
+
+
+def fairness_warnings(comparison: Comparison) -> list[str]:
+    """What makes this comparison less fair than it looks, in words the user can act on."""
+    notes: list[str] = []
+    for row in comparison.rows:
+        notes.extend(_row_warnings(row, comparison.model_params))
+    notes.extend(_mismatch_warnings(comparison.rows))
+    base = comparison.baseline
+    if base is not None and base.samples_per_s is None and len(comparison.rows) > 1:
+        notes.append(f"The baseline {base.label} has no steady-state speed, so there are no speed-ups: pick another baseline.")
+    return notes
+
+
+def _row_warnings(row: CompareRow, model_params: int | None) -> list[str]:
+    result, label = row.result, row.label
+    if row.status == RunStatus.SKIPPED:
+        return [f"{label} was not run: the comparison was stopped first."]
+    if row.status == RunStatus.FAILED:
+        return [f"{label} failed: {result.message or 'no reason recorded'}"]
+    notes = []
+    if row.status == RunStatus.STOPPED:
+        planned = f" of {result.config['steps']}" if result.config.get("epochs") is None and result.config.get("steps") else ""
+        notes.append(f"{label} stopped early, after {result.steps_done}{planned} steps: its figures rest on fewer steps than the others'.")
+    elif row.status != RunStatus.COMPLETED:
+        notes.append(f"{label} ended with status {row.status!r}: {result.message}")
+    notes.extend(_precision_warnings(row))
+    notes.extend(_small_gpu_warnings(row, model_params))
+    if row.step_time_spread is not None and row.step_time_spread > SPREAD_LIMIT:
+        notes.append(f"{label}: step times vary by {row.step_time_spread:.0%} (p10–p90 / median); re-run with more steps.")
+    timings = _steady_timings(result)
+    if row.samples_per_s is not None and timings < MIN_STEADY_TIMINGS:
+        notes.append(
+            f"{label}: only {timings} steady-state step timings after warm-up; use at least {MIN_STEADY_TIMINGS} "
+            "(more steps, or fewer steps per call) for a stable median."
+        )
+    if row.strategy == "mirrored" and len(row.devices) > 1 and row.device_kinds == {"CPU"}:
+        notes.append(
+            f"{label}: its logical CPU devices share the same physical cores, so this row measures the strategy "
+            "on one CPU, not more hardware: do not read its speed-up as multi-device scaling."
+        )
+    return notes
+
+
+def _precision_warnings(row: CompareRow) -> list[str]:
+    """Half precision on a CPU that has no fast math for it."""
+    if "CPU" not in row.device_kinds:
+        return []
+    precision = row.result.config.get("precision")
+    if precision == "float16":
+        return [
+            f"{row.label} runs float16 on a CPU, which has no fast float16 math: this row is far slower than float32 "
+            "and says little about the device."
+        ]
+    if precision == "bfloat16" and recorded_native_bfloat16(row.result.environment) is False:
+        return [f"{row.label} runs bfloat16 on a CPU without AVX-512 BF16 or AMX: it is emulated, so this row understates the CPU."]
+    return []
+
+
+def _small_gpu_warnings(row: CompareRow, model_params: int | None) -> list[str]:
+    """A model too small to keep a GPU busy, so per-step overhead sets the pace."""
+    median_ms = row.step_time_median_ms
+    if "GPU" not in row.device_kinds or median_ms is None:
+        return []
+    too_small = model_params is not None and model_params < SMALL_MODEL_PARAMS
+    if median_ms >= SMALL_GPU_STEP_MS and not too_small:
+        return []
+    size = f"{model_params:,} parameters, " if model_params is not None else ""
+    return [
+        f"{row.label}: the {_model_title(row.result.config.get('model'))} is too small to load a GPU "
+        f"({size}{median_ms:.2f} ms per step): per-step overhead dominates, so speed-ups "
+        "understate the GPU. Try the ResNet or Transformer, or a larger batch."
+    ]
+
+
+def _model_title(name: Any) -> str:
+    from core.workloads.models import MODELS
+
+    return MODELS[name].title if name in MODELS else str(name or "model")
+
+
+def _steady_timings(result: RunResult) -> int:
+    """Independent step-time measurements after warm-up (one per call of the training function)."""
+    per_call = max(1, int(result.config.get("steps_per_call") or 1))
+    return math.ceil(max(0, result.steps_done - result.warmup_steps) / per_call)
+
+
+def _mismatch_warnings(rows: Sequence[CompareRow]) -> list[str]:
+    ran = [row.result for row in rows if row.status != RunStatus.SKIPPED]
+    if len(ran) < 2:
+        return []
+    differing = []
+    for key in JOB_KEYS:
+        values = list(dict.fromkeys(str(result.config.get(key)) for result in ran))
+        if len(values) > 1:
+            differing.append(f"{key} ({', '.join(values)})")
+    notes = []
+    if differing:
+        notes.append(f"The runs differ in {', '.join(differing)}: they are different jobs, so speed-ups mix the device with the job.")
+    hosts = list(dict.fromkeys(result.environment.get("host") for result in ran if result.environment.get("host")))
+    if len(hosts) > 1:
+        notes.append(f"The runs come from different machines ({', '.join(hosts)}).")
+    return notes
+
+
+COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "efficiency", "% of peak")
+
+
+def format_table(comparison: Comparison) -> str:
+    """A plain-text table for the CLI, the baseline marked with '*', then the FLOPs per step.
+
+    One column per headline figure (`FIGURES`), between the comparison's own
+    columns. Warnings are not part of the table: print `comparison.warnings` after it.
+    """
+    body = [_cells(row, index == comparison.baseline_index) for index, row in enumerate(comparison.rows)]
+    widths = [max(len(line[i]) for line in [COLUMNS, *body]) for i in range(len(COLUMNS))]
+    lines = [
+        "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in enumerate(zip(line, widths, strict=True)))
+        for line in [COLUMNS, *body]
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.append("* baseline for speed-ups")
+    if comparison.flops_per_step is not None:
+        lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({comparison.flops_method})")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cells(row: CompareRow, is_baseline: bool) -> tuple[str, ...]:
+    target = row.label + (" *" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
+    figures = row.result.figures()
+    return (
+        target,
+        str(row.replicas) if row.status.ran else "-",
+        *(figure.format(figures[figure.name]) for figure in FIGURES),
+        format_value(row.speedup, "ratio"),
+        format_value(row.scaling_efficiency, "percent"),
+        format_value(row.fraction_of_peak, "fraction"),
+    )

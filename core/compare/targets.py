@@ -1,0 +1,90 @@
+"""Where the rows of a comparison run: targets parsed from text, and the targets of a scaling sweep."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.config import MAX_WORKERS, ConfigError, RunConfig, normalize_device_name
+
+TARGET_FORMS = (
+    "'CPU:0', 'GPU:1', 'one-device:GPU:0', 'mirrored' (all GPUs), 'mirrored:CPU:0,CPU:1', 'default', "
+    "'multi-worker:2', 'tpu:local' or 'tpu:grpc://host:port'; separate targets with ';'"
+)
+DEVICE_KINDS = ("CPU", "GPU", "TPU")
+
+
+@dataclass(frozen=True)
+class CompareTarget:
+    """Where one row of a comparison runs: a strategy and its devices (plus workers or TPU address)."""
+
+    label: str
+    strategy: str
+    devices: tuple[str, ...] = ()
+    workers: int | None = None
+    tpu_address: str = ""
+
+    def config_for(self, base: RunConfig) -> RunConfig:
+        """`base` moved to this target (raises ConfigError when the combination is invalid)."""
+        changes: dict[str, Any] = {"strategy": self.strategy, "devices": self.devices}
+        if self.workers is not None:
+            changes["workers"] = self.workers
+        if self.tpu_address:
+            changes["tpu_address"] = self.tpu_address
+        return base.with_changes(**changes)
+
+
+def parse_targets(text: str) -> list[CompareTarget]:
+    """'CPU:0;mirrored:CPU:0,CPU:1' -> targets; ConfigError names the bad part and the allowed forms."""
+    parts = [part.strip() for part in re.split(r"[;\n]", text or "") if part.strip()]
+    if not parts:
+        raise ConfigError("targets", text, "one or more of " + TARGET_FORMS)
+    return [parse_target(part) for part in parts]
+
+
+def parse_target(text: str) -> CompareTarget:
+    """One target such as 'GPU:0', 'mirrored:CPU:0,CPU:1', 'multi-worker:2' or 'tpu:local'."""
+    spec = text.strip()
+    word, _, rest = spec.partition(":")
+    word, rest = word.strip().lower(), rest.strip()
+    if word == "default" and not rest:
+        return CompareTarget("default", "default")
+    if word == "mirrored":
+        devices = _device_list(rest, spec) if rest else ()
+        return CompareTarget("mirrored:" + ",".join(devices) if devices else "mirrored", "mirrored", devices)
+    if word == "one-device" and rest:
+        devices = _device_list(rest, spec)
+        if len(devices) == 1:
+            return CompareTarget(devices[0], "one-device", devices)
+    if word == "multi-worker":
+        if not rest:
+            return CompareTarget("multi-worker", "multi-worker")
+        if rest.isdigit() and 1 <= int(rest) <= MAX_WORKERS:
+            return CompareTarget(f"multi-worker:{int(rest)}", "multi-worker", workers=int(rest))
+    if word == "tpu" and rest and not rest.isdigit():
+        return CompareTarget(f"tpu:{rest}", "tpu", tpu_address=rest)
+    if word.upper() in DEVICE_KINDS and rest.isdigit():
+        device = normalize_device_name(spec)
+        return CompareTarget(device, "one-device", (device,))
+    raise ConfigError("targets", spec, TARGET_FORMS)
+
+
+def _device_list(text: str, spec: str) -> tuple[str, ...]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(re.fullmatch(r"[A-Za-z]+:\d+", name) and name.split(":")[0].upper() in DEVICE_KINDS for name in names):
+        raise ConfigError("targets", spec, "device lists such as 'mirrored:CPU:0,CPU:1' or 'mirrored:GPU:0,GPU:1'")
+    return tuple(normalize_device_name(name) for name in names)
+
+
+def sweep_targets(device_names: Sequence[str], counts: Sequence[int]) -> list[CompareTarget]:
+    """One device alone (one-device strategy), then Mirrored over the first N for each N > 1."""
+    targets = []
+    for count in counts:
+        devices = tuple(device_names[:count])
+        if count == 1:
+            targets.append(CompareTarget(devices[0], "one-device", devices))
+        else:
+            targets.append(CompareTarget(f"mirrored x{count}: " + ",".join(devices), "mirrored", devices))
+    return targets

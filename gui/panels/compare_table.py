@@ -1,0 +1,173 @@
+"""The Compare tab's result table: one row per target, one column per headline figure, then the comparison's own.
+
+The figure columns come from `core.results.FIGURES` (title, tooltip and
+formatting included), so a new figure appears here without a change. Each cell
+keeps its number in ROLE_VALUE; find a column with `column_index(key)`, the key
+being a figure name or one of the comparison's own: "target", "replicas",
+"speedup", "scaling_efficiency", "achieved_flops", "fraction_of_peak".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QAction, QBrush, QColor, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
+
+from core.compare.table import CompareRow, Comparison
+from core.formatting import format_si, format_value
+from core.results import FIGURES, Figure, RunStatus
+from core.training.flops import efficiency_note
+
+ROLE_VALUE = Qt.ItemDataRole.UserRole
+FAILED_COLOR = "#b00020"
+WARNING_COLOR = "#8a6d00"
+
+Cell = tuple[str, Any, str]  # text, value (ROLE_VALUE), tooltip
+
+
+@dataclass(frozen=True)
+class CompareColumn:
+    """One column of the table: its key, header title and tooltip, and how a row fills its cell."""
+
+    key: str
+    title: str
+    tip: str
+    cell: Callable[[CompareRow, bool, Comparison], Cell]  # row, is it the baseline, the comparison
+
+
+def _target_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    text = row.label + (" (baseline)" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
+    return text, row.label, row.result.message or ", ".join(row.devices) or row.strategy
+
+
+def _replicas_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    replicas = row.replicas if row.status.ran else None
+    return format_value(replicas, "count"), replicas, ""
+
+
+def _figure_cell(figure: Figure, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    value = row.result.figures()[figure.name]
+    tip = row.result.peak_memory_source if figure.name == "peak_memory_bytes" else ""
+    return figure.format(value), value, tip
+
+
+def _number_cell(key: str, kind: str, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    value = getattr(row, key)
+    return format_value(value, kind), value, ""
+
+
+def _flops_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    if comparison.flops_per_step is not None:
+        tip = f"{comparison.flops_per_step:.4g} FLOPs per training step ({comparison.flops_method})"
+    elif comparison.flops_method:
+        tip = f"FLOPs per step {comparison.flops_method}"
+    else:
+        tip = "FLOPs per step not counted for runs picked from the history."
+    return format_si(row.achieved_flops, ""), row.achieved_flops, tip
+
+
+def _peak_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    peak = f". Peak {format_si(row.peak_flops, 'FLOP/s')}: " if row.peak_flops else ". Peak: "
+    tip = efficiency_note(row.fraction_of_peak) + peak + row.peak_flops_how
+    return format_value(row.fraction_of_peak, "fraction"), row.fraction_of_peak, tip
+
+
+COLUMNS: tuple[CompareColumn, ...] = (
+    CompareColumn("target", "Target", "", _target_cell),
+    CompareColumn("replicas", "Replicas", "", _replicas_cell),
+    *(CompareColumn(f.name, f.title, f.description, partial(_figure_cell, f)) for f in FIGURES),
+    CompareColumn(
+        "speedup", "Speed-up", "Samples/s of this row / samples/s of the baseline row.", partial(_number_cell, "speedup", "ratio")
+    ),
+    CompareColumn(
+        "scaling_efficiency",
+        "Efficiency",
+        "Speed-up / (replicas / baseline replicas): 100 % means N replicas ran N times as fast. Same device kind only.",
+        partial(_number_cell, "scaling_efficiency", "percent"),
+    ),
+    CompareColumn(
+        "achieved_flops",
+        "FLOP/s",
+        "Achieved FLOP/s (G = 10^9, T = 10^12): training FLOPs per step x steady-state steps per second.",
+        _flops_cell,
+    ),
+    CompareColumn(
+        "fraction_of_peak", "% of peak", "Achieved FLOP/s / the devices' peak FLOP/s (hover a cell for what it means).", _peak_cell
+    ),
+)
+_INDEX = {column.key: index for index, column in enumerate(COLUMNS)}
+
+
+def column_index(key: str) -> int:
+    """The column of a figure name or of one of the comparison's own keys ("target", "speedup", ...)."""
+    return _INDEX[key]
+
+
+class CompareTable(QTableWidget):
+    """The comparison's rows; the baseline in bold, rows that did not complete in colour.
+
+    Right-clicking a row offers it as the baseline: `baseline_requested(index)`.
+    """
+
+    baseline_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(0, len(COLUMNS), parent)
+        self.setObjectName("compareTable")
+        self._comparison: Comparison | None = None
+        self.setHorizontalHeaderLabels([column.title for column in COLUMNS])
+        for index, column in enumerate(COLUMNS):
+            if column.tip:
+                self.horizontalHeaderItem(index).setToolTip(column.tip)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.verticalHeader().setVisible(False)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._menu)
+
+    def show_comparison(self, comparison: Comparison | None) -> None:
+        """Fill the table with `comparison`'s rows (empty for None)."""
+        self._comparison = comparison
+        rows = comparison.rows if comparison is not None else ()
+        self.setRowCount(len(rows))
+        for row_index, row in enumerate(rows):
+            is_baseline = row_index == comparison.baseline_index
+            for position, column in enumerate(COLUMNS):
+                cell = column.cell(row, is_baseline, comparison)
+                self.setItem(row_index, position, self._item(row, cell, is_baseline, position))
+
+    @staticmethod
+    def _item(row: CompareRow, cell: Cell, is_baseline: bool, column: int) -> QTableWidgetItem:
+        text, value, tip = cell
+        item = QTableWidgetItem(text)
+        item.setData(ROLE_VALUE, value)
+        if tip:
+            item.setToolTip(tip)
+        if column:
+            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if row.status != RunStatus.COMPLETED:
+            item.setForeground(QBrush(QColor(FAILED_COLOR if row.status == RunStatus.FAILED else WARNING_COLOR)))
+        if is_baseline:
+            font = QFont(item.font())
+            font.setBold(True)
+            item.setFont(font)
+        return item
+
+    def _menu(self, position: QPoint) -> None:
+        row = self.rowAt(position.y())
+        if row < 0 or self._comparison is None:
+            return
+        menu = QMenu(self)
+        action = QAction(f"Use {self._comparison.rows[row].label} as baseline", menu)
+        action.setEnabled(row != self._comparison.baseline_index)
+        action.triggered.connect(lambda: self.baseline_requested.emit(row))
+        menu.addAction(action)
+        menu.exec(self.viewport().mapToGlobal(position))

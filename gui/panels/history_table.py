@@ -1,0 +1,122 @@
+"""The History tab's table: one row per stored run, its description then one column per headline figure.
+
+The figure columns come from `core.results.FIGURES` (title, tooltip and
+formatting included). Every column is named by the field the store sorts it by
+(`RunStore.list_runs(order_by=...)`): a RunSummary field or a figure name. Each
+cell keeps the run's id in ROLE_ID and its number (or text) in ROLE_VALUE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
+
+from core.formatting import MISSING, format_value
+from core.history.store import RunSummary
+from core.results import FIGURES, FIGURES_BY_NAME, RunStatus
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Date", "started_at"),
+    ("Label", "label"),
+    ("Status", "status"),
+    ("Model", "model"),
+    ("Data", "dataset"),
+    ("Strategy / devices", "strategy"),
+    ("Replicas", "replicas"),
+    ("Steps", "steps"),
+    *((figure.title, figure.name) for figure in FIGURES),
+)  # (title, the field it sorts by)
+NUMERIC_FIELDS = frozenset({"replicas", "steps", *FIGURES_BY_NAME})
+ROLE_ID = Qt.ItemDataRole.UserRole
+ROLE_VALUE = Qt.ItemDataRole.UserRole + 1
+STATUS_COLORS = {RunStatus.FAILED: "#b00020", RunStatus.STOPPED: "#8a6d00", RunStatus.INTERRUPTED: "#8a6d00"}
+
+
+def column_of(field: str) -> int:
+    """The column sorted by `field` (a RunSummary field or a figure name)."""
+    return next(index for index, (_, name) in enumerate(COLUMNS) if name == field)
+
+
+def _local_time(iso: str) -> str:
+    try:
+        return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return iso
+
+
+def _cells(run: RunSummary) -> list[tuple[str, Any]]:
+    """(text, value) of each column, in COLUMNS order."""
+    where = (run.strategy or "") + (" " + " ".join(run.devices) if run.devices else "")
+    figures = {figure: run.figures.get(figure.name) for figure in FIGURES}
+    return [
+        (_local_time(run.started_at), run.started_at),
+        (run.label, run.label),
+        (run.status.value, run.status.value),
+        (run.model or MISSING, run.model),
+        (run.dataset or MISSING, run.dataset),
+        (where or MISSING, where),
+        (format_value(run.replicas, "count"), run.replicas),
+        (format_value(run.steps, "count"), run.steps),
+        *((figure.format(value), value) for figure, value in figures.items()),
+    ]
+
+
+class HistoryTable(QTableWidget):
+    """The runs, newest first until a header is clicked; the status in colour when a run did not complete."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(0, len(COLUMNS), parent)
+        self.setObjectName("historyTable")
+        self.setHorizontalHeaderLabels([title for title, _ in COLUMNS])
+        for figure in FIGURES:
+            self.horizontalHeaderItem(column_of(figure.name)).setToolTip(figure.description)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.verticalHeader().setVisible(False)
+        self.setWordWrap(False)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(column_of("label"), QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(60)
+        header.setSectionsClickable(True)
+        header.setSortIndicatorShown(True)
+        header.setSortIndicator(column_of("started_at"), Qt.SortOrder.DescendingOrder)
+
+    def set_sort_indicator(self, field: str, descending: bool) -> None:
+        """Show the sort on the column of `field` (the store did the sorting)."""
+        order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
+        self.horizontalHeader().setSortIndicator(column_of(field), order)
+
+    def fill(self, runs: Sequence[RunSummary]) -> None:
+        """One row per run, in the order given."""
+        self.setUpdatesEnabled(False)
+        self.clearContents()
+        self.setRowCount(len(runs))
+        for row, run in enumerate(runs):
+            for column, (text, value) in enumerate(_cells(run)):
+                self.setItem(row, column, self._item(run, column, text, value))
+        self.setUpdatesEnabled(True)
+
+    @staticmethod
+    def _item(run: RunSummary, column: int, text: str, value: Any) -> QTableWidgetItem:
+        item = QTableWidgetItem(text)
+        item.setData(ROLE_ID, run.id)
+        item.setData(ROLE_VALUE, value)
+        field = COLUMNS[column][1]
+        if field in NUMERIC_FIELDS:
+            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if field == "status":
+            if run.message:
+                item.setToolTip(run.message)
+            color = STATUS_COLORS.get(run.status)
+            if color is not None:
+                item.setForeground(QBrush(QColor(color)))
+        if field == "label":
+            item.setToolTip(f"#{run.id} {run.label}" + (f"\n{run.message}" if run.message else ""))
+        return item

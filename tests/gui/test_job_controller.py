@@ -1,0 +1,182 @@
+"""The shared job lifecycle: start, poll, stop, shutdown; for a plain job and for real runs and comparisons."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from PySide6.QtCore import QObject, Signal, Slot
+
+from core.compare.targets import CompareTarget
+from core.config import RunConfig
+from core.history.store import RunStore
+from core.live.step_buffer import StepBuffer
+from core.results import RunStatus, StepRecord
+from gui.controllers.base import JobController
+from gui.controllers.compare import CompareController, CompareJob
+from gui.controllers.run import RunController
+from gui.plotting.plots import PlotsWidget
+from gui.qt_threads import FunctionWorker, running_threads, start_worker
+from tests.gui.conftest import RUN_TIMEOUT_MS
+
+pytestmark = pytest.mark.timeout(300)
+LONG_RUN = 1_000_000
+
+
+class CountingWorker(QObject):
+    """Appends one step record every millisecond until its stop event is set."""
+
+    finished = Signal()
+
+    def __init__(self, buffer: StepBuffer, stop_event: threading.Event):
+        super().__init__()
+        self.buffer = buffer
+        self.stop_event = stop_event
+        self.appended = 0
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            while not self.stop_event.wait(0.001):
+                self.appended += 1
+                self.buffer.append([StepRecord(self.appended, 1.0, 0.001)])
+        finally:
+            self.finished.emit()
+
+
+class CountingController(JobController):
+    """The smallest job controller: counts the steps its timer drains."""
+
+    def __init__(self) -> None:
+        super().__init__(10)
+        self.buffer: StepBuffer | None = None
+        self.worker: CountingWorker | None = None
+        self.drained = 0
+        self.polls_after_end = 0
+
+    def start(self) -> None:
+        self.buffer = StepBuffer()
+        self.worker = CountingWorker(self.buffer, self._new_stop_event())
+        self._launch(self.worker, "counting")
+
+    def _poll(self) -> None:
+        if self.buffer is None:
+            self.polls_after_end += 1
+            return
+        self.drained += len(self.buffer.drain())
+
+    def _job_ended(self) -> None:
+        self._poll()
+        self.buffer = None
+
+
+@pytest.fixture
+def two_cpus(qtbot):
+    """TensorFlow with the CPU split in two logical devices, configured in a worker thread as the window does."""
+    from core.machine.runtime import RuntimeSettings, configure_runtime
+
+    worker = FunctionWorker(configure_runtime, RuntimeSettings(logical_cpus=2))
+    with qtbot.waitSignal(worker.finished, timeout=RUN_TIMEOUT_MS):
+        start_worker(worker, "runtime")
+    qtbot.waitUntil(lambda: not running_threads(), timeout=10_000)
+
+
+def test_a_job_is_polled_while_it_runs_and_fully_drained_when_stopped(qtbot):
+    controller = CountingController()
+    changes: list[bool] = []
+    controller.running_changed.connect(changes.append)
+    controller.start()
+    assert controller.is_running() and changes == [True]
+    qtbot.waitUntil(lambda: controller.drained >= 20, timeout=10_000)
+    with qtbot.waitSignal(controller.running_changed, timeout=10_000):
+        controller.stop()
+    assert changes == [True, False] and not controller.is_running()
+    assert controller.drained == controller.worker.appended, "the last steps are drained when the job ends"
+    qtbot.wait(50)
+    assert controller.polls_after_end == 0, "the timer stops with the job"
+    qtbot.waitUntil(lambda: not running_threads(), timeout=5000)
+
+
+def test_shutdown_waits_for_the_thread_and_stop_when_idle_does_nothing(qtbot):
+    controller = CountingController()
+    controller.stop()
+    assert controller.shutdown(1) and not controller.is_running()
+    controller.start()
+    qtbot.waitUntil(lambda: controller.drained >= 5, timeout=10_000)
+    assert controller.shutdown(10)
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    assert controller.drained == controller.worker.appended
+    assert not running_threads()
+
+
+def test_a_run_controller_trains_reports_progress_and_refuses_a_second_start(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = RunController(plots)
+    changes: list[bool] = []
+    progress: list = []
+    controller.running_changed.connect(changes.append)
+    controller.progress.connect(progress.append)
+    config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=8)
+    with qtbot.waitSignal(controller.run_finished, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert controller.start(config, "eight steps")
+        assert not controller.start(config, "again"), "one run at a time"
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    finished = blocker.args[0]
+    assert finished.result.status == RunStatus.COMPLETED, finished.result.message
+    assert changes == [True, False]
+    assert (progress[-1].done, progress[-1].total) == (8, 8)
+    assert plots.series(controller.current_key).size == 8
+
+
+def test_a_run_controller_shutdown_stops_the_run_mid_way(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = RunController(plots)
+    config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=LONG_RUN)
+    assert controller.start(config, "long")
+    qtbot.waitUntil(lambda: plots.series(controller.current_key).size >= 3, timeout=RUN_TIMEOUT_MS)
+    assert controller.shutdown(60)
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    with RunStore.open() as store:
+        runs = store.list_runs()
+    assert [run.status for run in runs] == [RunStatus.STOPPED]
+    assert plots.series(controller.current_key).size == runs[0].steps
+
+
+def test_a_compare_controller_runs_every_target_with_its_own_curve(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = CompareController(plots)
+    changes: list[bool] = []
+    saved: list = []
+    controller.running_changed.connect(changes.append)
+    controller.run_saved.connect(saved.append)
+    base = RunConfig(model="mlp", dataset="digits", steps=6)
+    targets = tuple(CompareTarget(name, "one-device", (name,)) for name in ("CPU:0", "CPU:1"))
+    with qtbot.waitSignal(controller.comparison_ready, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert controller.start(CompareJob(base, targets))
+        assert not controller.start(CompareJob(base, targets)), "one comparison at a time"
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    comparison = blocker.args[0]
+    assert [row.status for row in comparison.rows] == [RunStatus.COMPLETED] * 2
+    assert changes == [True, False]
+    assert [target.index for target in saved] == [0, 1] and all(t.finished.run_id for t in saved)
+    assert [plots.series(controller.plot_key(index)).size for index in range(2)] == [6, 6]
+
+
+def test_stopping_a_comparison_ends_the_target_in_flight_and_skips_the_rest(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = CompareController(plots)
+    base = RunConfig(model="mlp", dataset="digits", steps=LONG_RUN)
+    targets = tuple(CompareTarget(name, "one-device", (name,)) for name in ("CPU:0", "CPU:1"))
+    assert controller.start(CompareJob(base, targets))
+    qtbot.waitUntil(
+        lambda: controller.plot_key(0) in plots.run_keys() and plots.series(controller.plot_key(0)).size >= 3, timeout=RUN_TIMEOUT_MS
+    )
+    with qtbot.waitSignal(controller.comparison_ready, timeout=60_000) as blocker:
+        controller.stop()
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    statuses = [row.status for row in blocker.args[0].rows]
+    assert statuses[0] == RunStatus.STOPPED and RunStatus.COMPLETED not in statuses
