@@ -65,7 +65,7 @@ def _pairs(steps: int, pairs: int) -> dict:
 
 def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
     """The run as `main.py run` does it, in this (GUI) thread: the event loop waits meanwhile."""
-    from core.cli import ProgressPrinter
+    from core.cli.output import ProgressPrinter
     from core.config import RunConfig
     from core.runner import run_training
 

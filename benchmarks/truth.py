@@ -47,7 +47,7 @@ def run(quick: bool) -> list[harness.Result]:
 
 
 def _child(argv: list[str]) -> dict:
-    from core.cli import ProgressPrinter
+    from core.cli.output import ProgressPrinter
     from core.config import RunConfig
     from core.runner import run_training
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import format_result
+from core.cli.output import format_result
 from core.config import RunConfig
 from core.history.store import RunStore
 from core.results import FIGURES, RunResult, RunStatus

@@ -1,0 +1,79 @@
+"""What the CLI prints: progress lines, a run's result, plain tables."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from core.formatting import NA
+from core.results import FIGURES, Figure, RunResult, StepRecord
+
+
+class ProgressPrinter:
+    """An `on_steps` callback printing one progress line to stderr at most twice a second."""
+
+    def __init__(self, total_steps: int, batch_size: int, stream=None, interval_s: float = 0.5):
+        self.total_steps = total_steps
+        self.batch_size = batch_size
+        self.stream = stream or sys.stderr
+        self.interval_s = interval_s
+        self._last_print = 0.0
+        self._last: StepRecord | None = None
+
+    def __call__(self, records: Sequence[StepRecord]) -> None:
+        self._last = records[-1]
+        now = time.monotonic()
+        if now - self._last_print >= self.interval_s or self._last.step == self.total_steps:
+            self._last_print = now
+            self._print()
+
+    def _print(self) -> None:
+        r = self._last
+        rate = self.batch_size / r.step_time_s if r.step_time_s > 0 else 0.0
+        tag = " (warm-up)" if r.warmup else ""
+        self.stream.write(
+            f"\rstep {r.step}/{self.total_steps}  loss {r.loss:.4f}  {r.step_time_s * 1e3:.2f} ms/step  {rate:,.0f} samples/s{tag}   "
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self._last is not None:
+            self.stream.write("\n")
+
+
+def format_result(result: RunResult) -> str:
+    """The result as aligned 'name: value' lines."""
+    s = result.summary()
+    lines = [
+        ("status", s["status"]),
+        ("model", s["model"]),
+        ("data", s["dataset"]),
+        ("strategy", s["strategy"]),
+        ("devices", ", ".join(result.environment.get("devices", [])) or "-"),
+        ("replicas", s["replicas"]),
+        ("steps", s["steps"]),
+        *((f.title.lower(), _figure_text(f, s)) for f in FIGURES),
+    ]
+    lines += [("warning", w) for w in s["warnings"]]
+    width = max(len(name) for name, _ in lines)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in lines)
+
+
+def format_columns(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain left-aligned text table."""
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def _figure_text(figure: Figure, summary: dict[str, Any]) -> str:
+    """A figure's value for `format_result`, with what it needs to be read right (warm-up steps, memory source)."""
+    value = summary[figure.name]
+    text = figure.format(value, NA)
+    note = {
+        "warmup_s": f"{summary['warmup_steps']} steps: tracing and compilation",
+        "peak_memory_bytes": summary["peak_memory_source"],
+    }.get(figure.name)
+    return f"{text} ({note})" if value is not None and note else text
