@@ -30,6 +30,15 @@ catches the six import lines and the cuInit error. Python's own `sys.stderr`
 keeps writing to the terminal during the redirect, and what was captured is
 replayed there if the block raised, so no traceback or hint is lost. Measured
 result: nothing reaches the terminal for the whole sequence above.
+
+Some C++ lines come later, at ERROR level, so level 2 lets them through: with
+oneDNN on (the default on CPUs with AVX-VNNI/AMX, or TF_ENABLE_ONEDNN_OPTS=1)
+a float16 run prints "E ... util.cc:131] oneDNN supports DT_HALF only on
+platforms with AVX-512 ..." when its step function is first optimised, well
+after the import. So once `import_tensorflow_quietly` has run, the engine
+wraps a run's set-up and first call (tracing, graph rewrites, compilation) in
+`quiet_native_stderr()`, the same redirect; without it (`--verbose`, or a
+library user who never asked) TensorFlow's output stays on the terminal.
 """
 
 from __future__ import annotations
@@ -135,6 +144,7 @@ class LogBuffer(logging.Handler):
 _BUFFER = LogBuffer()
 _redirect_lock = threading.Lock()
 _redirect_active = False
+_quiet_native_log: Path | None = None
 
 
 def log_buffer() -> LogBuffer:
@@ -315,10 +325,13 @@ def import_tensorflow_quietly(log_dir: str | Path | None = None) -> Path:
     Returns that file (`tensorflow-native.log` in the log folder); its lines
     also go to the app log and `log_buffer()`. Does not initialise the TF
     runtime, so `core.machine.runtime.configure_runtime` may still run afterwards.
+    From then on `quiet_native_stderr()` sends TF's later C++ lines to the same file.
     """
+    global _quiet_native_log
     folder = Path(log_dir).expanduser() if log_dir is not None else default_log_dir()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with redirect_native_stderr(folder / NATIVE_LOG_NAME) as path:
+    _quiet_native_log = folder / NATIVE_LOG_NAME
+    with redirect_native_stderr(_quiet_native_log) as path:
         import tensorflow as tf
 
         # Without root handlers TF gives its logger a handler on sys.stderr, which the redirect replaced
@@ -326,3 +339,20 @@ def import_tensorflow_quietly(log_dir: str | Path | None = None) -> Path:
         _route_to_root(logging.getLogger("tensorflow"))
         tf.config.list_physical_devices()
     return path
+
+
+@contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """While the block runs, TF's C++ lines go where `import_tensorflow_quietly` sent them.
+
+    For the moments TensorFlow logs at ERROR level about things that are not
+    errors (the oneDNN DT_HALF notice at a float16 run's first call). Does
+    nothing until `import_tensorflow_quietly` ran in this process, so --verbose
+    and library use keep TensorFlow's output on the terminal.
+    """
+    path = _quiet_native_log
+    if path is None:
+        yield
+        return
+    with redirect_native_stderr(path):
+        yield

@@ -85,12 +85,12 @@ class RunResult:
     message: str = ""
     steps_done: int = 0
     replicas: int = 1
-    warmup_s: float | None = figure("Warm-up", "s", "seconds", "Time of the first call: tracing and compiling the step.")
-    warmup_steps: int = 0
+    samples_per_s: float | None = figure("Samples/s", "", "rate", "Global batch / mean steady-state step time.")
     step_time_median_ms: float | None = figure("Median step", "ms", "ms", "Median steady-state step time (warm-up excluded).")
     step_time_p95_ms: float | None = figure("p95 step", "ms", "ms", "95th percentile of the steady-state step times.")
     step_time_spread: float | None = figure("Spread", "", "percent", "(p90 - p10) / median of the steady-state step times.")
-    samples_per_s: float | None = figure("Samples/s", "", "rate", "Global batch / mean steady-state step time.")
+    warmup_s: float | None = figure("Warm-up", "s", "seconds", "Time of the first call: tracing and compiling the step.")
+    warmup_steps: int = 0
     final_loss: float | None = figure("Final loss", "", "loss", "The loss of the last step.")
     peak_memory_bytes: int | None = figure(
         "Peak memory", "bytes", "bytes", "Device allocator peak on accelerators, else the process's RSS peak.", "INTEGER"

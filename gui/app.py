@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
 
-from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication, QWidget
 
 from core.logs import setup_logging
@@ -18,6 +20,7 @@ from gui.settings import APPLICATION, ORGANIZATION, effective_runtime_settings, 
 
 EXIT_WAIT_S = 120.0
 FIRST_PAINT_FALLBACK_MS = 2000
+CLOSING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name))
 
 
 class _AfterFirstPaint(QObject):
@@ -46,6 +49,69 @@ class _AfterFirstPaint(QObject):
             self._callback()
 
 
+class SignalCloser(QObject):
+    """SIGTERM, SIGHUP and Ctrl-C close the window as its close button does; a second one ends the process at once.
+
+    Python runs signal handlers only when the interpreter gets control, which it
+    does not while Qt's event loop waits. So the handler only notes the signal,
+    `signal.set_wakeup_fd` writes a byte to a socket, and a QSocketNotifier on
+    that socket wakes the event loop, which closes the window (the run stops
+    after the call in flight and is saved). While the window closes, the GUI
+    thread waits in Python, where the handler runs at once: a second signal
+    then leaves with `os._exit`. SQLite commits whole transactions only, so the
+    run stays in the history as it was last written, and reads back as
+    "interrupted" with its steps.
+    """
+
+    def __init__(self, window: QWidget):
+        super().__init__()
+        self.received: int | None = None
+        self._window = window
+        self._closing = False
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        self._previous = {signum: signal.signal(signum, self._on_signal) for signum in CLOSING_SIGNALS}
+        self._notifier = QSocketNotifier(self._reader.fileno(), QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._on_wakeup)
+
+    @property
+    def exit_code(self) -> int | None:
+        """128 + the signal's number once one closed the window (the shell's convention), else None."""
+        return None if self.received is None else 128 + self.received
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.received is not None:  # the second signal: at once, whatever the first one is still waiting for
+            name = signal.Signals(signum).name
+            print(f"Device Lab: {name} again: quitting now; a run in flight stays in the history as interrupted.", file=sys.stderr)
+            os._exit(128 + signum)
+        self.received = signum
+
+    def _on_wakeup(self) -> None:
+        try:
+            while self._reader.recv(64):
+                pass
+        except OSError:  # drained (BlockingIOError) or closed
+            pass
+        if self.received is None or self._closing:
+            return
+        self._closing = True
+        name = signal.Signals(self.received).name
+        print(f"Device Lab: {name} received: stopping the run in flight and closing (send it again to quit at once).", file=sys.stderr)
+        if self._window.close():
+            QCoreApplication.exit(self.exit_code)
+
+    def restore(self) -> None:
+        """Give the signals their previous handlers back and close the socket."""
+        self._notifier.setEnabled(False)
+        signal.set_wakeup_fd(self._previous_fd)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._reader.close()
+        self._writer.close()
+
+
 def run_app(argv: list[str]) -> int:
     """Show the main window, run the event loop, and restart the process when the user asked to."""
     try:
@@ -65,14 +131,18 @@ def run_app(argv: list[str]) -> int:
     window = MainWindow(settings, runtime, note, charts_later=True)
     window.show()
     _AfterFirstPaint(window, window.start)
+    closer = SignalCloser(window)
     code = app.exec()
-    restart = window.restart_requested
+    if closer.exit_code is not None:
+        code = closer.exit_code
+    restart = window.restart_requested and closer.exit_code is None
     settings.sync()
     if not wait_for_threads(EXIT_WAIT_S):
         # A thread stuck inside TensorFlow cannot be interrupted; exiting the normal way would
         # destroy its QThread while it runs and abort. Leave without tearing anything down.
         print("Device Lab: a background task did not end; exiting without cleanup.", file=sys.stderr)
         os._exit(code)
+    closer.restore()
     if restart:
         os.execv(sys.executable, [sys.executable, *sys.argv])
     return code

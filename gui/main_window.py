@@ -358,8 +358,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue(KEY_WINDOW_STATE, self.saveState())
         charts = self._charts
         if charts is not None:
-            if charts.run_controller.is_running():
-                self.statusBar().showMessage("Stopping the run before closing…")
+            self._say_stopping(charts)
             charts.compare_panel.shutdown(CLOSE_TIMEOUT_S)
         self.run_panel.close_down()
         self.run_options.shutdown()
@@ -372,6 +371,17 @@ class MainWindow(QMainWindow):
         if charts is not None:
             charts.history_panel.close_store()
         event.accept()
+
+    def _say_stopping(self, charts: ChartPanels) -> None:
+        """Ask a run or comparison in flight to stop, and say so at once: the close waits for it (seconds) without painting."""
+        busy = {"run": charts.run_controller.is_running(), "comparison": charts.compare_panel.is_running()}
+        jobs = [name for name, running in busy.items() if running]
+        if not jobs:
+            return
+        charts.run_controller.stop()
+        charts.compare_panel.stop()
+        self.statusBar().showMessage(f"Stopping the {' and the '.join(jobs)} after the step in flight, then closing…")
+        self.statusBar().repaint()  # now: the event loop does not run again before the window goes
 
     def _restore_geometry(self) -> None:
         geometry = self.settings.value(KEY_WINDOW_GEOMETRY)

@@ -2,17 +2,21 @@
 
 Progress goes to stderr, results to stdout (`--json` for one JSON document).
 Exit codes: 0 completed, 1 failed or stopped run, 2 invalid input (the message
-on stderr says which field, what was given and what is allowed).
+on stderr says which field, what was given and what is allowed, or why the
+history cannot be used). Ctrl-C, SIGTERM and SIGHUP stop a run after the call
+in flight (`core.cli.signals`); elsewhere Ctrl-C ends the command without a traceback.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
-from core.cli.exits import EXIT_BAD_INPUT
+from core.cli.exits import EXIT_BAD_INPUT, EXIT_RUN_FAILED
 from core.cli.parser import build_parser
 from core.config import ConfigError
+from core.history.database import StoreError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,6 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(verbose=getattr(args, "verbose", False))
     try:
         return args.handler(args)
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    except BrokenPipeError:  # `main.py history | head`: the reader left; no traceback, and none at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_RUN_FAILED

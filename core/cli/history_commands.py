@@ -1,4 +1,4 @@
-"""`history` and `export`, and saving a run from the CLI."""
+"""`history` and `export`, and recording the CLI's runs in the history while they train."""
 
 from __future__ import annotations
 
@@ -6,12 +6,17 @@ import argparse
 import functools
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from core.cli.exits import EXIT_OK
+from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 from core.cli.output import format_columns
-from core.config import ConfigError
+from core.config import ConfigError, RunConfig
 from core.formatting import NA
-from core.results import FIGURES, RunResult
+from core.history.database import StoreError
+from core.results import FIGURES
+
+if TYPE_CHECKING:
+    from core.history.recorder import HistoryRecorder
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -38,32 +43,84 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from core.history.export import ExportError
+
     store = open_history()
     known = {r.id for r in store.list_runs()}
     missing = [i for i in args.run_ids if i not in known]
     if missing:
         raise ConfigError("RUN_ID", missing, "ids listed by `main.py history`")
-    if args.csv:
-        store.export_csv(args.run_ids, args.csv)
-    else:
-        store.export_json(args.run_ids, args.json)
-    print(f"exported {len(args.run_ids)} run(s) to {args.csv or args.json}", file=sys.stderr)
+    target = args.csv or args.json
+    try:
+        if args.csv:
+            store.export_csv(args.run_ids, target)
+        else:
+            store.export_json(args.run_ids, target)
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"exported {len(args.run_ids)} run(s) to {target}", file=sys.stderr)
     return EXIT_OK
 
 
-def save(result: RunResult, skip: bool) -> None:
-    if skip:
-        return
-    run_id = open_history().save(result)
-    print(f"saved as run {run_id} in the history", file=sys.stderr)
+class CliHistory:
+    """The history as one command records its runs: opened once, each run recorded while it trains.
+
+    A history that cannot be opened or written never stops a run nor its
+    printed result: each distinct reason is said once on stderr.
+    """
+
+    def __init__(self, skip: bool):
+        self.skip = skip
+        self._said: set[str] = set()
+
+    def recorder(self, config: RunConfig, label: str = "") -> HistoryRecorder | None:
+        """A recorder for one run (None with --no-save)."""
+        from core.history.recorder import HistoryRecorder
+
+        if self.skip:
+            return None
+        try:
+            return HistoryRecorder(open_history(for_recording=True), config, label)
+        except StoreError as exc:
+            return HistoryRecorder(None, config, label, error=f"The run history could not be opened: {exc} This run is not saved.")
+
+    def begin(self, recorder: HistoryRecorder | None) -> None:
+        """Record the run as started; say at once when the history cannot take it."""
+        if recorder is not None:
+            recorder.begin()
+            self.say_error(recorder)
+
+    def report(self, recorder: HistoryRecorder | None) -> None:
+        """After a run: where it is saved, or why it is not (each reason once)."""
+        if recorder is None:
+            return
+        if recorder.error:
+            self.say_error(recorder)
+        elif recorder.run_id is not None:
+            print(f"saved as run {recorder.run_id} in the history", file=sys.stderr)
+
+    def say_error(self, recorder: HistoryRecorder | None) -> None:
+        """Say why `recorder`'s run is not (fully) saved, unless that was said already."""
+        if recorder is not None and recorder.error and recorder.error not in self._said:
+            self._said.add(recorder.error)
+            print(f"warning: {recorder.error}", file=sys.stderr)
 
 
 @functools.cache
-def open_history():
-    """The run history, opened once per command (a comparison saves several runs)."""
-    from core.history.store import RunStore
+def open_history(for_recording: bool = False):
+    """The run history, opened once per command (a comparison records several runs), its notice said once.
 
-    store = RunStore.open()
-    if store.notice:
+    When recording, a read-only history's notice is left to the recorder's one message.
+    """
+    store = _open_store()
+    if store.notice and not (for_recording and store.read_only):
         print(f"warning: {store.notice}", file=sys.stderr)
     return store
+
+
+@functools.cache
+def _open_store():
+    from core.history.store import RunStore
+
+    return RunStore.open()

@@ -21,6 +21,18 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
     parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="steps per tf.function call")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--tpu-timeout",
+        type=float,
+        default=RunConfig.tpu_timeout_s,
+        metavar="S",
+        help="seconds the TPU may take to answer before the run fails",
+    )
+    parser.add_argument(
+        "--allow-network-workers",
+        action="store_true",
+        help="start local multi-worker runs even where their servers cannot be hidden from the network",
+    )
     parser.add_argument("--no-save", action="store_true", help="do not record the run in the history")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
@@ -39,6 +51,8 @@ def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
         xla=args.xla,
         steps_per_call=args.steps_per_call,
         seed=args.seed,
+        tpu_timeout_s=args.tpu_timeout,
+        allow_network_workers=args.allow_network_workers,
     )
     fields.update(overrides)
     return RunConfig(**fields)

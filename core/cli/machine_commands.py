@@ -49,7 +49,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from core.logs import import_tensorflow_quietly
     from core.workloads.models import describe_models
+
+    import_tensorflow_quietly()  # counting parameters builds the models: TensorFlow's C++ start-up lines go to the log
 
     rows = describe_models()
     if args.json:

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from core.formatting import NA
 from core.results import FIGURES, Figure, RunResult, StepRecord
 
+PROGRESS_INTERVAL_S = 0.5  # the default time between progress lines (benchmarks/crash_loss.py sets 0: every call)
+
 
 class ProgressPrinter:
-    """An `on_steps` callback printing one progress line to stderr at most twice a second."""
+    """An `on_steps` callback printing one progress line to stderr at most every `interval_s` (twice a second)."""
 
-    def __init__(self, total_steps: int, batch_size: int, stream=None, interval_s: float = 0.5):
+    def __init__(self, total_steps: int, batch_size: int, stream=None, interval_s: float | None = None):
         self.total_steps = total_steps
         self.batch_size = batch_size
         self.stream = stream or sys.stderr
-        self.interval_s = interval_s
+        self.interval_s = PROGRESS_INTERVAL_S if interval_s is None else interval_s
         self._last_print = 0.0
         self._last: StepRecord | None = None
 
@@ -77,3 +81,28 @@ def _figure_text(figure: Figure, summary: dict[str, Any]) -> str:
         "peak_memory_bytes": summary["peak_memory_source"],
     }.get(figure.name)
     return f"{text} ({note})" if value is not None and note else text
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout to stderr while the block runs, so stdout holds only the result.
+
+    Keras prints "Downloading data from ..." and a library may print anything
+    while a run trains: `sys.stdout` and file descriptor 1 (native code) both
+    point at stderr until the block ends.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1 (stdout closed): Python's own writes are all there is to move
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)

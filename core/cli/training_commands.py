@@ -1,65 +1,72 @@
-"""`run` and `compare`: train in this process (or its workers) with progress on stderr."""
+"""`run` and `compare`: train in this process (or its workers) with progress on stderr.
+
+Each run is recorded in the history when it starts, its steps appended about once
+a second while it trains, and finished with its result, so a crash or `kill -9`
+loses at most the last second. The result is printed whether or not the history
+could take it. While training, stdout is sent to stderr so that it holds only
+the result (`--json` stays one JSON document).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.history_commands import save
+from core.cli.history_commands import CliHistory
 from core.cli.job_options import job_config
 from core.cli.machine_commands import configure_tensorflow
-from core.cli.output import ProgressPrinter, format_result
-from core.cli.signals import stop_on_interrupt
+from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
+from core.cli.run_setup import JoinProgress, announce_cluster, check_output_folder, run_config
+from core.cli.signals import run_interruptibly, stop_on_signals
 from core.config import ConfigError, RunConfig
 from core.results import RunStatus
 
+if TYPE_CHECKING:
+    from core.history.recorder import HistoryRecorder
+
+NOT_STARTED = "stopped before the run started; nothing was recorded"
+
 
 def cmd_run(args: argparse.Namespace) -> int:
-    devices = tuple(d for d in args.devices.split(",") if d.strip())
-    hosts = tuple(h for h in args.cluster.split(",") if h.strip())
-    config = job_config(
-        args,
-        strategy=args.strategy,
-        devices=devices,
-        workers=len(hosts) if hosts else args.workers,
-        cluster_hosts=hosts,
-        tpu_address=args.tpu,
-    )
-    if config.strategy == "multi-worker":
-        _announce_cluster(config)
+    config = run_config(args)
     profile = parse_step_range(args.profile) if args.profile else None
-    configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
-    from core.hooks.profiler import run_callbacks_for
-    from core.runner import run_training
-    from core.training.engine import check_against_machine, total_steps
+    tensorboard = check_output_folder("--tensorboard", args.tensorboard) if args.tensorboard else None
+    with stop_on_signals() as stop_event:
+        if config.strategy == "multi-worker":
+            announce_cluster(config)
+        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        from core.hooks.profiler import run_callbacks_for
+        from core.runner import run_training
+        from core.training.engine import check_against_machine, total_steps
 
-    check_against_machine(config)
-    callbacks = run_callbacks_for(config, args.tensorboard or None, profile)
-    progress = ProgressPrinter(total_steps(config), config.batch_size)
-    with stop_on_interrupt() as stop_event:
-        result = run_training(config, progress, stop_event, callbacks)
-    progress.finish()
-    save(result, args.no_save)
-    if args.json:
-        print(json.dumps(result.summary(), indent=2))
-    else:
-        print(format_result(result))
+        check_against_machine(config)
+        callbacks = run_callbacks_for(config, tensorboard, profile)
+        if config.strategy == "multi-worker":
+            callbacks.append(JoinProgress())
+        if stop_event.is_set():
+            print(NOT_STARTED, file=sys.stderr)
+            return EXIT_RUN_FAILED
+        history = CliHistory(args.no_save)
+        recorder = history.recorder(config)
+        history.begin(recorder)
+        progress = ProgressPrinter(total_steps(config), config.batch_size)
+        listeners = [*callbacks, *([recorder] if recorder is not None else [])]
+        try:
+            with stdout_to_stderr():
+                result = run_interruptibly(lambda: run_training(config, progress, stop_event, listeners))
+        except ConfigError:
+            if recorder is not None:
+                recorder.discard()  # bad input found as the run started: not a run
+            raise
+        progress.finish()
+    print(json.dumps(result.summary(), indent=2) if args.json else format_result(result))
+    history.report(recorder)
     if result.status != RunStatus.COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
     return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_RUN_FAILED
-
-
-def _announce_cluster(config: RunConfig) -> None:
-    from core.cluster.topology import GRPC_WARNING, worker_commands
-
-    print(f"warning: {GRPC_WARNING}", file=sys.stderr)
-    commands = worker_commands(config)
-    if commands:
-        print("Start one worker on each other host:", file=sys.stderr)
-        for command in commands:
-            print(f"  {command}", file=sys.stderr)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -71,20 +78,36 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not 0 <= args.baseline < len(targets):
         raise ConfigError("baseline", args.baseline, f"a row index from 0 to {len(targets) - 1}")
     base = job_config(args)
-    configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+    history = CliHistory(args.no_save)
+    recorders: dict[int, HistoryRecorder | None] = {}
 
     def announce(index: int, total: int, label: str) -> None:
         print(progress_line(index, total, label), file=sys.stderr)
 
-    with stop_on_interrupt() as stop_event:
-        comparison = run_comparison(
-            base,
-            targets,
-            baseline_index=args.baseline,
-            on_progress=announce,
-            stop_event=stop_event,
-            on_result=lambda _index, result: save(result, args.no_save),
-        )
+    def recorder_for(index: int, config: RunConfig) -> HistoryRecorder | None:
+        recorders[index] = history.recorder(config, targets[index].label)
+        return recorders[index]
+
+    with stop_on_signals() as stop_event:
+        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        if stop_event.is_set():
+            print(NOT_STARTED, file=sys.stderr)
+            return EXIT_RUN_FAILED
+        with stdout_to_stderr():
+            comparison = run_interruptibly(
+                lambda: run_comparison(
+                    base,
+                    targets,
+                    args.baseline,
+                    announce,
+                    None,
+                    stop_event,
+                    on_result=lambda index, _result: history.report(recorders.get(index)),
+                    recorders=recorder_for,
+                )
+            )
+    for recorder in recorders.values():
+        history.say_error(recorder)
     if args.json:
         print(json.dumps(comparison.to_rows_dict(), indent=2))
     else:

@@ -22,11 +22,19 @@ _NOISE = ("All log messages before absl::InitializeLog()", "failed call to cuIni
 class WorkerProcess:
     """Starts `argv` in a new process group and hands each JSON line of its stdout to `on_event`.
 
+    `pass_fds` are descriptors it inherits (a private network's, see `core.cluster.isolation`).
+
     After the last line, `on_event` gets {"event": "exited", "code": ...}, sent
     only once stderr is fully read, so `last_lines()` then holds its last words.
     """
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], on_event: Callable[[dict[str, Any]], None]):
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        on_event: Callable[[dict[str, Any]], None],
+        pass_fds: Sequence[int] = (),
+    ):
         self._popen = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
@@ -36,6 +44,7 @@ class WorkerProcess:
             encoding="utf-8",
             errors="replace",
             env=dict(env),
+            pass_fds=tuple(pass_fds),
             **_own_process_group(),
         )
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)

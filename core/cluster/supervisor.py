@@ -4,7 +4,8 @@ MultiWorkerMirrored collectives can wait forever for a peer that died, so the
 supervisor never trusts the workers to end by themselves: it watches every
 exit code and, once the outcome is known (done, stopped, failed, timed out),
 kills whatever is left. Each worker runs in its own process group (session),
-so a kill takes anything it started with it.
+so a kill takes anything it started with it. Local workers share a private
+network namespace (`core.cluster.isolation`) where the system allows one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.cluster import protocol
+from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, open_worker_network
 from core.cluster.process import EXITED, WorkerProcess
 from core.cluster.topology import (
     GRPC_WARNING,
@@ -29,6 +31,7 @@ from core.cluster.topology import (
     free_ports,
     local_gpu_shares,
     local_worker_argv,
+    oversubscription_warning,
     worker_commands,
 )
 from core.config import RunConfig
@@ -53,17 +56,27 @@ def run_local_cluster(
     """Run `config` on a cluster of worker processes and return the chief's result.
 
     Local workers on free 127.0.0.1 ports, each with its share of the GPUs,
-    or only the chief when `config.cluster_hosts` names the cluster. Blocks
+    in a private network of their own (`core.cluster.isolation`), or only the
+    chief when `config.cluster_hosts` names the cluster. Raises ConfigError,
+    before any worker starts, when local workers cannot be isolated here and
+    `config.allow_network_workers` is False. Blocks
     the calling thread; `stop_event` ends every worker; a worker that dies
     fails the run. Hooks get the chief's events; `RunContext.model` is None
     (the model lives in the chief's process).
     """
     if config.cluster_hosts:
         cluster, local = list(config.cluster_hosts), [0]
+        network, exposed_because = None, ""
     else:
         cluster = [f"{LOCALHOST}:{port}" for port in free_ports(config.workers)]
         local = list(range(config.workers))
-    return Supervisor(config, cluster, local, on_steps, stop_event or threading.Event(), callbacks).run()
+        network, exposed_because = open_worker_network(config)
+    supervisor = Supervisor(config, cluster, local, on_steps, stop_event or threading.Event(), callbacks, network, exposed_because)
+    try:
+        return supervisor.run()
+    finally:
+        if network is not None:
+            network.close()
 
 
 class _Worker:
@@ -97,8 +110,13 @@ class Supervisor:
         on_steps: OnSteps | None,
         stop_event: threading.Event,
         callbacks: Sequence[RunCallback],
+        network: PrivateNetwork | None = None,
+        exposed_because: str = "",
     ):
         self._config = config
+        self._network = network
+        self._exposed_because = exposed_because
+        self._crowding = oversubscription_warning(config)
         self._cluster = list(cluster)
         self._workers = [_Worker(i, address) for i, address in enumerate(cluster)]
         self._local = [self._workers[i] for i in local]
@@ -140,7 +158,9 @@ class Supervisor:
         for worker, gpus in zip(self._local, shares, strict=True):
             argv = local_worker_argv(self._config, self._cluster, worker.index)
             worker_env = env if gpus is None else dict(env, CUDA_VISIBLE_DEVICES=gpus)
-            worker.process = WorkerProcess(argv, worker_env, lambda event, index=worker.index: self._events.put((index, event)))
+            fds = self._network.pass_fds if self._network else ()
+            argv = self._network.wrap(argv) if self._network else argv
+            worker.process = WorkerProcess(argv, worker_env, lambda event, index=worker.index: self._events.put((index, event)), fds)
         workers = [w.info() for w in self._local]
         for listener in self._cluster_listeners():
             listener.on_workers_started(workers)
@@ -278,8 +298,21 @@ class Supervisor:
         result = RunResult.from_dict(chief.result) if chief.result else self._streamed_result(started_at, wall_s)
         if self._failure:
             result = replace(result, status=RunStatus.FAILED, message=self._failure)
-        environment = dict(result.environment, cluster=list(self._cluster), workers=len(self._cluster))
-        return replace(result, config=self._config.to_dict(), environment=environment, warnings=(*result.warnings, GRPC_WARNING))
+        environment = dict(
+            result.environment, cluster=list(self._cluster), workers=len(self._cluster), workers_isolated=self._network is not None
+        )
+        # The chief may have lowered steps_per_call (too few steps to measure): keep what it really used.
+        config = {**self._config.to_dict(), "steps_per_call": result.config.get("steps_per_call", self._config.steps_per_call)}
+        return replace(result, config=config, environment=environment, warnings=(*result.warnings, *self._network_notes()))
+
+    def _network_notes(self) -> tuple[str, ...]:
+        """What the result says about who could reach the workers, and whether they crowded this machine."""
+        crowding = (self._crowding,) if self._crowding else ()
+        if self._network is not None:
+            return (ISOLATED_NOTE, *crowding)
+        if self._exposed_because:
+            return (GRPC_WARNING, exposed_note(self._exposed_because), *crowding)
+        return (GRPC_WARNING, *crowding)
 
     def _streamed_result(self, started_at: str, wall_s: float) -> RunResult:
         """The chief ended without a result (killed): the statistics of the steps it streamed."""

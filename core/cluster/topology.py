@@ -9,7 +9,9 @@ its TF_CONFIG. With `config.cluster_hosts` set, only the chief runs here;
 
 TensorFlow's gRPC server listens on all interfaces (0.0.0.0:port is hard-coded
 in its grpc_server_lib), even when every address in the cluster is 127.0.0.1:
-hence `GRPC_WARNING` on every multi-worker result.
+local workers therefore run in a private network namespace where the system
+allows it (`core.cluster.isolation`), and every other multi-worker result
+carries `GRPC_WARNING`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import psutil
+
+from core.formatting import format_bytes
 from core.training.callbacks import RunCallback
 
 if TYPE_CHECKING:
@@ -31,7 +36,8 @@ if TYPE_CHECKING:
 GRPC_WARNING = "TensorFlow's gRPC channel between workers is unauthenticated and unencrypted: run multi-worker only on a trusted network."
 LOCALHOST = "127.0.0.1"
 USER_WORKER_COMMAND = ("python", "main.py", "worker")
-SUPERVISOR_ONLY_FIELDS = ("cluster_hosts", "cluster_timeout_s")
+SUPERVISOR_ONLY_FIELDS = ("cluster_hosts", "cluster_timeout_s", "allow_network_workers")
+WORKER_MEMORY_BYTES = 256 << 20  # one worker's own memory (USS) training a small model on the CPU, measured
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,41 @@ def local_gpu_shares(gpu_ids: Sequence[str], workers: int) -> list[str | None]:
     if not per_worker:
         return [gpu_ids[i % len(gpu_ids)] for i in range(workers)]
     return [",".join(gpu_ids[i * per_worker : (i + 1) * per_worker]) for i in range(workers)]
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, where the OS tells)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def oversubscription_warning(config: RunConfig, cores: int | None = None, available_bytes: int | None = None) -> str:
+    """Why `config`'s local workers would crowd this machine; "" when they fit.
+
+    Every worker is a whole TensorFlow process with its own thread pools and
+    about WORKER_MEMORY_BYTES of its own memory (more for a larger model):
+    more workers than cores only slows each step, and too many run out of
+    memory. `cores` and `available_bytes` default to this machine's.
+    """
+    if config.strategy != "multi-worker" or config.cluster_hosts or config.workers < 2:
+        return ""
+    cores = usable_cores() if cores is None else cores
+    available = psutil.virtual_memory().available if available_bytes is None else available_bytes
+    workers = config.workers
+    memory = f"about {format_bytes(WORKER_MEMORY_BYTES)} each, {format_bytes(workers * WORKER_MEMORY_BYTES)} in all"
+    if workers > cores:
+        return (
+            f"{workers} local workers share {cores} CPU core{'s' if cores != 1 else ''}: each is a full TensorFlow process "
+            f"({memory}; {format_bytes(available)} available now), so they take long to join and every step is slower "
+            f"than with fewer workers. Use at most {cores} here, or a cluster of several hosts."
+        )
+    if workers * WORKER_MEMORY_BYTES > available:
+        return (
+            f"{workers} local workers need {memory} (each a full TensorFlow process), more than the "
+            f"{format_bytes(available)} available now: use fewer workers."
+        )
+    return ""
 
 
 def tf_config(cluster: Sequence[str], index: int) -> str:

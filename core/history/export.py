@@ -3,21 +3,33 @@
 The header comes from the runs' `environment` dicts, taking whatever keys are there
 (well-known ones first). A key whose value differs between runs shows every distinct
 value: a list in JSON, "a | b" in CSV. Each run in the JSON keeps its own environment.
+
+Every export is written to a temporary file in the target's folder and renamed
+over the target only once complete, so a failure (a full disk, a bad path) never
+leaves half a file; it raises ExportError naming the path and the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
-from collections.abc import Sequence
+import os
+import secrets
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from core.formatting import utc_now
 from core.results import RunResult
 
 _HEADER_ORDER = ("tensorflow", "keras", "python", "platform", "host", "cpu", "gpus", "driver", "cuda", "cudnn", "devices")
+
+
+class ExportError(OSError):
+    """An export could not be written; the message names the file and the reason."""
 
 
 @dataclass(frozen=True)
@@ -53,11 +65,14 @@ def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:
     """
     rows = [{"id": run.id, "label": run.label, "group": run.group, **_flat(run.result.summary())} for run in runs]
     columns = list(rows[0]) if rows else ["id", "label", "group"]
-    with open(path, "w", newline="", encoding="utf-8") as file:
+
+    def write(file: IO[str]) -> None:
         _write_header(file, runs)
         writer = csv.DictWriter(file, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
+
+    write_atomically(path, write)
 
 
 def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
@@ -67,13 +82,14 @@ def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
         "exported_at": utc_now(),
         "runs": [{"id": run.id, "label": run.label, "group": run.group, **run.result.to_dict()} for run in runs],
     }
-    Path(path).write_text(json.dumps(document, indent=1), encoding="utf-8")
+    write_atomically(path, lambda file: file.write(json.dumps(document, indent=1)))
 
 
 def write_steps_csv(run: StoredRun, path: str | Path) -> None:
     """`#` header lines, then step, loss, step_time_s, warmup: one row per step."""
     result = run.result
-    with open(path, "w", newline="", encoding="utf-8") as file:
+
+    def write(file: IO[str]) -> None:
         _write_header(file, [run])
         writer = csv.writer(file)
         writer.writerow(("step", "loss", "step_time_s", "warmup"))
@@ -82,6 +98,49 @@ def write_steps_csv(run: StoredRun, path: str | Path) -> None:
             (step, loss, seconds, int(step <= warmup))
             for step, (loss, seconds) in enumerate(zip(result.losses, result.step_times_s, strict=True), start=1)
         )
+
+    write_atomically(path, write)
+
+
+def write_atomically(path: str | Path, write: Callable[[IO[str]], Any]) -> None:
+    """Call `write(file)` on a temporary file next to `path`, then rename it to `path`; ExportError on failure.
+
+    The temporary file gets the usual permissions (0666 less the umask) and is
+    removed when anything fails, so `path` is either the whole export or as it
+    was before.
+    """
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ExportError(f"Can not export to {target}: it is a folder; give a file name.")
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise ExportError(f"Can not export to {target}: {_reason(exc, target)}.") from exc
+    try:
+        with open(descriptor, "w", newline="", encoding="utf-8") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        if isinstance(exc, OSError):
+            raise ExportError(f"Can not export to {target}: {_reason(exc, target)}.") from exc
+        raise
+
+
+def _reason(exc: OSError, target: Path) -> str:
+    """An OS error in words, without the temporary file's name."""
+    folder = target.parent
+    if exc.errno == errno.ENOENT:
+        return f"the folder {folder} does not exist" if not folder.is_dir() else f"no file can be made in {folder} ({exc.strerror})"
+    if exc.errno == errno.ENOTDIR:
+        return f"{folder} is not a folder"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{exc.strerror.lower()}: the folder {folder} can not be written"
+    return exc.strerror or str(exc)
 
 
 def _write_header(file: Any, runs: Sequence[StoredRun]) -> None:

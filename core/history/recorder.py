@@ -3,8 +3,9 @@
 `HistoryRecorder` is a `RunCallback`: `begin()` records the run as "running" before
 it starts, `on_steps` appends the steps in one transaction at most every
 `flush_interval_s`, and `on_run_end` writes the result. After a crash or `kill -9`
-the run reads back as "interrupted" with every appended step (see
-`RunStore._mark_interrupted`). It writes in the thread that trains, never the GUI's.
+the run reads back as "interrupted" with every appended step and the figures of
+those steps (see `RunStore._close_abandoned_runs`). It writes in the thread that
+trains, never the GUI's.
 
 A history that cannot be written never costs the run: the first failure is kept
 in `error` (for one message to the user) and recording stops.
@@ -12,10 +13,9 @@ in `error` (for one message to the user) and recording stops.
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from core.config import RunConfig
 from core.history.store import RunStore, StoreError
@@ -24,19 +24,28 @@ from core.training.callbacks import RunCallback
 
 FLUSH_INTERVAL_S = 1.0
 
+_T = TypeVar("_T")
+
 
 class HistoryRecorder(RunCallback):
-    """Writes one run to `store` as it happens: begun, steps appended about once a second, finished."""
+    """Writes one run to `store` as it happens: begun, steps appended about once a second, finished.
+
+    `store` may be None when the history could not be opened: pass `error`
+    (why), and the recorder records nothing and reports that error.
+    """
 
     def __init__(
         self,
-        store: RunStore,
+        store: RunStore | None,
         config: RunConfig,
         label: str = "",
         group: str = "",
         environment: dict[str, Any] | None = None,
         flush_interval_s: float = FLUSH_INTERVAL_S,
+        error: str = "",
     ):
+        if store is None and not error:
+            raise ValueError("HistoryRecorder without a store needs the reason (error=...)")
         self._store = store
         self._config = config
         self._label = label
@@ -44,13 +53,15 @@ class HistoryRecorder(RunCallback):
         self._environment = environment
         self._interval_s = flush_interval_s
         self._pending: list[StepRecord] = []
-        self._last_flush = time.monotonic()
+        self._last_flush = float("-inf")  # the first steps are written at once
         self.run_id: int | None = None
-        self.error = ""
+        self.error = error
+        self.finished = False
 
     def begin(self) -> int | None:
         """Record the run as running; returns its id (None when the history could not be written)."""
-        self.run_id = self._attempt(lambda: self._store.begin_run(self._config, self._label, self._group, self._environment))
+        if self.run_id is None:
+            self.run_id = self._attempt(lambda: self._store.begin_run(self._config, self._label, self._group, self._environment))
         return self.run_id
 
     def on_steps(self, records: Sequence[StepRecord]) -> None:
@@ -69,19 +80,46 @@ class HistoryRecorder(RunCallback):
         self.finish(result)
 
     def finish(self, result: RunResult) -> int | None:
-        """Record how the run ended (begins it first if `begin` was never called); returns its id."""
-        if self.run_id is None and not self.error:
-            self.begin()
-        self._pending = []
-        if self.run_id is not None:
+        """Record how the run ended; returns its id, or None when the history could not be written.
+
+        A run never begun (it was skipped, or failed before it started) is saved
+        in one transaction. Only the first call writes: the engine's `on_run_end`
+        and a caller that also finishes runs that never reached the engine may
+        both call it.
+        """
+        if self.finished:
+            return self.run_id if not self.error else None
+        self.finished = True
+        if self.run_id is None:
+            self.run_id = self._attempt(lambda: self._store.save(result, self._label, self._group))
+        else:
+            if not result.losses:
+                self.flush()  # the result has no series: keep the appended steps complete
             self._attempt(lambda: self._store.finish_run(self.run_id, result))
+        self._pending = []
         return self.run_id if not self.error else None
 
-    def _attempt(self, write):
+    def discard(self) -> None:
+        """Remove a begun run that turned out not to be one (its job was refused as it started); records nothing more."""
+        if self.run_id is not None and not self.finished:
+            self._attempt(lambda: self._store.delete([self.run_id]))
+        self.finished = True
+        self._pending = []
+
+    def _attempt(self, write: Callable[[], _T]) -> _T | None:
         if self.error:
             return None
         try:
             return write()
-        except (StoreError, sqlite3.Error, OSError) as exc:
-            self.error = f"The run history {self._store.path} could not be written ({exc}); this run is not saved there."
+        except Exception as exc:  # StoreError, sqlite3.Error, OSError, KeyError, or anything: recording must never cost the run
+            self.error = self._explain(exc)
             return None
+
+    def _explain(self, exc: Exception) -> str:
+        where = f"The run history {self._store.path}"
+        if isinstance(exc, KeyError):
+            return f"{where} no longer has run {self.run_id} (it was deleted while the run trained); the rest of this run is not saved."
+        reason = str(exc) if isinstance(exc, StoreError) else f"{where} could not be written ({type(exc).__name__}: {exc})."
+        if self.run_id is None:
+            return f"{reason} This run is not saved there."
+        return f"{reason} The steps recorded before that are kept there, and the run reads back as interrupted."

@@ -20,6 +20,10 @@ class NewerSchemaError(RuntimeError):
     """The database was written by a newer Device Lab, with a schema this one does not know."""
 
 
+class UnreadableSchemaError(RuntimeError):
+    """A read-only database lacks columns this Device Lab reads, and can not be upgraded."""
+
+
 def _schema_v1(conn: sqlite3.Connection) -> None:
     """Runs with their headline figures as columns (for listing), the rest as JSON; series in chunks."""
     conn.execute(
@@ -54,25 +58,53 @@ def _schema_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_status ON runs (status)")
 
 
+def _schema_v3(conn: sqlite3.Connection) -> None:
+    """The process recording a running run ("<pid>@<start time>", `core.history.owners`); "" once it ended."""
+    if "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+
+
 # Applied in order; migration i takes the schema from user_version i to i + 1. Append only.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _schema_v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _schema_v2, _schema_v3)
 
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the schema to the latest version (one migration per transaction), then add missing figure columns."""
     while True:
         with transaction(conn, "BEGIN IMMEDIATE"):
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > len(MIGRATIONS):
-                raise NewerSchemaError(
-                    f"The run history was written by a newer Device Lab (schema {version}; this one reads up to {len(MIGRATIONS)})."
-                )
+            version = _version(conn)
             if version == len(MIGRATIONS):
                 break
             MIGRATIONS[version](conn)
             conn.execute(f"PRAGMA user_version = {version + 1}")
     with transaction(conn, "BEGIN IMMEDIATE"):
         add_figure_columns(conn)
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """For a database that can not be written (so not migrated): raise unless this Device Lab can read it as it is.
+
+    An older schema reads fine while it has every figure column (the later
+    migrations add nothing the listing needs).
+    """
+    _version(conn)
+    present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    missing = [figure.name for figure in FIGURES if figure.name not in present]
+    if not present or missing:
+        raise UnreadableSchemaError(
+            f"The run history is from an older Device Lab and lacks {', '.join(missing) or 'its tables'}; "
+            "it can not be upgraded because it is read-only."
+        )
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    """The schema version; NewerSchemaError when it is newer than this Device Lab knows."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > len(MIGRATIONS):
+        raise NewerSchemaError(
+            f"The run history was written by a newer Device Lab (schema {version}; this one reads up to {len(MIGRATIONS)})."
+        )
+    return version
 
 
 def add_figure_columns(conn: sqlite3.Connection) -> None:

@@ -9,43 +9,49 @@ series live apart, in packed chunks (`series`). Warm-up steps are the first ones
 run, so a count (`warmup_steps`) marks them.
 
 The database runs in WAL mode and every write is one transaction, so a crash loses at
-most the steps not yet appended. Runs still "running" when a store opens were left by
-a crash (or by a store closed before finishing them) and are marked "interrupted",
-their steps kept; runs begun by a store still open in this process are left alone.
-A file SQLite can not read is moved aside (kept, never deleted) and a new one started,
-with `notice` saying so.
+most the steps not yet appended. A run still "running" whose recording process has
+ended (a crash, a kill, or a store closed before finishing it) is marked "interrupted"
+when a store opens or lists runs: its steps kept and its figures computed from them.
+Runs begun by a store still open in this process, or by another live process
+(`core.history.owners`), are left alone.
+
+A damaged file is moved aside (kept, never deleted) and a new one started, with
+`notice` saying so; a file that can not be written is opened read-only and never
+changed (`core.history.database`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from core.config import RunConfig
 from core.formatting import utc_now
-from core.history import export, schema
+from core.history import export, owners, schema
+from core.history.database import StoreError, open_database
 from core.history.series import insert_series, load_series
 from core.results import FIGURES, RunResult, RunStatus, StepRecord
+from core.training.metrics import summarize
+
+__all__ = ["FILE_NAME", "RunStore", "RunSummary", "StoreError", "default_path"]
 
 FILE_NAME = "history.sqlite3"
+
+log = logging.getLogger(__name__)
 
 # Runs begun by a RunStore that is still open in this process: another RunStore opened
 # here on the same file must not take them for runs a crash left behind.
 _LIVE_RUNS: set[tuple[Path, int]] = set()
 _LIVE_LOCK = threading.Lock()
 _SEARCH_COLUMNS = ("label", "run_group", "status", "message", "model", "dataset", "strategy", "devices")
-
-
-class StoreError(RuntimeError):
-    """The history can not be opened; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -100,17 +106,22 @@ class RunStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = _resolve(path)
-        self.recovered_from: Path | None = None
-        self.notice = ""
         self._lock = threading.RLock()
         self._live: set[int] = set()
-        self._conn = self._open_connection()
+        opened = open_database(self.path)
+        self._conn = opened.conn
+        self.recovered_from: Path | None = opened.recovered_from
+        self.notice = opened.notice
+        self.read_only = opened.read_only  # why nothing can be written here; "" when it can
         try:
-            schema.migrate(self._conn)
+            schema.check_readable(self._conn) if self.read_only else schema.migrate(self._conn)
         except schema.NewerSchemaError as exc:
             self._conn.close()
             raise StoreError(f"{exc} Update Device Lab, or set DEVICE_LAB_DATA_DIR to another folder.") from exc
-        self._mark_interrupted()
+        except schema.UnreadableSchemaError as exc:
+            self._conn.close()
+            raise StoreError(f"{exc} Make {self.path} writable once, or set DEVICE_LAB_DATA_DIR to another folder.") from exc
+        self._close_abandoned_runs()
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> RunStore:
@@ -138,6 +149,7 @@ class RunStore:
         result = RunResult(status=RunStatus.RUNNING, config=config_dict, environment=dict(environment or {}), started_at=utc_now())
         with self._write():
             run_id = self._insert(result, label, group)
+            self._conn.execute("UPDATE runs SET owner = ? WHERE id = ?", (owners.this_process(), run_id))
         with _LIVE_LOCK:
             self._live.add(run_id)
             _LIVE_RUNS.add((self.path, run_id))
@@ -168,7 +180,7 @@ class RunStore:
             if row is None:
                 raise KeyError(f"No run {run_id} in the history.")
             result = result if result.started_at else replace(result, started_at=row[0])
-            values = _row_values(result)
+            values = {**_row_values(result), "owner": ""}
             assignments = ", ".join(f"{schema.quote(column)} = ?" for column in values)
             self._conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
             if result.losses:
@@ -192,6 +204,9 @@ class RunStore:
         with self._write():
             self._conn.executemany("DELETE FROM steps WHERE run_id = ?", ids)
             self._conn.executemany("DELETE FROM runs WHERE id = ?", ids)
+        with _LIVE_LOCK:
+            self._live.difference_update(run_id for (run_id,) in ids)
+            _LIVE_RUNS.difference_update((self.path, run_id) for (run_id,) in ids)
 
     def list_runs(
         self,
@@ -201,9 +216,13 @@ class RunStore:
         order_by: str = "started_at",
         descending: bool = True,
     ) -> list[RunSummary]:
-        """Runs for the History panel, filtered and sorted (`order_by`: a RunSummary field or a figure name)."""
+        """Runs for the History panel, filtered and sorted (`order_by`: a RunSummary field or a figure name).
+
+        Runs whose recording process has ended since the store opened are marked interrupted first.
+        """
         if order_by not in _SORT_COLUMNS:
             raise ValueError(f"order_by: got {order_by!r}; allowed: {', '.join(_SORT_COLUMNS)}")
+        self._close_abandoned_runs()
         where, params = ["1"], []
         if model is not None:
             where.append("model = ?")
@@ -266,30 +285,51 @@ class RunStore:
             stored.append(export.StoredRun(run_id, label, group, result))
         return stored
 
-    def _open_connection(self) -> sqlite3.Connection:
-        """A checked connection; an unreadable file is moved aside and a new one started."""
-        try:
-            return _checked_connection(self.path)
-        except sqlite3.DatabaseError as exc:
-            if _is_busy(exc) or not self.path.exists():
-                raise StoreError(f"Can not open the run history at {self.path}: {exc}. {_ADVICE}") from exc
-            reason = exc
-        self.recovered_from = _move_aside(self.path)
-        self.notice = (
-            f"The run history {self.path} could not be read ({reason}). It was moved to "
-            f"{self.recovered_from} and kept; a new, empty history was started."
-        )
-        return _checked_connection(self.path)
+    def _close_abandoned_runs(self) -> None:
+        """Mark "running" runs whose recording process has ended as interrupted, with the figures of their steps.
 
-    def _mark_interrupted(self) -> None:
+        Best effort: when the file is busy (another process writing) the runs stay
+        "running" until a later listing marks them; listing never fails for it.
+        """
+        if self.read_only:
+            return
         with _LIVE_LOCK:
-            live = [run_id for path, run_id in _LIVE_RUNS if path == self.path]
-        with self._write():
-            self._conn.execute(
-                "UPDATE runs SET status = ?, message = 'Device Lab closed before this run ended; its first '"
-                f" || steps || ' steps were kept.' WHERE status = ? AND id NOT IN ({', '.join('?' * len(live))})",
-                (RunStatus.INTERRUPTED, RunStatus.RUNNING, *live),
-            )
+            live = {run_id for path, run_id in _LIVE_RUNS if path == self.path}
+        with self._lock:
+            rows = self._conn.execute("SELECT id, owner FROM runs WHERE status = ?", (RunStatus.RUNNING,)).fetchall()
+        me = owners.this_process()
+        abandoned = [run_id for run_id, owner in rows if run_id not in live and (owner == me or not owners.is_running(owner))]
+        if not abandoned:
+            return
+        try:
+            with self._write():
+                for run_id in abandoned:
+                    self._mark_interrupted(run_id)
+        except sqlite3.OperationalError as exc:
+            log.warning("Could not mark %d cut-off run(s) as interrupted yet: %s", len(abandoned), exc)
+
+    def _mark_interrupted(self, run_id: int) -> None:
+        """One abandoned run as "interrupted": its steps kept, its figures those of the steps it kept (in the caller's transaction)."""
+        row = self._conn.execute(
+            "SELECT status, steps, warmup_steps, final_loss, batch_size, result FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        if row is None or row[0] != RunStatus.RUNNING:
+            return  # finished (or marked by another process) meanwhile
+        _, steps, warmup_steps, final_loss, batch_size, stored = row
+        _, times = load_series(self._conn, run_id)
+        stats = summarize(times, warmup_steps, batch_size or 0)
+        message = f"The run was cut off before it ended (Device Lab closed, crashed or was killed); its first {steps} steps were kept."
+        result = replace(
+            RunResult.from_dict(json.loads(stored)),
+            status=RunStatus.INTERRUPTED,
+            message=message,
+            steps_done=steps,
+            **stats.result_fields(),
+            final_loss=final_loss,
+        )
+        values = {**_row_values(result), "owner": ""}
+        assignments = ", ".join(f"{schema.quote(column)} = ?" for column in values)
+        self._conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
 
     def _insert(self, result: RunResult, label: str, group: str) -> int:
         values = {"label": label, "run_group": group, **_row_values(result)}
@@ -299,11 +339,10 @@ class RunStore:
     @contextmanager
     def _write(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
         """One transaction under the lock; reads pass "BEGIN" to see a consistent snapshot."""
+        if self.read_only and begin != "BEGIN":
+            raise StoreError(f"The run history {self.path} can only be read ({self.read_only}); nothing can be saved or deleted there.")
         with self._lock, schema.transaction(self._conn, begin):
             yield
-
-
-_ADVICE = "Close other Device Lab windows, or set DEVICE_LAB_DATA_DIR to a writable folder."
 
 
 def _resolve(path: str | Path | None) -> Path:
@@ -311,50 +350,12 @@ def _resolve(path: str | Path | None) -> Path:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StoreError(f"Can not create the folder for the run history {target}: {exc}. {_ADVICE}") from exc
+        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), None)
+        reason = f"{blocker} is a file, not a folder" if blocker else (exc.strerror or str(exc))
+        raise StoreError(
+            f"Can not create the folder {target.parent} for the run history: {reason}. Set DEVICE_LAB_DATA_DIR to a writable folder."
+        ) from exc
     return target
-
-
-def _checked_connection(path: Path) -> sqlite3.Connection:
-    """Connect, prove the file is a sound SQLite database, and switch to WAL."""
-    conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
-    try:
-        problems = [line for (line,) in conn.execute("PRAGMA quick_check")]
-        if problems != ["ok"]:
-            raise sqlite3.DatabaseError("; ".join(problems[:3]))
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _is_busy(exc: sqlite3.DatabaseError) -> bool:
-    """Locked by another process: not corruption, so the file must stay where it is."""
-    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
-    if code is None:
-        return "locked" in str(exc)
-    return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED and their extended codes
-
-
-def _move_aside(path: Path) -> Path:
-    """Rename the file (and its WAL/SHM companions) to `<name>.corrupt-<time>`; returns the new path."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    counter = 1
-    while aside.exists():
-        counter += 1
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{counter}")
-    try:
-        for suffix in ("-wal", "-shm"):
-            companion = path.with_name(path.name + suffix)
-            if companion.exists():
-                companion.rename(aside.with_name(aside.name + suffix))
-        path.rename(aside)
-    except OSError as exc:
-        raise StoreError(f"The run history {path} is unreadable and could not be moved aside: {exc}. {_ADVICE}") from exc
-    return aside
 
 
 def _row_values(result: RunResult) -> dict[str, Any]:

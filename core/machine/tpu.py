@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,6 +29,7 @@ IOMMU_GROUPS = "/sys/kernel/iommu_groups"
 DEV = "/dev"
 TPU_ENV_VARS = ("TPU_NAME", "COLAB_TPU_ADDR", "TPU_ACCELERATOR_TYPE")
 PROBE_TIMEOUT_S = 30.0
+STOP_POLL_S = 0.2
 
 # Google PCI device id -> TPU generation (v2 and v3 share 0x0027; the subsystem id tells them apart).
 _TPU_PCI_IDS = {"0x005e": "v4", "0x0062": "v5p", "0x0063": "v5e", "0x006f": "v6e"}
@@ -190,12 +192,13 @@ def _timeout_message(address: str, timeout_s: float, stage: str) -> str:
     )
 
 
-def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S) -> TpuProbe:
+def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_event: threading.Event | None = None) -> TpuProbe:
     """Connect to and initialise a TPU in a child process, killed after `timeout_s`.
 
     `address` is "local" (Cloud TPU VM), a TPU name, or "grpc://host:port". TF's TPU
     initialisation against an address where nothing listens hangs for minutes, so it
-    never runs in this process.
+    never runs in this process. Setting `stop_event` kills the child within
+    STOP_POLL_S (a run stopped while its TPU is probed).
     """
     address = address.strip() or "local"
     start = time.monotonic()
@@ -212,17 +215,13 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S) -> Tpu
         )
     except OSError as error:
         return TpuProbe(False, f"Could not start the TPU probe process ({error}).")
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        _kill(process)
-        stdout, stderr = process.communicate()
-        timed_out = True
+    stdout, stderr, cut_short = _wait(process, timeout_s, stop_event)
     elapsed = time.monotonic() - start
     reports = [line[len(_REPORT_PREFIX) :] for line in stdout.splitlines() if line.startswith(_REPORT_PREFIX)]
     last = try_read(lambda: json.loads(reports[-1])) or {}
-    if timed_out:
+    if cut_short == "stopped":
+        return TpuProbe(False, f"The TPU probe of {address!r} was stopped after {elapsed:.1f} s.", elapsed_s=elapsed)
+    if cut_short == "timeout":
         return TpuProbe(False, _timeout_message(address, timeout_s, last.get("stage", "")), elapsed_s=elapsed)
     if last.get("ok") and last.get("devices"):
         tpu_type = accelerator_type()
@@ -233,6 +232,24 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S) -> Tpu
     else:
         error = last.get("error") or (stderr.strip().splitlines() or [f"exit code {process.returncode}"])[-1]
     return TpuProbe(False, _failure_message(address, error), elapsed_s=elapsed)
+
+
+def _wait(process: subprocess.Popen, timeout_s: float, stop_event: threading.Event | None) -> tuple[str, str, str]:
+    """The child's (stdout, stderr, cut short): "" when it ended by itself, else "timeout" or "stopped" (killed)."""
+    deadline = time.monotonic() + timeout_s
+    cut_short = "timeout"
+    while (remaining := deadline - time.monotonic()) > 0:
+        if stop_event is not None and stop_event.is_set():
+            cut_short = "stopped"
+            break
+        try:
+            stdout, stderr = process.communicate(timeout=remaining if stop_event is None else min(remaining, STOP_POLL_S))
+            return stdout, stderr, ""
+        except subprocess.TimeoutExpired:
+            continue  # communicate() may be called again: no output is lost
+    _kill(process)
+    stdout, stderr = process.communicate()
+    return stdout, stderr, cut_short
 
 
 def tpu_rows(tf: Any, probe: bool) -> tuple[list[DeviceInfo], list[Note]]:

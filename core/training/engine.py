@@ -15,21 +15,25 @@ the strategy scope per thread.
 from __future__ import annotations
 
 import math
-import platform
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import ConfigError, RunConfig
 from core.formatting import utc_now
+from core.logs import quiet_native_stderr
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
-from core.training.flops import run_peak_environment
+from core.training.environment import environment
+from core.training.memory import MemoryTracker
 from core.training.metrics import summarize
+from core.training.run_checks import batch_warning, call_size
+from core.training.strategies import SetupStopped, TpuUnavailable, check_mirrored_devices, make_strategy
+from core.training.traces import TrainSteps
 from core.workloads import data as data_module
 from core.workloads.models import get_model_spec
 
@@ -48,13 +52,15 @@ class _Session:
 
     strategy: Any
     model: Any
-    train_steps: Any
+    train_steps: TrainSteps | None
     iterator: Any
     total_steps: int
     device_names: tuple[str, ...]
 
     def close(self) -> None:
-        """Free the compiled function before the data iterator: the other order takes up to 0.5 s."""
+        """Free what tracing left behind, then the compiled function before the data iterator (the other order takes up to 0.5 s)."""
+        if self.train_steps is not None and self.iterator is not None:
+            self.train_steps.release(self.iterator)
         self.train_steps = None
         self.iterator = None
         self.model = None
@@ -70,9 +76,12 @@ def train_in_this_process(
 
     `core.runner.run_training` calls this for every strategy but a local
     multi-worker run. Raises ConfigError when the config does not fit this
-    machine (a device that does not exist). Every other problem ends the run
-    with status "failed" and a readable message; setting `stop_event` ends it
-    with status "stopped" after the call in flight.
+    machine (a device that does not exist, Mirrored over one device). Every
+    other problem ends the run with status "failed" and a readable message;
+    setting `stop_event` ends it with status "stopped" after the call in
+    flight (or at once while a TPU is being probed). The result's warnings
+    say what was questionable (float16 on a CPU, a batch larger than the data
+    set, a call size lowered so that steady-state steps remain).
 
     A cluster worker calls this with TF_CONFIG set, so MultiWorkerMirroredStrategy
     joins the cluster TF_CONFIG describes.
@@ -82,23 +91,26 @@ def train_in_this_process(
     listeners = list(callbacks)
     started_at = utc_now()
     start = time.perf_counter()
-    tally = _Tally(_MemoryTracker())
+    tally = _Tally(MemoryTracker(), config)
     status, message = RunStatus.COMPLETED, ""
     previous_policy = _set_precision(config.precision)
     session: _Session | None = None
     try:
-        session = _prepare(config)
-        _start_run(config, session, tally, listeners)
-        _run_calls(config, session, tally, on_steps, stop_event, listeners)
+        with quiet_native_stderr():
+            session = _prepare(config, tally, stop_event)
+        _start_run(session, tally, listeners)
+        _run_calls(session, tally, on_steps, stop_event, listeners)
         if stop_event.is_set() and len(tally.losses) < session.total_steps:
             status, message = RunStatus.STOPPED, f"Stopped by the user after {len(tally.losses)} of {session.total_steps} steps."
+    except SetupStopped as exc:
+        status, message = RunStatus.STOPPED, str(exc)
     except Exception as exc:  # every failure becomes a readable, recorded result
         status, message = RunStatus.FAILED, explain_failure(exc)
     finally:
         if session is not None:
             session.close()
         _set_precision_policy(previous_policy)
-    result = _make_result(config, tally, status, message, started_at, start)
+    result = _make_result(tally, status, message, started_at, start)
     for listener in listeners:
         listener.on_run_end(result)
     return result
@@ -106,9 +118,15 @@ def train_in_this_process(
 
 @dataclass
 class _Tally:
-    """What a run has measured so far: per-step losses and times, warm-up steps, replicas, devices, memory."""
+    """What a run has measured so far: per-step losses and times, warm-up steps, replicas, devices, memory.
 
-    memory: _MemoryTracker
+    `config` is the job as it really ran (steps per call may be lowered, see
+    `run_checks.call_size`); `notes` are warnings found while setting it up.
+    """
+
+    memory: MemoryTracker
+    config: RunConfig
+    notes: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     warmup_steps: int = 0
@@ -126,18 +144,17 @@ class _Tally:
         return records
 
 
-def _start_run(config: RunConfig, session: _Session, tally: _Tally, listeners: Sequence[RunCallback]) -> None:
+def _start_run(session: _Session, tally: _Tally, listeners: Sequence[RunCallback]) -> None:
     """Note the replicas and devices, start the memory tracker, and tell the hooks the run is set up."""
     tally.replicas = session.strategy.num_replicas_in_sync
     tally.device_names = session.device_names
     tally.memory.start(tally.device_names)
-    context = RunContext(config, session.total_steps, tally.replicas, tally.device_names, session.model)
+    context = RunContext(tally.config, session.total_steps, tally.replicas, tally.device_names, session.model)
     for listener in listeners:
         listener.on_run_start(context)
 
 
 def _run_calls(
-    config: RunConfig,
     session: _Session,
     tally: _Tally,
     on_steps: OnSteps | None,
@@ -148,13 +165,17 @@ def _run_calls(
 
     A call's steps each take (end of this call - end of the call before) /
     steps: the time between calls (hooks, bookkeeping) is part of the step time.
+    The first call (tracing, graph rewrites, compilation) runs with TF's C++
+    log lines kept off the terminal (`quiet_native_stderr`).
     """
+    config = tally.config
     previous_end = time.perf_counter()
     while len(tally.losses) < session.total_steps and not stop_event.is_set():
         count = min(config.steps_per_call, session.total_steps - len(tally.losses))
         for listener in listeners:
             listener.on_call_begin(len(tally.losses) + 1, count)
-        call_losses = session.train_steps(session.iterator, count).numpy().tolist()
+        with quiet_native_stderr() if not tally.losses else nullcontext():
+            call_losses = session.train_steps(session.iterator, count).numpy().tolist()
         call_end = time.perf_counter()
         per_step = (call_end - previous_end) / count
         previous_end = call_end
@@ -167,8 +188,10 @@ def _run_calls(
         _check_finite(records, config)
 
 
-def _make_result(config: RunConfig, tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
+def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
     """The run's result from what it measured; `start` is its perf_counter start, for the wall time."""
+    config = tally.config
+    has_accelerator = any(not d.startswith("CPU") for d in tally.device_names)
     stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
     peak, source = tally.memory.peak()
     return RunResult(
@@ -186,12 +209,13 @@ def _make_result(config: RunConfig, tally: _Tally, status: RunStatus, message: s
         environment=environment(tally.device_names, config.precision),
         losses=tuple(tally.losses),
         step_times_s=tuple(tally.times),
-        warnings=tuple(config.warnings(has_accelerator=any(not d.startswith("CPU") for d in tally.device_names))),
+        warnings=(*config.warnings(has_accelerator=has_accelerator), *tally.notes),
     )
 
 
 def check_against_machine(config: RunConfig) -> None:
-    """Raise ConfigError when the config names devices TensorFlow does not have."""
+    """Raise ConfigError when the config names devices TensorFlow does not have, or mirrors over one device."""
+    check_mirrored_devices(config)
     if not config.devices:
         return
     import tensorflow as tf
@@ -215,7 +239,7 @@ def explain_failure(exc: BaseException) -> str:
     import tensorflow as tf
 
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss)):
+    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss, TpuUnavailable)):
         return str(exc)
     if isinstance(exc, tf.errors.ResourceExhaustedError):
         return f"Out of memory on the device: {first_line}. Lower the batch size, pick a smaller model, or use mixed precision."
@@ -226,50 +250,18 @@ def explain_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line}"
 
 
-def environment(device_names: Sequence[str] = (), precision: str = "off") -> dict[str, Any]:
-    """Versions and hardware a result was measured on, for the history and exports.
-
-    With the devices' estimated peak FLOP/s for `precision` and whether the CPU
-    has native bfloat16 (`run_peak_environment`): a comparison shown later reads
-    these instead of the hardware.
-    """
-    import keras
+def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _Session:
+    """Data, strategy, model, optimizer and the compiled function; notes questionable choices in `tally`."""
     import tensorflow as tf
-
-    env: dict[str, Any] = {
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "host": socket.gethostname(),
-        "devices": list(device_names),
-        "cpu": _cpu_model(),
-    }
-    build = tf.sysconfig.get_build_info()
-    env["cuda_build"] = bool(build.get("is_cuda_build"))
-    env["cuda"] = build.get("cuda_version", "")
-    env["cudnn"] = build.get("cudnn_version", "")
-    env.update(run_peak_environment(device_names, precision))
-    return env
-
-
-def _cpu_model() -> str:
-    try:
-        from core.machine.cpu import cpu_info
-
-        return cpu_info().get("Model", platform.processor())
-    except Exception:
-        return platform.processor() or "n/a"
-
-
-def _prepare(config: RunConfig) -> _Session:
-    import tensorflow as tf
-
-    from core.training.strategies import make_strategy
 
     model_spec = get_model_spec(config.model)
     x, y, num_classes = data_module.load_arrays(config.dataset, model_spec, config.seed)
-    strategy = make_strategy(config)
+    steps = total_steps(config)
+    per_call, why = call_size(config.steps_per_call, steps)
+    tally.notes += [note for note in (batch_warning(config, len(y)), why) if note]
+    if per_call != config.steps_per_call:
+        config = tally.config = config.with_changes(steps_per_call=per_call)
+    strategy = make_strategy(config, stop_event)
     if config.batch_size % strategy.num_replicas_in_sync:
         raise ConfigError(
             "batch_size",
@@ -284,7 +276,7 @@ def _prepare(config: RunConfig) -> _Session:
     dataset = data_module.make_dataset(x, y, config.batch_size, config.seed, config.dataset == "synthetic")
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     train_steps = _make_train_function(strategy, model, optimizer, config)
-    return _Session(strategy, model, train_steps, iterator, total_steps(config), _device_names(strategy, config))
+    return _Session(strategy, model, train_steps, iterator, steps, _device_names(strategy, config))
 
 
 def _device_names(strategy, config: RunConfig) -> tuple[str, ...]:
@@ -312,7 +304,7 @@ def _make_optimizer(config: RunConfig):
     return optimizer
 
 
-def _make_train_function(strategy, model, optimizer, config: RunConfig):
+def _make_train_function(strategy, model, optimizer, config: RunConfig) -> TrainSteps:
     """A tf.function running n steps per call and returning the n per-step losses."""
     import keras
     import tensorflow as tf
@@ -335,7 +327,6 @@ def _make_train_function(strategy, model, optimizer, config: RunConfig):
 
     step = tf.function(one_step, jit_compile=True) if config.xla else one_step
 
-    @tf.function
     def train_steps(iterator, n):
         losses = tf.TensorArray(tf.float32, size=n)
         for i in tf.range(n):
@@ -343,7 +334,7 @@ def _make_train_function(strategy, model, optimizer, config: RunConfig):
             losses = losses.write(i, tf.cast(strategy.reduce("SUM", per_replica, axis=None), tf.float32))
         return losses.stack()
 
-    return lambda iterator, n: train_steps(iterator, tf.constant(n, tf.int32))
+    return TrainSteps(train_steps)
 
 
 def _check_finite(records: Sequence[StepRecord], config: RunConfig) -> None:
@@ -368,46 +359,3 @@ def _set_precision_policy(name: str) -> None:
     import keras
 
     keras.config.set_dtype_policy(name)
-
-
-class _MemoryTracker:
-    """Peak memory of the run: TF's allocator peak on accelerators, else the process's RSS."""
-
-    SAMPLE_INTERVAL_S = 0.25
-
-    def __init__(self) -> None:
-        import psutil
-
-        self._process = psutil.Process()
-        self._accelerators: list[str] = []
-        self._rss_peak = 0
-        self._last_sample = -float("inf")
-
-    def start(self, device_names: Sequence[str]) -> None:
-        import tensorflow as tf
-
-        self._accelerators = [d for d in device_names if not d.startswith("CPU")]
-        for device in self._accelerators:
-            try:
-                tf.config.experimental.reset_memory_stats(device)
-            except (ValueError, RuntimeError):
-                pass
-        self.sample()
-
-    def sample(self, now: float | None = None) -> None:
-        """Read the process RSS, at most every SAMPLE_INTERVAL_S when `now` is given (cheap per call)."""
-        if now is not None and now - self._last_sample < self.SAMPLE_INTERVAL_S:
-            return
-        self._last_sample = time.perf_counter() if now is None else now
-        self._rss_peak = max(self._rss_peak, self._process.memory_info().rss)
-
-    def peak(self) -> tuple[int | None, str]:
-        import tensorflow as tf
-
-        self.sample()
-        if self._accelerators:
-            try:
-                return sum(tf.config.experimental.get_memory_info(d)["peak"] for d in self._accelerators), "device allocator peak"
-            except (ValueError, RuntimeError):
-                pass
-        return (self._rss_peak or None), "host process RSS peak"

@@ -2,8 +2,8 @@
 
 The comparison thread runs `core.compare.runner.run_comparison` (or `scaling_sweep`):
 targets one after another, the same model, data, global batch, steps and seed.
-It appends each target's steps to that target's `StepBuffer` and saves every
-finished run to the history itself. A 20 Hz timer in the GUI thread drains the
+It appends each target's steps to that target's `StepBuffer` and records every
+run in the history as it trains (begun, steps about once a second, finished). A 20 Hz timer in the GUI thread drains the
 buffers into the shared plots, one plot key per target. No signal per step.
 """
 
@@ -19,14 +19,15 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from core.compare.runner import progress_line, run_comparison, scaling_sweep
 from core.compare.table import Comparison
-from core.compare.targets import CompareTarget
+from core.compare.targets import CompareTarget, sweep_targets
 from core.config import RunConfig
+from core.history.recorder import HistoryRecorder
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import RunResult, RunStatus, StepRecord
 from core.workloads.models import MODELS
 from gui.controllers.base import JobController
-from gui.controllers.history import save_to_history
+from gui.controllers.history import JobHistory
 from gui.controllers.training_worker import FinishedRun, PlanCallback, explain
 from gui.plotting.plots import PlotsWidget
 
@@ -104,11 +105,13 @@ class CompareBuffers:
 
 
 class CompareWorker(QObject):
-    """Runs one comparison in a worker thread; every run that ends is saved to the history there.
+    """Runs one comparison in a worker thread, recording every run in the history as it trains.
 
-    A target that never started (it does not fit this machine) comes back as a
-    failed row and is saved too, so the history explains it. Stop by setting
-    `stop_event`: the run in flight ends and the rest are skipped.
+    Each target is begun in the history before it trains, its steps appended
+    about once a second, and finished with its result (through the runner's
+    `recorders`). A target that never started (it does not fit this machine)
+    comes back as a failed row and is recorded too, so the history explains
+    it. Stop by setting `stop_event`: the run in flight ends and the rest are skipped.
     """
 
     progress = Signal(int, int, str)  # index, total, label
@@ -124,24 +127,17 @@ class CompareWorker(QObject):
         self.stop_event = stop_event
         self._labels: dict[int, str] = {}
         self._saved: set[int] = set()
+        self._history = JobHistory()
+        self._recorders: dict[int, HistoryRecorder] = {}
 
     @Slot()
     def run(self) -> None:
         try:
-            callbacks = [PlanCallback(self.buffers.set_plan)]
-            if self.job.sweep_kind:
-                comparison = scaling_sweep(
-                    self.job.base, self.job.sweep_kind, None, 0,
-                    self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks,
-                )  # fmt: skip
-            else:
-                comparison = run_comparison(
-                    self.job.base, self.job.targets, self.job.baseline_index,
-                    self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks,
-                )  # fmt: skip
-            for index, row in enumerate(comparison.rows):
-                if index not in self._saved and row.status == RunStatus.FAILED:
-                    self._save(index, row.label, row.result)
+            with self._history:
+                comparison = self._compare()
+                for index, row in enumerate(comparison.rows):  # rows that never started: failed, or skipped and recorded
+                    if index not in self._saved and (row.status == RunStatus.FAILED or index in self._recorders):
+                        self._save(index, row.label, row.result)
             self.comparison_ready.emit(comparison)
         except Exception as exc:  # reported to the GUI, never lost in the thread
             self.failed.emit(explain(exc))
@@ -149,17 +145,52 @@ class CompareWorker(QObject):
         finally:
             self.finished.emit()
 
+    def _compare(self) -> Comparison:
+        callbacks = [PlanCallback(self.buffers.set_plan)]
+        recorders = self._recorder if self._history.is_open else None
+        if self.job.sweep_kind:
+            return scaling_sweep(
+                self.job.base, self.job.sweep_kind, None, 0,
+                self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks, recorders=recorders,
+            )  # fmt: skip
+        return run_comparison(
+            self.job.base, self.job.targets, self.job.baseline_index,
+            self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks, recorders=recorders,
+        )  # fmt: skip
+
+    def _recorder(self, index: int, config: RunConfig) -> HistoryRecorder:
+        """The history recorder of target `index` (the runner begins and finishes it), labelled as the History tab shows it."""
+        recorder = self._history.recorder(config, history_label(self._label(index, config), config.to_dict()))
+        self._recorders[index] = recorder
+        return recorder
+
+    def _label(self, index: int, config: RunConfig | None = None) -> str:
+        """The target's label: as announced, else the job's target, else (a sweep's, before it starts) from its devices."""
+        if index in self._labels:
+            return self._labels[index]
+        if index < len(self.job.targets):
+            return self.job.targets[index].label
+        if config is not None and config.devices:
+            return sweep_targets(config.devices, [len(config.devices)])[0].label
+        return f"target {index + 1}"
+
     def _on_progress(self, index: int, total: int, label: str) -> None:
         self._labels[index] = label
         self.buffers.begin(index, label)
         self.progress.emit(index, total, label)
 
     def _on_result(self, index: int, result: RunResult) -> None:
-        self._save(index, self._labels.get(index, f"target {index + 1}"), result)
+        self._save(index, self._label(index), result)
 
     def _save(self, index: int, label: str, result: RunResult) -> None:
+        """Finish the target's record (when the engine has not already) and tell the GUI where it is stored."""
         self._saved.add(index)
-        run_id, error = save_to_history(result, history_label(label, result.config))
+        recorder = self._recorders.get(index)
+        if recorder is None and self._history.is_open:  # a target the runner never recorded: it did not start
+            recorder = self._recorder(index, self.job.base)  # finishing writes the target's own config
+        if recorder is not None:
+            recorder.finish(result)
+        run_id, error = self._history.outcome(recorder)
         self.run_saved.emit(SavedTarget(index, label, FinishedRun(result, run_id, error)))
 
 

@@ -1,24 +1,60 @@
-"""Where the GUI saves finished runs to the history (core.history.store.RunStore).
+"""Where the GUI records runs in the history (core.history.store.RunStore), from the job's worker thread.
 
-Training runs and comparisons both save through `save_to_history`, in their
-worker thread. Reading, exporting and deleting stored runs is the History
-panel's (gui.panels.history), through its own store.
+A job (a training run, a comparison) opens the store once, in its worker thread
+(`JobHistory`), and records each of its runs through a `HistoryRecorder`: begun
+before it trains, its steps appended about once a second, finished with its
+result. After a crash the run reads back as "interrupted" with its steps. The
+GUI thread never touches this store; reading, exporting and deleting stored
+runs is the History panel's (gui.panels.history), through its own store.
 """
 
 from __future__ import annotations
 
-from core.results import RunResult
+import sqlite3
+
+from core.config import RunConfig
+from core.history.recorder import HistoryRecorder
+from core.history.store import RunStore, StoreError
 
 
-def save_to_history(result: RunResult, label: str) -> tuple[int | None, str]:
-    """Store a finished run; returns (run id, "") or (None, why it could not be stored).
+class JobHistory:
+    """The history as one job's worker thread writes it: opened on entry, closed on exit.
 
-    Runs in the training thread, so saving a long step series never blocks the window.
+    A history that cannot be opened never stops the job: `error` says why
+    (one message for the user), and `is_open` is False.
     """
-    try:
-        from core.history.store import RunStore
 
-        with RunStore.open() as store:
-            return store.save(result, label=label), ""
-    except Exception as exc:  # the run itself is fine; only its record is missing
-        return None, f"The run was not saved to the history: {exc}"
+    def __init__(self) -> None:
+        self.error = ""
+        self._store: RunStore | None = None
+
+    def __enter__(self) -> JobHistory:
+        try:
+            self._store = RunStore.open()
+        except (StoreError, sqlite3.Error, OSError) as exc:
+            self.error = f"The run was not saved to the history: {exc}"
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    @property
+    def is_open(self) -> bool:
+        """True when runs can be recorded (the store opened)."""
+        return self._store is not None
+
+    def recorder(self, config: RunConfig, label: str, group: str = "") -> HistoryRecorder:
+        """A recorder for one run of this job, while `is_open` (call its `begin()` before the run trains)."""
+        if self._store is None:
+            raise RuntimeError("The history is not open: check `is_open` first.")
+        return HistoryRecorder(self._store, config, label, group)
+
+    def outcome(self, recorder: HistoryRecorder | None) -> tuple[int | None, str]:
+        """Where a finished run is stored: (run id, "") or (None, why it is not)."""
+        if recorder is None:
+            return None, self.error
+        if recorder.error:
+            return None, recorder.error
+        return recorder.run_id, ""

@@ -1,4 +1,4 @@
-"""The training thread's worker: one `run_training` call, its steps to a buffer, its result saved."""
+"""The training thread's worker: one `run_training` call, its steps to a buffer and to the history as it trains."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal, Slot
 
 from core.config import RunConfig
+from core.history.recorder import HistoryRecorder
 from core.live.step_buffer import StepBuffer
 from core.results import RunResult, RunStatus
 from core.training.callbacks import RunCallback, RunContext
+from gui.controllers.history import JobHistory
 
 
 class PlanCallback(RunCallback):
@@ -41,8 +43,9 @@ class TrainingWorker(QObject):
     """Runs one `run_training` call in a worker thread.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
-    call of the compiled step function. Steps go to `buffer`; the result, saved to
-    the history, comes back through `result_ready`.
+    call of the compiled step function. Steps go to `buffer` and, about once a
+    second, to the history (so a crash loses at most the last second); the
+    result, recorded there too, comes back through `result_ready`.
     """
 
     result_ready = Signal(object)
@@ -66,25 +69,35 @@ class TrainingWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        from core.runner import run_training
-        from gui.controllers.history import save_to_history
-
         try:
-            try:
-                result = run_training(
-                    self.config, self.buffer.append, self.stop_event, [PlanCallback(self.buffer.set_plan), *self.callbacks]
-                )
-            except Exception as exc:  # a config the machine cannot run: recorded like any failed run
-                message = explain(exc)
-                self.failed.emit(message)
-                result = RunResult(status=RunStatus.FAILED, config=self.config.to_dict(), message=message)
-            run_id, history_error = save_to_history(result, self.label)
+            with JobHistory() as history:
+                recorder = history.recorder(self.config, self.label) if history.is_open else None
+                result = self._train(recorder)
+                run_id, history_error = history.outcome(recorder)
             self.result_ready.emit(FinishedRun(result, run_id, history_error))
         except Exception as exc:  # never let an exception die silently in the thread
             self.failed.emit(explain(exc))
             traceback.print_exc()
         finally:
             self.finished.emit()
+
+    def _train(self, recorder: HistoryRecorder | None) -> RunResult:
+        """One `run_training` call, recorded as it goes: begun first, steps about once a second, then its result."""
+        from core.runner import run_training
+
+        callbacks: list[RunCallback] = [PlanCallback(self.buffer.set_plan)]
+        if recorder is not None:
+            recorder.begin()
+            callbacks.append(recorder)  # ahead of the run's own hooks: one that fails cannot keep the result out
+        try:
+            result = run_training(self.config, self.buffer.append, self.stop_event, [*callbacks, *self.callbacks])
+        except Exception as exc:  # a config the machine cannot run: recorded like any failed run
+            message = explain(exc)
+            self.failed.emit(message)
+            result = RunResult(status=RunStatus.FAILED, config=self.config.to_dict(), message=message)
+        if recorder is not None:
+            recorder.finish(result)  # a run that never reached the engine; once the engine has finished it, nothing is written
+        return result
 
 
 def explain(exc: BaseException) -> str:

@@ -190,7 +190,11 @@ class HistoryPanel(QWidget):
             )
             if answer != QMessageBox.StandardButton.Yes:
                 return []
-        self._store.delete(run_ids)
+        try:
+            self._store.delete(run_ids)
+        except StoreError as exc:
+            self.message.emit(f"Nothing deleted: {exc}")
+            return []
         for run_id in run_ids:
             if plot_key(run_id) in self._plots.run_keys():
                 self._plots.remove_run(plot_key(run_id))

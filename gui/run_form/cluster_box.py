@@ -1,6 +1,8 @@
 """The multi-worker group of the run form: local workers or a real cluster, the other hosts' commands, the wait.
 
-Local workers listen on free 127.0.0.1 ports. For a real cluster the user lists
+Local workers listen on free 127.0.0.1 ports, in a private network of their own
+where the system allows it (`LocalWorkersNotes` says which, and asks before
+running them reachable from the network). For a real cluster the user lists
 the workers' host:port addresses (this machine first: it runs the chief) or
 reads them from TF_CONFIG / Slurm; the box shows the exact command to start on
 every other host. While a run waits for its workers, `ClusterWatcher` (a hook
@@ -14,7 +16,7 @@ import re
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QFormLayout,
@@ -34,12 +36,12 @@ from core.cluster.topology import GRPC_WARNING, ClusterCallback, WorkerInfo, clu
 from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, ConfigError, RunConfig, normalize_address
 from core.training.callbacks import RunCallback, RunContext
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.run_form.worker_network import LocalWorkersNotes
 
 DEFAULT_WORKERS = 2
 DEFAULT_TIMEOUT_S = 300
 ALL_INTERFACES_NOTE = (
-    "Its server listens on all network interfaces, even for local workers on 127.0.0.1: "
-    "keep the workers' ports closed to untrusted networks (firewall)."
+    "Each worker's server listens on all network interfaces of its host: keep the workers' ports closed to untrusted networks (firewall)."
 )
 HOSTS_PLACEHOLDER = "10.0.0.1:2222   (this machine: the chief)\n10.0.0.2:2222\n10.0.0.3:2222"
 NO_ADDRESSES_YET = "Enter the workers' addresses above: the command to run on each other host appears here."
@@ -83,6 +85,10 @@ class ClusterBox(QGroupBox):
             return ()
         return tuple(part for part in _SEPARATORS.split(self.hosts_edit.toPlainText()) if part)
 
+    def allow_network_workers(self) -> bool:
+        """True when local workers that cannot be isolated here may run reachable from the network (confirmed)."""
+        return not self.is_cluster() and self.local_notes.allow_network_workers()
+
     def workers(self) -> int:
         return len(self.hosts()) if self.is_cluster() else self.workers_spin.value()
 
@@ -92,7 +98,7 @@ class ClusterBox(QGroupBox):
     def errors(self) -> list[str]:
         """What is wrong with the cluster fields, each with what to type."""
         if not self.is_cluster():
-            return []
+            return self.local_notes.errors()
         hosts = self.hosts()
         if not hosts:
             return ["Cluster: list one host:port per worker, this machine first (or press Read from environment)."]
@@ -106,10 +112,19 @@ class ClusterBox(QGroupBox):
 
     def input_widgets(self) -> list[QWidget]:
         """The fields a running job must not change (the commands and Copy stay usable)."""
-        return [self.local_radio, self.hosts_radio, self.workers_spin, self.hosts_edit, self.read_env_button, self.timeout_spin]
+        return [
+            self.local_radio,
+            self.hosts_radio,
+            self.workers_spin,
+            self.hosts_edit,
+            self.read_env_button,
+            self.timeout_spin,
+            self.local_notes.allow_check,
+        ]
 
     def show_config(self, config: RunConfig | None) -> None:
-        """Show the commands for the other hosts of `config` (None: the form is invalid)."""
+        """Show the commands for the other hosts of `config` (None: the form is invalid), or how local workers fit."""
+        self.local_notes.show_config(config)
         if not self.is_cluster():
             return
         if config is None or not config.cluster_hosts:
@@ -135,6 +150,13 @@ class ClusterBox(QGroupBox):
     def close_down(self) -> None:
         """The window is closing: start no more background work."""
         self._closed = True
+        self.local_notes.close_down()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Shown for a multi-worker run: find out whether its local workers can be isolated."""
+        super().showEvent(event)
+        if not self.is_cluster():
+            self.local_notes.check_isolation()
 
     # --- building --------------------------------------------------------------
 
@@ -234,7 +256,7 @@ class ClusterBox(QGroupBox):
         form.addRow("Join timeout", self.timeout_spin)
 
     def _build_status_section(self, layout: QVBoxLayout) -> None:
-        """Where a running cluster stands, and the warning about its open ports."""
+        """Where a running cluster stands, whether local workers are private or crowded, the warning about open ports."""
         self.status_label = QLabel()
         self.status_label.setObjectName("clusterStatusLabel")
         self.status_label.setWordWrap(True)
@@ -245,7 +267,9 @@ class ClusterBox(QGroupBox):
         self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
         self.warning_label.setWordWrap(True)
         self.warning_label.setStyleSheet("color: #8a6d00; font-size: 9pt;")
+        self.local_notes = LocalWorkersNotes()
         layout.addWidget(self.status_label)
+        layout.addWidget(self.local_notes)
         layout.addWidget(self.warning_label)
 
     def _connect_signals(self) -> None:
@@ -254,6 +278,7 @@ class ClusterBox(QGroupBox):
         self.workers_spin.valueChanged.connect(self.changed)
         self.hosts_edit.textChanged.connect(self.changed)
         self.timeout_spin.valueChanged.connect(self.changed)
+        self.local_notes.changed.connect(self.changed)
         self.read_env_button.clicked.connect(self.read_from_environment)
         self.copy_button.clicked.connect(self.copy_commands)
         self.workers_started.connect(self._on_workers_started)
@@ -266,6 +291,10 @@ class ClusterBox(QGroupBox):
         self._form.setRowVisible(self.workers_spin, not cluster)
         self._form.setRowVisible(self.hosts_box, cluster)
         self._form.setRowVisible(self.commands_box, cluster)
+        self.local_notes.setVisible(not cluster)
+        self.warning_label.setVisible(cluster)
+        if not cluster and self.isVisible():
+            self.local_notes.check_isolation()
         self.changed.emit()
 
     # --- actions ---------------------------------------------------------------

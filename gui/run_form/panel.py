@@ -438,8 +438,10 @@ class RunPanel(QWidget):
                 steps_per_call=int(self.spc_edit.value()),
                 workers=self.cluster_box.workers(),
                 tpu_address=self.tpu.address(),
+                tpu_timeout_s=self.tpu_timeout_s,
                 cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
                 cluster_timeout_s=self.cluster_box.timeout_s(),
+                allow_network_workers=strategy == "multi-worker" and self.cluster_box.allow_network_workers(),
             )
         except ConfigError as exc:
             return None, [f"Settings rejected: {exc}"]

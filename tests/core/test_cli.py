@@ -163,3 +163,57 @@ def test_format_result_has_a_line_per_figure():
         assert f.format(getattr(result, f.name)) in text
     assert "(1 steps: tracing and compilation)" in text and "(process RSS peak)" in text
     assert "status" in text and "completed" in text
+
+
+def test_models_prints_no_tensorflow_start_up_lines(cli_env):
+    out = cli(["models"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr == "", out.stderr[-2000:]
+
+
+def test_bad_tensorboard_folder_is_refused_before_tensorflow_loads(cli_env, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = cli(["run", "--model", "mlp", "--steps", "3", "--tensorboard", str(blocker / "logs")], cli_env)
+    assert out.returncode == 2
+    assert f"--tensorboard: got '{blocker / 'logs'}'" in out.stderr and "a folder that can be created and written" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (Path(cli_env["DEVICE_LAB_LOG_DIR"]) / "tensorflow-native.log").exists()  # TensorFlow never loaded
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--tpu", "grpc://127.0.0.1:1"], "add --strategy tpu"),
+        (["--tpu-timeout", "0"], "tpu_timeout_s: got 0.0"),
+    ],
+)
+def test_tpu_options_are_checked(cli_env, args, fragment):
+    out = cli(["run", "--model", "mlp", "--steps", "3", *args], cli_env)
+    assert out.returncode == 2 and fragment in out.stderr and "Traceback" not in out.stderr
+
+
+def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_path):
+    # MNIST is not cached in this KERAS_HOME, so Keras prints "Downloading data from ..." to stdout and tries the
+    # download through a proxy on 127.0.0.1 that refuses: nothing leaves this machine, and the run fails.
+    proxy = "http://127.0.0.1:9"
+    env = dict(cli_env, KERAS_HOME=str(tmp_path / "keras"), https_proxy=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, HTTP_PROXY=proxy,
+               no_proxy="", NO_PROXY="")
+    out = cli(["run", "--model", "mlp", "--data", "mnist", "--steps", "3", "--tpu-timeout", "7", "--json"], env)
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["status"] == "failed"
+    assert "Downloading data from" in out.stderr
+    (stored,) = json.loads(cli(["history", "--json"], cli_env).stdout)
+    exported = tmp_path / "failed.json"
+    assert cli(["export", str(stored["id"]), "--json", str(exported)], cli_env).returncode == 0
+    assert json.loads(exported.read_text())["runs"][0]["config"]["tpu_timeout_s"] == 7.0
+
+
+def test_multi_worker_run_shows_the_join_and_is_recorded_with_the_chiefs_steps(cli_env):
+    out = cli(["run", "--model", "mlp", "--data", "digits", "--strategy", "multi-worker", "--workers", "2", "--steps", "6",
+               "--allow-network-workers", "--json"], cli_env, timeout=480)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout)["steps"] == 6
+    assert "started 2 worker process(es)" in out.stderr and "waiting for the 2 workers to join the cluster" in out.stderr
+    (stored,) = json.loads(cli(["history", "--json"], cli_env).stdout)
+    assert (stored["status"], stored["strategy"], stored["steps"]) == ("completed", "multi-worker", 6)

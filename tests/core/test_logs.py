@@ -214,3 +214,25 @@ def test_quiet_tensorflow_import_leaves_the_terminal_clean_and_the_runtime_confi
         source = re.match(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ([^\]]+)\]", line)
         if source:
             assert f"tensorflow.native: {source.group(1)}:" in app_log
+
+
+def test_later_native_lines_stay_on_the_terminal_until_a_quiet_import_then_go_to_the_log(tmp_path):
+    out = _python(
+        """
+        import os
+        from core.logs import import_tensorflow_quietly, quiet_native_stderr, setup_logging
+        setup_logging()
+        with quiet_native_stderr():
+            os.write(2, b"E0000 00:00:1.0 7 util.cc:131] before any quiet import\\n")
+        native = import_tensorflow_quietly()
+        with quiet_native_stderr():
+            os.write(2, b"E0000 00:00:2.0 7 util.cc:131] oneDNN supports DT_HALF only on platforms with AVX-512.\\n")
+        os.write(2, b"after the block\\n")
+        """,
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "before any quiet import" in out.stderr, "without a quiet import (--verbose) TF's lines stay visible"
+    assert "DT_HALF" not in out.stderr and "after the block" in out.stderr
+    assert "DT_HALF" in (tmp_path / NATIVE_LOG_NAME).read_text()
+    assert "tensorflow.native: util.cc:131: oneDNN supports DT_HALF" in (tmp_path / LOG_FILE_NAME).read_text()

@@ -180,3 +180,89 @@ def test_stopping_a_comparison_ends_the_target_in_flight_and_skips_the_rest(qtbo
     qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
     statuses = [row.status for row in blocker.args[0].rows]
     assert statuses[0] == RunStatus.STOPPED and RunStatus.COMPLETED not in statuses
+    with RunStore.open() as store:
+        stored = store.list_runs(order_by="id", descending=False)
+    assert [run.status for run in stored] == [s for s in statuses if s != RunStatus.SKIPPED], "every target that ran is in the history"
+    assert stored[0].steps == plots.series(controller.plot_key(0)).size
+
+
+def test_a_run_is_in_the_history_while_it_trains_then_finished_with_its_result(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = RunController(plots)
+    config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=LONG_RUN)
+    assert controller.start(config, "recorded as it trains")
+
+    def stored_runs():
+        with RunStore.open() as store:
+            return store.list_runs()
+
+    qtbot.waitUntil(lambda: any(run.steps > 0 for run in stored_runs()), timeout=RUN_TIMEOUT_MS)
+    running = stored_runs()[0]
+    assert running.status == RunStatus.RUNNING and running.label == "recorded as it trains"
+    with qtbot.waitSignal(controller.run_finished, timeout=60_000) as blocker:
+        controller.stop()
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    finished = blocker.args[0]
+    [stored] = stored_runs()
+    assert stored.id == running.id == finished.run_id and finished.history_error == ""
+    assert stored.status == RunStatus.STOPPED and stored.steps == finished.result.steps_done >= running.steps
+
+
+def test_a_run_whose_history_cannot_be_written_still_ends_with_its_result_and_one_reason(qtbot, two_cpus, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where the history folder should be")
+    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(blocker / "data"))
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = RunController(plots)
+    config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=5)
+    with qtbot.waitSignal(controller.run_finished, timeout=RUN_TIMEOUT_MS) as blocked:
+        assert controller.start(config, "no history")
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    finished = blocked.args[0]
+    assert finished.result.status == RunStatus.COMPLETED and finished.result.steps_done == 5
+    assert finished.run_id is None
+    assert finished.history_error.startswith("The run was not saved to the history:") and str(blocker) in finished.history_error
+    assert blocker.read_text() == "a file where the history folder should be"
+
+
+def test_a_comparison_records_each_target_as_the_history_tab_labels_it(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = CompareController(plots)
+    saved: list = []
+    controller.run_saved.connect(saved.append)
+    base = RunConfig(model="mlp", dataset="digits", steps=4)
+    targets = (CompareTarget("CPU:0", "one-device", ("CPU:0",)), CompareTarget("CPU:7", "one-device", ("CPU:7",)))
+    with qtbot.waitSignal(controller.comparison_ready, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert controller.start(CompareJob(base, targets))
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    assert [row.status for row in blocker.args[0].rows] == [RunStatus.COMPLETED, RunStatus.FAILED]
+    with RunStore.open() as store:
+        runs = {run.id: run for run in store.list_runs()}
+    assert sorted(runs) == sorted(target.finished.run_id for target in saved)
+    by_target = {target.label: runs[target.finished.run_id] for target in saved}
+    assert by_target["CPU:0"].label == "MLP · digits · CPU:0 · batch 64 · compare"
+    assert by_target["CPU:0"].status == RunStatus.COMPLETED and by_target["CPU:0"].steps == 4
+    assert by_target["CPU:7"].label == "MLP · digits · CPU:7 · batch 64 · compare"
+    assert by_target["CPU:7"].status == RunStatus.FAILED and "CPU:7" in by_target["CPU:7"].message
+
+
+def test_a_scaling_sweep_records_each_count_under_its_sweep_label(qtbot, two_cpus):
+    plots = PlotsWidget()
+    qtbot.addWidget(plots)
+    controller = CompareController(plots)
+    saved: list = []
+    controller.run_saved.connect(saved.append)
+    with qtbot.waitSignal(controller.comparison_ready, timeout=RUN_TIMEOUT_MS):
+        assert controller.start(CompareJob(RunConfig(model="mlp", dataset="digits", steps=3), sweep_kind="CPU"))
+    qtbot.waitUntil(lambda: not controller.is_running(), timeout=10_000)
+    with RunStore.open() as store:
+        runs = store.list_runs(order_by="id", descending=False)
+    assert [run.label for run in runs] == [
+        "MLP · digits · CPU:0 · batch 64 · compare",
+        "MLP · digits · mirrored x2: CPU:0,CPU:1 · batch 64 · compare",
+    ]
+    assert [run.status for run in runs] == [RunStatus.COMPLETED] * 2 and [run.steps for run in runs] == [3, 3]
+    assert [target.finished.run_id for target in saved] == [run.id for run in runs]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 
 from core.history.store import RunStore
 from core.results import RunStatus
@@ -136,3 +136,38 @@ def test_mirrored_on_two_logical_cpus(ready_window, qtbot):
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.replicas == 2 and result.steps_done == 12
     assert "2 replicas" in panel.result_label.text()
+
+
+def test_closing_mid_run_says_stopping_before_it_waits(ready_window, qtbot):
+    painted: list[str] = []
+
+    class PaintWatcher(QObject):
+        def eventFilter(self, watched, event):
+            if event.type() == QEvent.Type.Paint:
+                painted.append(ready_window.statusBar().currentMessage())
+            return False
+
+    set_one_device(ready_window, "CPU:0", steps=LONG_RUN)
+    qtbot.mouseClick(ready_window.run_panel.start_button, Qt.MouseButton.LeftButton)
+    key = ready_window.run_controller.current_key
+    qtbot.waitUntil(lambda: ready_window.plots.series(key).size >= 3, timeout=RUN_TIMEOUT_MS)
+    watcher = PaintWatcher()
+    ready_window.statusBar().installEventFilter(watcher)
+    ready_window.close()
+    ready_window.statusBar().removeEventFilter(watcher)
+    assert any(text.startswith("Stopping the run after the step in flight, then closing") for text in painted), painted
+    with RunStore.open() as store:
+        assert [run.status for run in store.list_runs()] == [RunStatus.STOPPED]
+
+
+def test_a_history_that_cannot_be_written_leaves_the_result_shown_with_one_reason(ready_window, qtbot, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(blocker / "data"))
+    set_one_device(ready_window, "CPU:0", steps=6)
+    finished = start_and_wait(qtbot, ready_window)
+    assert finished.result.status == RunStatus.COMPLETED and finished.run_id is None
+    text = ready_window.run_panel.result_label.text()
+    assert "Completed" in text and "samples/s" in text
+    assert text.count("The run was not saved to the history") == 1 and str(blocker) in text
+    assert "Run completed after 6 steps" in ready_window.statusBar().currentMessage()

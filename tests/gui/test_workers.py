@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from PySide6.QtCore import QObject, Slot
 
 from core.live.step_buffer import StepBuffer
-from core.results import RunResult, RunStatus
-from gui.controllers.history import save_to_history
 from gui.qt_threads import FunctionWorker, running_threads, start_worker, wait_for_threads
 
 
@@ -66,20 +63,3 @@ def test_step_buffer_hands_over_steps_as_arrays():
     assert steps.steps.tolist() == [1, 2, 3] and steps.losses.tolist() == [2.5, 2.0, 1.5]
     assert steps.warmup.tolist() == [True, False, False]
     assert len(buffer.drain()) == 0
-
-
-def test_history_failure_is_explained_not_raised(tmp_path, monkeypatch):
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the history folder should be")
-    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(blocker / "data"))
-    run_id, message = save_to_history(RunResult(status=RunStatus.COMPLETED, config={"model": "mlp"}), "label")
-    assert run_id is None and message.startswith("The run was not saved to the history:")
-
-
-def test_history_saves_a_run(isolated_folders):
-    from core.history.store import RunStore
-
-    run_id, message = save_to_history(RunResult(status=RunStatus.COMPLETED, config={"model": "mlp"}, losses=(1.0, 0.5), step_times_s=(0.1, 0.1)), "x")
-    assert message == "" and run_id is not None
-    with RunStore.open() as store:
-        assert store.load(run_id).losses == pytest.approx((1.0, 0.5))

@@ -8,12 +8,15 @@ import shlex
 import psutil
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMessageBox
 
-from core.cluster.topology import GRPC_WARNING, ClusterCallback, free_ports, worker_commands
+from core.cluster.isolation import SWITCH, isolation_problem
+from core.cluster.topology import GRPC_WARNING, ClusterCallback, free_ports, usable_cores, worker_commands
 from core.formatting import format_bytes
 from core.machine.types import DeviceInfo, TpuProbe
 from core.results import RunStatus
 from gui.run_form.cluster_box import ALL_INTERFACES_NOTE, NO_ENVIRONMENT
+from gui.run_form.worker_network import ALLOW_TEXT, ISOLATED
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
 
@@ -81,6 +84,8 @@ def test_two_local_workers_train_and_plot_like_one_process(ready_window, qtbot):
     assert series.size == 20
     assert len(series.items["loss"].xData) == 20
     assert "2 replicas" in window.run_panel.result_label.text()
+    assert result.environment["workers_isolated"] is (isolation_problem() == "")
+    assert box.local_notes.isolation_label.text() == ISOLATED or not result.environment["workers_isolated"]
     assert box.status_label.text().startswith("The worker processes started here have ended: worker 0 (chief) exit code")
 
 
@@ -111,10 +116,12 @@ def test_cluster_box_shows_the_command_for_each_other_host(ready_window, qtbot):
     choose(panel.strategy_combo, "multi-worker")
     assert box.isVisibleTo(panel)
     assert GRPC_WARNING in box.warning_label.text() and ALL_INTERFACES_NOTE in box.warning_label.text()
-    assert box.warning_label.isVisibleTo(panel)
+    assert not box.warning_label.isVisibleTo(panel), "local workers: the isolation note instead"
     assert not box.commands_view.isVisibleTo(panel), "local workers need no commands"
     qtbot.waitUntil(lambda: box.hosts_radio.height() > 0, timeout=5000)
     qtbot.mouseClick(box.hosts_radio, Qt.MouseButton.LeftButton)
+    assert box.warning_label.isVisibleTo(panel), "a real cluster keeps the warning about its open ports"
+    assert not box.local_notes.isVisibleTo(panel)
     assert not panel.is_start_enabled()
     assert "list one host:port per worker" in panel.hint_label.text()
     box.hosts_edit.setPlainText("127.0.0.1:2222\nnode-2")
@@ -138,6 +145,56 @@ def test_cluster_box_shows_the_command_for_each_other_host(ready_window, qtbot):
     qtbot.waitUntil(lambda: box.copy_button.height() > 0, timeout=5000)  # laid out, so a click lands on it
     qtbot.mouseClick(box.copy_button, Qt.MouseButton.LeftButton)
     assert QGuiApplication.clipboard().text() == box.commands_view.toPlainText()
+
+
+def test_local_workers_that_cannot_be_isolated_need_a_confirmation(ready_window, qtbot, monkeypatch):
+    monkeypatch.setenv(SWITCH, "off")
+    panel = ready_window.run_panel
+    notes = panel.cluster_box.local_notes
+    set_multi_worker(ready_window, steps=20)
+    assert f"cannot be isolated from the network here: isolation is switched off ({SWITCH}=off)" in notes.isolation_label.text()
+    assert notes.isolation_label.isVisibleTo(panel) and notes.allow_check.isVisibleTo(panel)
+    assert not panel.is_start_enabled()
+    assert ALLOW_TEXT in panel.hint_label.text()
+    qtbot.waitUntil(lambda: notes.allow_check.height() > 0, timeout=5000)
+
+    for answer, allowed in ((QMessageBox.StandardButton.No, False), (QMessageBox.StandardButton.Yes, True)):
+        qtbot.mouseClick(notes.allow_check, Qt.MouseButton.LeftButton)
+        dialog = notes.confirm_dialog
+        assert dialog is not None and dialog.isVisible() and not notes.allow_check.isChecked(), "asks before ticking"
+        assert "reachable from the network" in dialog.text() and f"{SWITCH}=off" in dialog.text()
+        qtbot.mouseClick(dialog.button(answer), Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: notes.confirm_dialog is None, timeout=5000)
+        assert notes.allow_check.isChecked() is allowed
+        assert panel.cluster_box.allow_network_workers() is allowed
+        assert panel.is_start_enabled() is allowed
+        if allowed:
+            assert panel.config().allow_network_workers is True
+
+    qtbot.mouseClick(notes.allow_check, Qt.MouseButton.LeftButton)
+    assert notes.confirm_dialog is None and not panel.cluster_box.allow_network_workers(), "unticking needs no question"
+    assert not panel.is_start_enabled()
+
+
+def test_local_workers_show_whether_they_are_isolated_and_crowded(ready_window, qtbot, monkeypatch):
+    monkeypatch.delenv(SWITCH, raising=False)
+    panel = ready_window.run_panel
+    notes = panel.cluster_box.local_notes
+    set_multi_worker(ready_window, steps=20)
+    problem = isolation_problem()
+    qtbot.waitUntil(lambda: notes.isolation_label.text() != "" and "Checking" not in notes.isolation_label.text(), timeout=30_000)
+    if problem:
+        assert problem in notes.isolation_label.text() and not panel.is_start_enabled()
+    else:
+        assert notes.isolation_label.text() == ISOLATED and not notes.allow_check.isVisibleTo(panel)
+        assert panel.is_start_enabled()
+    assert not notes.crowding_label.isVisibleTo(panel)
+    cores = usable_cores()
+    panel.workers_spin.setValue(64)
+    assert notes.crowding_label.isVisibleTo(panel)
+    assert f"64 local workers share {cores} CPU core" in notes.crowding_label.text()
+    panel.workers_spin.setValue(min(2, cores))
+    assert not notes.crowding_label.isVisibleTo(panel)
 
 
 def test_read_from_environment_fills_the_cluster_from_tf_config(ready_window, qtbot, monkeypatch):

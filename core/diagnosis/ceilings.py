@@ -1,0 +1,47 @@
+"""This machine's measured device ceilings, cached beside the run history, with the datasheet/ISA estimates beside them.
+
+`core.machine.peaks` measures and caches; this module names the cache file
+(`peaks.json` in the history's folder) and fills in the estimates of
+`core.training.flops`, which the machine layer may not import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from core.history.store import default_path
+from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, peaks, with_estimates
+from core.training.flops import peak_flops
+
+ESTIMATED_PRECISIONS = {"CPU": ("float32",), "GPU": ("float32", "bfloat16", "float16")}
+RUN_PRECISIONS = {"float32": "off", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def peaks_path() -> Path:
+    """Where the measured ceilings are cached: beside the history ($DEVICE_LAB_DATA_DIR or the user data folder)."""
+    return default_path().parent / CACHE_FILE
+
+
+def estimate(device: DevicePeaks) -> tuple[dict[str, float], str]:
+    """The datasheet (GPU) or cores x clock x vector width (CPU) estimate per precision, and how it was found.
+
+    The CPU estimate is for float32 only: it knows nothing of bfloat16 units.
+    """
+    found: dict[str, float] = {}
+    hows: list[str] = []
+    for precision in ESTIMATED_PRECISIONS.get(device.kind, ()):
+        flops, how = peak_flops({"kind": device.kind, "name": device.name}, RUN_PRECISIONS[precision])
+        if flops is not None:
+            found[precision] = flops
+        if how not in hows:
+            hows.append(how)
+    return found, "; ".join(hows) or f"no estimate for {device.kind} devices"
+
+
+def machine_peaks(remeasure: bool = False, gpu_names: Sequence[str] | None = None, timeout_s: float = TIMEOUT_S) -> PeaksReport:
+    """The cached ceilings for this machine (measured now when none are cached, or on request), with estimates.
+
+    Blocking (seconds to a minute when it measures): call it off the GUI thread.
+    """
+    return with_estimates(peaks(peaks_path(), remeasure, gpu_names, timeout_s), estimate)

@@ -1,0 +1,445 @@
+"""Measured ceilings of this machine's devices: matrix-product FLOP/s per precision and memory bandwidth.
+
+A datasheet or ISA estimate cannot know a CPU's clock under vector load or how
+well TensorFlow's kernels use it, so every local device TensorFlow lists (the
+CPU, each GPU; TPUs only if TensorFlow lists them without initialising one) is
+measured: a chain of square matrix products in each precision the device has,
+and an in-place streaming add. Timing is honest: tf.function, warmed up, each
+call ended by reading a scalar back to the host, the median of repeats.
+
+Anything may hang or take its process down (a driver, a GPU another process
+holds), so the measurement runs in a child Python process (`python -m
+core.machine.peaks`) that reports one JSON line per figure and is killed with
+its process group when its time runs out; what it measured by then is kept.
+
+Results are cached in a JSON file per machine (CPU model, GPU names) and
+TensorFlow version; the caller names the file (`core.diagnosis.ceilings` puts it
+beside the history) and fills the datasheet estimates (`with_estimates`),
+which this layer may not compute.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from core.formatting import utc_now
+
+MATMUL_SIZE = {"CPU": 4096, "GPU": 8192, "TPU": 8192}
+"""Side of the square matrices: 4096 on CPUs, the usual yardstick (Eigen on a 2-core EPYC runs 1024-2048 about
+a third faster: the ceiling is the large-matrix rate); 8192 on accelerators, which need more work per kernel."""
+CALIBRATION_SIZE = 1024
+TARGET_CALL_S = 0.25
+"""Matrix products are chained (each one's result feeds the next) until one call takes about this long."""
+MAX_CALL_S = 30.0
+"""A device so slow that one product at full size would take longer is measured at a smaller size (said in `method`)."""
+LONG_CALL_S = 2.0
+MAX_CHAIN = 64
+STREAM_ELEMENTS = 32 * 2**20
+"""float32 elements per array of the bandwidth test: 128 MiB each, 256 MiB in all, far beyond any cache."""
+STREAM_BYTES_PER_ELEMENT = 12
+"""`v += d` in place reads v and d and writes v: 3 x 4 bytes per element (STREAM "add" counting)."""
+TIMEOUT_S = 300.0
+"""Generous: on 2 cores shared with other work a full measurement has taken 2-3 minutes."""
+PRECISIONS = {"CPU": ("float32", "bfloat16"), "GPU": ("float32", "bfloat16", "float16"), "TPU": ("float32", "bfloat16")}
+_NO_CPU_FLOAT16 = "not measured: CPUs have no float16 matrix units (TensorFlow converts every element), so it is no setting for a CPU"
+NOT_MEASURED = {"CPU": {"float16": _NO_CPU_FLOAT16}}
+RUN_PRECISION_KEYS = {"off": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+CACHE_FILE = "peaks.json"
+CACHE_VERSION = 1
+
+_REPORT_PREFIX = "@@peaks "
+_ROOT = Path(__file__).resolve().parents[2]
+
+Estimator = Callable[["DevicePeaks"], tuple[dict[str, float], str]]
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    """One device's measured ceilings, and the datasheet/ISA estimate shown beside them (never instead)."""
+
+    device: str  # TensorFlow's short name: "CPU:0", "GPU:1"
+    kind: str  # "CPU" | "GPU" | "TPU"
+    name: str  # the model: "AMD EPYC 7B13", "NVIDIA H100 80GB HBM3"
+    matmul_flops: dict[str, float] = field(default_factory=dict)  # precision ("float32", ...) -> FLOP/s
+    bandwidth_bytes_per_s: float | None = None
+    not_measured: dict[str, str] = field(default_factory=dict)  # precision or "bandwidth" -> why not
+    method: str = ""
+    measured_at: str = ""
+    estimate_flops: dict[str, float] = field(default_factory=dict)  # precision -> FLOP/s, filled by `with_estimates`
+    estimate_method: str = ""
+
+
+@dataclass(frozen=True)
+class PeaksReport:
+    """Every device's ceilings, the machine they were measured on, and what went wrong (if anything)."""
+
+    machine: dict[str, Any]  # {"cpu": model, "tensorflow": version, "gpus": [names]}
+    devices: tuple[DevicePeaks, ...] = ()
+    measured_at: str = ""
+    elapsed_s: float = 0.0
+    error: str = ""  # the measurement as a whole: a time-out, a child that died
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PeaksReport:
+        devices = tuple(
+            DevicePeaks(**{k: v for k, v in d.items() if k in DevicePeaks.__dataclass_fields__}) for d in data.get("devices", ())
+        )
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "devices"}
+        return cls(**known, devices=devices)
+
+    def device(self, name: str) -> DevicePeaks | None:
+        return next((d for d in self.devices if d.device == name), None)
+
+    def ceiling(self, device_names: Sequence[str], precision: str = "off") -> tuple[float | None, str]:
+        """(measured matmul FLOP/s of the devices one run used, how), or (None, why not).
+
+        `precision` is the run's ("off", "bfloat16", "float16"). GPUs add up;
+        logical CPU devices ("CPU:0", "CPU:1") share the one physical CPU
+        measured as CPU:0, so CPUs count once.
+        """
+        key = RUN_PRECISION_KEYS.get(precision, precision)
+        kinds = {name.split(":")[0] for name in device_names}
+        if len(kinds) != 1:
+            return None, "no single device kind to look up"
+        kind = kinds.pop()
+        wanted = [f"{kind}:0"] if kind == "CPU" else list(device_names)
+        total = 0.0
+        for name in wanted:
+            peaks = self.device(name)
+            if peaks is None:
+                return None, f"{name} was not measured"
+            if key not in peaks.matmul_flops:
+                return None, f"{name} {key}: {peaks.not_measured.get(key, 'not measured')}"
+            total += peaks.matmul_flops[key]
+        first = self.device(wanted[0])
+        how = f"measured {key} matmul on {first.name if first else wanted[0]}"
+        return total, how if len(wanted) == 1 else f"{len(wanted)} x {how}"
+
+
+def run_precision_key(precision: str) -> str:
+    """The ceiling key for a run's precision: "off" -> "float32"."""
+    return RUN_PRECISION_KEYS.get(precision, precision)
+
+
+def tensorflow_version() -> str:
+    """The installed TensorFlow's version, without importing it when it is not imported yet."""
+    if "tensorflow" in sys.modules:
+        return str(sys.modules["tensorflow"].__version__)
+    from importlib import metadata
+
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def machine_key() -> dict[str, Any]:
+    """What a cached measurement must match: the CPU model and the TensorFlow version (GPUs are matched apart)."""
+    from core.machine.cpu import cpu_info
+
+    return {"cpu": cpu_info().get("Model", ""), "tensorflow": tensorflow_version()}
+
+
+def measure_peaks(timeout_s: float = TIMEOUT_S) -> PeaksReport:
+    """Measure every local device in a child process killed after `timeout_s`; never raises.
+
+    A time-out or a child that dies keeps the devices measured until then and
+    says what happened in `error`.
+    """
+    key, start = machine_key(), time.monotonic()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "core.machine.peaks"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(_ROOT),
+            start_new_session=os.name == "posix",
+        )
+    except OSError as error:
+        return PeaksReport(key, error=f"Could not start the measuring process ({error}).")
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        stdout, stderr = process.communicate()
+        timed_out = True
+    devices, stage, done = _collect([line[len(_REPORT_PREFIX) :] for line in stdout.splitlines() if line.startswith(_REPORT_PREFIX)])
+    error = ""
+    if timed_out:
+        error = f"The measurement did not finish within {timeout_s:g} s (stopped while {stage or 'importing TensorFlow'}); the devices measured by then are kept."
+    elif not done:
+        last = (stderr.strip().splitlines() or [f"exit code {process.returncode}"])[-1]
+        error = f"The measuring process ended early (exit code {process.returncode}, while {stage or 'importing TensorFlow'}): {last}"
+    key["gpus"] = [d.name for d in devices if d.kind == "GPU"]
+    return PeaksReport(key, tuple(devices), utc_now(), time.monotonic() - start, error)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """Kill the child and anything it started (it leads its own process group on POSIX)."""
+    if os.name == "posix":
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:
+        process.kill()
+
+
+def _collect(texts: Sequence[str]) -> tuple[list[DevicePeaks], str, bool]:
+    """The child's report lines as DevicePeaks, the stage it was in last, and whether it finished (a garbled line is skipped)."""
+    devices: dict[str, DevicePeaks] = {}
+    stage, done = "", False
+    for text in texts:
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        what, name = line.get("what"), line.get("device", "")
+        stage = line.get("stage", stage)
+        if what == "device":
+            devices[name] = DevicePeaks(name, line["kind"], line["name"], method=line["method"], measured_at=utc_now())
+        elif what in ("matmul", "bandwidth") and name in devices:
+            devices[name] = _with_figure(devices[name], line)
+        elif what == "done":
+            done = True
+    return list(devices.values()), stage, done
+
+
+def _with_figure(peaks: DevicePeaks, line: Mapping[str, Any]) -> DevicePeaks:
+    label = line.get("precision", "bandwidth")
+    if line.get("error"):
+        return replace(peaks, not_measured={**peaks.not_measured, label: line["error"]})
+    method = f"{peaks.method}; {line['how']}"
+    if line["what"] == "bandwidth":
+        return replace(peaks, bandwidth_bytes_per_s=line["value"], method=method)
+    return replace(peaks, matmul_flops={**peaks.matmul_flops, label: line["value"]}, method=method)
+
+
+def load_cached(path: Path, gpu_names: Sequence[str] | None = None) -> PeaksReport | None:
+    """The cached measurement for this machine and TensorFlow version, or None.
+
+    `gpu_names` (the GPUs the device list shows now) must match the measured
+    ones when given; without it, the CPU model and TensorFlow version decide.
+    """
+    key = machine_key()
+    for entry in reversed(_read_cache(path)):
+        machine = entry.get("machine", {})
+        if machine.get("cpu") != key["cpu"] or machine.get("tensorflow") != key["tensorflow"]:
+            continue
+        if gpu_names is not None and [_norm(n) for n in machine.get("gpus", [])] != [_norm(n) for n in gpu_names]:
+            continue
+        return replace(PeaksReport.from_dict(entry), cached=True)
+    return None
+
+
+def save(path: Path, report: PeaksReport) -> None:
+    """Keep `report` in the cache, replacing the entry for the same machine; other machines' entries stay."""
+    entries = [e for e in _read_cache(path) if e.get("machine") != report.machine]
+    data = replace(report, cached=False).to_dict()
+    for device in data["devices"]:
+        device["estimate_flops"], device["estimate_method"] = {}, ""  # estimates are recomputed, never cached
+    entries.append(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1))
+    os.replace(temporary, path)
+
+
+def _read_cache(path: Path) -> list[dict[str, Any]]:
+    """The cache's entries; an unreadable file is moved aside (kept) and counts as empty."""
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        entries = data["entries"] if data.get("version") == CACHE_VERSION else []
+        return [e for e in entries if isinstance(e, dict)]
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        os.replace(path, path.with_name(f"{path.name}.unreadable-{int(time.time())}"))
+        return []
+
+
+def _norm(name: str) -> str:
+    return " ".join(str(name).split()).casefold()
+
+
+def with_estimates(report: PeaksReport, estimate: Estimator) -> PeaksReport:
+    """The report with each device's datasheet/ISA estimate filled in by `estimate(device)`; a failing estimate says why."""
+    devices = []
+    for device in report.devices:
+        try:
+            flops, how = estimate(device)
+        except Exception as exc:  # an estimate is a side note: it must never hide the measurement
+            flops, how = {}, f"not estimated: {type(exc).__name__}: {exc}"
+        devices.append(replace(device, estimate_flops=flops, estimate_method=how))
+    return replace(report, devices=tuple(devices))
+
+
+def peaks(path: Path, remeasure: bool = False, gpu_names: Sequence[str] | None = None, timeout_s: float = TIMEOUT_S) -> PeaksReport:
+    """The cached ceilings, or (none cached, or `remeasure`) a fresh measurement, cached when it measured anything."""
+    if not remeasure:
+        cached = load_cached(path, gpu_names)
+        if cached is not None:
+            return cached
+    report = measure_peaks(timeout_s)
+    if report.devices:
+        save(path, report)
+    return report
+
+
+# --- the child process: everything below runs in `python -m core.machine.peaks` ---
+
+
+def _report(**fields: Any) -> None:
+    print(_REPORT_PREFIX + json.dumps(fields), flush=True)
+
+
+def _timed(call: Callable[[], Any], repeats: int) -> float:
+    """Median seconds of `repeats` calls; each call returns a scalar tensor, read back so the work is done."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call().numpy()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _matmul_function(tf: Any, n: int, chain: int, dtype: Any) -> Callable[[], Any]:
+    """A traced call of `chain` chained n x n products; entries scaled by 1/sqrt(n) keep the values near 1 in every precision."""
+    a = tf.cast(tf.random.normal((n, n), seed=1), dtype)
+    b = tf.cast(tf.random.normal((n, n), seed=2) / math.sqrt(n), dtype)
+
+    @tf.function
+    def products(x, y):
+        for _ in range(chain):
+            x = tf.matmul(x, y)
+        return tf.reduce_sum(tf.cast(x[0, :8], tf.float32))
+
+    traced = products.get_concrete_function(a, b)  # tracing is never timed
+    return lambda: traced(a, b)
+
+
+def _measure_matmul(tf: Any, kind: str, dtype: Any) -> tuple[float, str]:
+    """(FLOP/s, how): calibrate at 1024, then chain full-size products to about TARGET_CALL_S per call.
+
+    A call predicted to take LONG_CALL_S or more gets no warm-up call of its
+    own: the calibration warmed the process up, what is left of a first call
+    (graph set-up, ms) is under a few percent of it, and the median of 3
+    drops the slowest call anyway.
+    """
+    small = _matmul_function(tf, CALIBRATION_SIZE, 1, dtype)
+    small().numpy()
+    rate = 2 * CALIBRATION_SIZE**3 / _timed(small, 2)
+    n = MATMUL_SIZE.get(kind, 4096)
+    while n > CALIBRATION_SIZE and 2 * n**3 / rate > MAX_CALL_S:
+        n //= 2
+    chain = max(1, min(MAX_CHAIN, math.ceil(TARGET_CALL_S * rate / (2 * n**3))))
+    call = _matmul_function(tf, n, chain, dtype)
+    long_call = 2 * n**3 * chain / rate >= LONG_CALL_S
+    if not long_call:
+        call().numpy()  # warm-up: kernel selection, first allocations
+    repeats = 3 if long_call else 5
+    seconds = _timed(call, repeats)
+    warm = "after the calibration call" if long_call else "after a warm-up call"
+    return 2 * n**3 * chain / seconds, f"{dtype.name} matmul: {chain} chained {n}x{n} products per call, median of {repeats} calls {warm}"
+
+
+def _measure_bandwidth(tf: Any) -> tuple[float, str]:
+    """Bytes/s of `v += d` in place over STREAM_ELEMENTS floats, from the time difference of a long and a short chain.
+
+    The difference cancels what every call pays once (launch, read-back, the final read of v).
+    """
+    v = tf.Variable(tf.zeros([STREAM_ELEMENTS], tf.float32))
+    d = tf.fill([STREAM_ELEMENTS], 1e-3)
+
+    def chain_of(count: int) -> Callable[[], Any]:
+        @tf.function
+        def adds(delta):
+            for _ in range(count):
+                v.assign_add(delta)
+            return v[0]
+
+        return lambda: adds(d)
+
+    one_add = chain_of(1)
+    one_add().numpy()
+    count = max(2, min(MAX_CHAIN, math.ceil(TARGET_CALL_S / max(_timed(one_add, 3), 1e-6))))
+    many_adds = chain_of(count)
+    many_adds().numpy()
+    t_many, t_one = _timed(many_adds, 5), _timed(one_add, 5)
+    per_add = (t_many - t_one) / (count - 1) if t_many > t_one else t_many / count
+    mib = STREAM_ELEMENTS * 4 // 2**20
+    how = (
+        f"bandwidth: in-place v += d on two {mib} MiB float32 arrays, {STREAM_BYTES_PER_ELEMENT} bytes read + written per element, "
+        f"from the difference of a 1-add and a {count}-add call (medians of 5)"
+    )
+    return STREAM_BYTES_PER_ELEMENT * STREAM_ELEMENTS / per_add, how
+
+
+def _measure_device(tf: Any, kind: str, short: str, name: str) -> None:
+    method = "Measured in a child process with tf.function, each call ended by reading a scalar back"
+    _report(what="device", device=short, kind=kind, name=name, method=method, stage=f"starting on {short}")
+    for precision, reason in NOT_MEASURED.get(kind, {}).items():
+        _report(what="matmul", device=short, precision=precision, error=reason)
+    with tf.device(short):
+        for precision in PRECISIONS.get(kind, ("float32",)):
+            _report(what="stage", stage=f"measuring {short} {precision} matmul")
+            try:
+                value, how = _measure_matmul(tf, kind, getattr(tf, precision))
+                _report(what="matmul", device=short, precision=precision, value=value, how=how)
+            except Exception as exc:  # one precision a device lacks must not end the others
+                _report(what="matmul", device=short, precision=precision, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+        _report(what="stage", stage=f"measuring {short} memory bandwidth")
+        try:
+            value, how = _measure_bandwidth(tf)
+            _report(what="bandwidth", device=short, value=value, how=how)
+        except Exception as exc:
+            _report(what="bandwidth", device=short, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _child_main() -> None:
+    """Measure each local device TensorFlow lists, reporting every figure as soon as it is known."""
+    _report(what="stage", stage="importing TensorFlow")
+    import tensorflow as tf
+
+    from core.machine.cpu import cpu_info
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)  # take only what the measurement needs
+    for device in tf.config.list_physical_devices():
+        kind = device.device_type
+        if kind not in PRECISIONS:
+            continue
+        short = device.name.split("physical_device:")[-1]
+        if kind == "CPU":
+            name = cpu_info().get("Model", "CPU")
+        else:
+            name = str(tf.config.experimental.get_device_details(device).get("device_name", "") or short)
+        _measure_device(tf, kind, short, name)
+    _report(what="done", stage="done")
+
+
+if __name__ == "__main__":
+    _child_main()

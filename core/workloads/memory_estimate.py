@@ -1,0 +1,92 @@
+"""The usual memory estimate before a run: weights + gradients + optimizer state.
+
+bytes = parameters x bytes per parameter x (1 weights + 1 gradients + optimizer
+slots), with non-trainable parameters (batch-norm statistics) counted as weights
+only. Keras mixed precision (mixed_float16 / mixed_bfloat16) keeps variables in
+float32 and computes in the lower precision, so gradients and optimizer slots
+are float32 too: the estimate is the same as for float32 (activations, which it
+leaves out, are what mixed precision shrinks). The slot counts are Keras 3's:
+the optimizer variables shaped like each trainable variable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+FLOAT32_BYTES = 4
+BASE_SLOTS = {"adam": 2, "adamw": 2, "adamax": 2, "nadam": 2, "adadelta": 2, "ftrl": 2, "rmsprop": 1, "adagrad": 1, "lion": 1, "sgd": 0}
+UNKNOWN_SLOTS = 2  # an optimizer not in the table is taken to hold Adam's two slots
+MIXED_NOTE = "mixed precision keeps Keras variables, gradients and optimizer slots in float32: the same bytes as float32"
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes of weights, gradients and optimizer state a run holds before activations."""
+
+    weight_bytes: int
+    gradient_bytes: int
+    optimizer_bytes: int
+    optimizer_slots: int
+    note: str = ""
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.gradient_bytes + self.optimizer_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "weight_bytes": self.weight_bytes,
+            "gradient_bytes": self.gradient_bytes,
+            "optimizer_bytes": self.optimizer_bytes,
+            "optimizer_slots": self.optimizer_slots,
+            "total_bytes": self.total_bytes,
+            "note": self.note,
+        }
+
+
+def optimizer_slots(optimizer: str, config: dict[str, Any] | None = None) -> tuple[int, str]:
+    """Variables per trainable parameter that `optimizer` keeps (Keras 3), and a note when it is a guess.
+
+    `config` may hold the options that add slots: amsgrad (Adam/AdamW), momentum
+    (SGD, RMSprop), centered (RMSprop), use_ema (any).
+    """
+    config = config or {}
+    name = optimizer.lower().replace("_", "")
+    slots = BASE_SLOTS.get(name)
+    note = ""
+    if slots is None:
+        slots, note = UNKNOWN_SLOTS, f"optimizer {optimizer!r} is not in the table: assumed {UNKNOWN_SLOTS} slots like Adam"
+    if name in ("adam", "adamw") and config.get("amsgrad"):
+        slots += 1
+    if name in ("sgd", "rmsprop") and config.get("momentum"):
+        slots += 1
+    if name == "rmsprop" and config.get("centered"):
+        slots += 1
+    if config.get("use_ema"):
+        slots += 1
+    return slots, note
+
+
+def estimate_memory(
+    trainable_params: int,
+    non_trainable_params: int = 0,
+    optimizer: str = "adam",
+    precision: str = "off",
+    optimizer_config: dict[str, Any] | None = None,
+    bytes_per_param: int = FLOAT32_BYTES,
+) -> MemoryEstimate:
+    """The estimate for a model of these parameter counts trained with `optimizer` at `precision`.
+
+    `precision` is the run's setting ("off", "float16", "bfloat16"); it does not
+    change the bytes (see the module docstring), only the note that says so.
+    """
+    slots, note = optimizer_slots(optimizer, optimizer_config)
+    notes = [n for n in (note, MIXED_NOTE if precision != "off" else "") if n]
+    return MemoryEstimate(
+        weight_bytes=(trainable_params + non_trainable_params) * bytes_per_param,
+        gradient_bytes=trainable_params * bytes_per_param,
+        optimizer_bytes=trainable_params * bytes_per_param * slots,
+        optimizer_slots=slots,
+        note="; ".join(notes),
+    )

@@ -1,0 +1,263 @@
+"""Data a user's model can eat: synthetic from its signature, an `.npz` file, or the model's own dataset.
+
+Synthetic inputs are random normal for float inputs and ids in `[0, vocab)` for
+integer inputs; targets follow each output's loss (class ids, one-hot, 0/1 or
+values). An `.npz` holds `x` and `y`, or one array per input and output name,
+and is loaded without unpickling. Shapes that do not fit the model give one
+`ModelDataError` naming the input, the expected and the given shape.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zipfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from core.workloads.data import SYNTHETIC_EXAMPLES
+from core.workloads.model_file import ModelFileError
+from core.workloads.model_signature import BINARY, CLASS_IDS, ONE_HOT, InputInfo, LossChoice, ModelSignature, OutputInfo, target_shape
+
+UNKNOWN_DIM = 32  # a synthetic length for dimensions the model leaves open (sequence length)
+SYNTHETIC_BUDGET_BYTES = 256 * 2**20  # synthetic examples are generated once; big inputs get fewer of them
+
+
+class ModelDataError(ModelFileError):
+    """Data that does not fit the model: the message names the input or output, the expected and the given shape."""
+
+
+def shown(shape: Sequence[int | None]) -> str:
+    """A shape as text, None for open dimensions: (None, 6)."""
+    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _fixed(shape: Sequence[int | None]) -> tuple[int, ...]:
+    return tuple(UNKNOWN_DIM if d is None else int(d) for d in shape)
+
+
+def synthetic_example_count(signature: ModelSignature, losses: Sequence[LossChoice]) -> int:
+    """How many synthetic examples to generate: SYNTHETIC_EXAMPLES, fewer when one example is big."""
+    per_example = sum(math.prod(_fixed(i.shape[1:])) * _itemsize(i.dtype) for i in signature.inputs)
+    per_example += sum(math.prod(_fixed(target_shape(c, o))) * 4 for c, o in zip(losses, signature.outputs, strict=True))
+    return int(max(1, min(SYNTHETIC_EXAMPLES, SYNTHETIC_BUDGET_BYTES // max(1, per_example))))
+
+
+def _itemsize(dtype: str) -> int:
+    return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+
+
+def synthetic_arrays(signature: ModelSignature, losses: Sequence[LossChoice], examples: int, seed: int, path: str) -> tuple[Any, Any]:
+    """Random (x, y) for `examples` examples, structured as the model takes and gives them."""
+    rng = np.random.default_rng(seed)
+    xs = [_synthetic_input(info, examples, rng, path) for info in signature.inputs]
+    ys = [_synthetic_target(choice, output, examples, rng, path) for choice, output in zip(losses, signature.outputs, strict=True)]
+    return structure(xs, signature.inputs, signature.dict_inputs), structure(ys, signature.outputs, signature.dict_outputs)
+
+
+def structure(arrays: Sequence[Any], infos: Sequence[InputInfo | OutputInfo], as_dict: bool) -> Any:
+    """One array alone, a dict by name for a model that takes/gives a dict, else a tuple in model order."""
+    if as_dict:
+        return {info.name: array for info, array in zip(infos, arrays, strict=True)}
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+def _synthetic_input(info: InputInfo, examples: int, rng: np.random.Generator, path: str) -> np.ndarray:
+    shape = (examples, *_fixed(info.shape[1:]))
+    if info.is_integer:
+        if info.vocab is None:
+            raise ModelDataError(
+                path,
+                f"input '{info.name}' takes integer ids but feeds no Embedding layer, so their range is unknown: "
+                "give the vocabulary size (--vocab N) or your own data (.npz).",
+            )
+        return rng.integers(0, info.vocab, size=shape).astype(info.dtype)
+    if info.dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if "float" not in info.dtype:
+        raise ModelDataError(path, f"input '{info.name}' has dtype {info.dtype}: synthetic data cannot fill it; give your own data (.npz).")
+    values = rng.standard_normal(shape, dtype=np.float32)
+    if info.dtype == "bfloat16":
+        import tensorflow as tf
+
+        return values.astype(tf.bfloat16.as_numpy_dtype)
+    return values.astype(info.dtype)
+
+
+def _synthetic_target(choice: LossChoice, output: OutputInfo, examples: int, rng: np.random.Generator, path: str) -> np.ndarray:
+    shape = (examples, *_fixed(target_shape(choice, output)))
+    units = output.units
+    if choice.target in (CLASS_IDS, ONE_HOT) and not units:
+        raise ModelDataError(
+            path, f"output '{output.name}' has an unknown number of classes {shown(output.shape)}: give your own data (.npz)."
+        )
+    if choice.target == CLASS_IDS:
+        return rng.integers(0, units, size=shape).astype(np.int32)
+    if choice.target == ONE_HOT:
+        return np.eye(units, dtype=np.float32)[rng.integers(0, units, size=shape[:-1])]
+    if choice.target == BINARY:
+        return rng.integers(0, 2, size=shape).astype(np.float32)
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequence[LossChoice]) -> tuple[Any, Any, int]:
+    """(x, y, examples) from an `.npz` checked against the model; never unpickles."""
+    path = str(path)
+    arrays = _read_npz(path)
+    xs = _pick(arrays, signature.inputs, "x", "input", path)
+    ys = _pick(arrays, signature.outputs, "y", "output", path)
+    problems = _length_problems(xs + ys)
+    problems += [p for info, array in zip(signature.inputs, xs, strict=True) if (p := _input_problem(info, array))]
+    targets = []
+    for choice, output, array in zip(losses, signature.outputs, ys, strict=True):
+        target, problem = _fit_target(choice, output, array)
+        targets.append(target)
+        problems += [problem] if problem else []
+    if problems:
+        raise ModelDataError(path, "the data does not fit the model: " + "; ".join(problems) + ".")
+    xs = [array.astype("float32" if info.dtype == "bfloat16" else info.dtype) for info, array in zip(signature.inputs, xs, strict=True)]
+    x = structure(xs, signature.inputs, signature.dict_inputs)
+    return x, structure(targets, signature.outputs, signature.dict_outputs), len(xs[0])
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    if not os.path.isfile(path):
+        raise ModelDataError(path, "no such data file. Check the path.")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(6)
+    except OSError as exc:
+        raise ModelDataError(path, f"cannot be read: {exc.strerror or exc}.") from None
+    if head.startswith(b"\x93NUMPY"):
+        raise ModelDataError(path, "a single .npy array: give an .npz with arrays x and y (np.savez).")
+    if not zipfile.is_zipfile(path):
+        raise ModelDataError(path, "not an .npz file (not a zip archive of arrays, or truncated). Save the data with np.savez.")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError as exc:
+        reason = "it holds Python objects, which are never unpickled" if "pickle" in str(exc) else f"an array cannot be read ({exc})"
+        raise ModelDataError(path, f"{reason}. Save plain numeric arrays with np.savez.") from None
+    except Exception as exc:  # zipfile.BadZipFile, zlib.error, EOFError: a damaged archive
+        raise ModelDataError(path, f"not a readable .npz file ({type(exc).__name__}: {exc}). Save it again with np.savez.") from None
+
+
+def _pick(arrays: dict[str, np.ndarray], infos: Sequence[InputInfo | OutputInfo], single: str, what: str, path: str) -> list[np.ndarray]:
+    names = [info.name for info in infos]
+    if all(name in arrays for name in names):
+        return [arrays[name] for name in names]
+    if len(infos) == 1 and single in arrays:
+        return [arrays[single]]
+    wanted = f"'{single}' or " if len(infos) == 1 else ""
+    raise ModelDataError(
+        path,
+        f"no array for the model's {what}{'s' if len(infos) > 1 else ''}: give {wanted}one array per {what} name "
+        f"({', '.join(repr(n) for n in names)}); the file has {', '.join(repr(k) for k in arrays) or 'no arrays'}.",
+    )
+
+
+def _length_problems(arrays: Sequence[np.ndarray]) -> list[str]:
+    lengths = {len(a) if a.ndim else 0 for a in arrays}
+    if len(lengths) > 1 or 0 in lengths:
+        return [f"every array needs the same number of examples, the file's have {sorted(lengths)}"]
+    return []
+
+
+def _input_problem(info: InputInfo, array: np.ndarray) -> str:
+    if not _fits(info.shape[1:], array.shape[1:]):
+        return f"input '{info.name}' expects examples of shape {shown(info.shape[1:])} (batch shape {shown(info.shape)}), the file gives {shown(array.shape)}"
+    if info.is_integer and not np.issubdtype(array.dtype, np.integer):
+        return f"input '{info.name}' takes integer ids ({info.dtype}), the file gives {array.dtype}"
+    if info.is_integer and info.vocab is not None and array.size and (array.min() < 0 or array.max() >= info.vocab):
+        return (
+            f"input '{info.name}' takes ids in [0, {info.vocab}) ({info.vocab_source}), the file's go from {array.min()} to {array.max()}"
+        )
+    if not info.is_integer and not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        return f"input '{info.name}' takes numbers, the file gives {array.dtype}"
+    return ""
+
+
+def _fits(expected: Sequence[int | None], given: Sequence[int]) -> bool:
+    return len(expected) == len(given) and all(e is None or e == g for e, g in zip(expected, given, strict=True))
+
+
+def _fit_target(choice: LossChoice, output: OutputInfo, array: np.ndarray) -> tuple[np.ndarray, str]:
+    """The target array reshaped and cast for its loss, or a problem saying why it does not fit."""
+    expected = target_shape(choice, output)
+    given = array.shape[1:]
+    if not _fits(expected, given):
+        if _fits((*expected, 1), given):
+            array = array.reshape(array.shape[:-1])
+        elif expected[-1:] == (1,) and _fits(expected[:-1], given):
+            array = array[..., None]
+        else:
+            return (
+                array,
+                f"output '{output.name}' ({choice.loss}) expects targets of shape {shown(expected)} per example, the file gives {shown(array.shape)}",
+            )
+    if choice.target != CLASS_IDS:
+        return array.astype(np.float32), ""
+    if not np.issubdtype(array.dtype, np.integer):
+        return array, f"output '{output.name}' ({choice.loss}) expects integer class ids, the file gives {array.dtype}"
+    if output.units and array.size and (array.min() < 0 or array.max() >= output.units):
+        return array, f"output '{output.name}' has {output.units} classes, the file's ids go from {array.min()} to {array.max()}"
+    return array.astype(np.int32), ""
+
+
+def check_element_spec(spec: Any, signature: ModelSignature, path: str) -> None:
+    """Raise ModelDataError when build_dataset's batches do not fit the model's inputs."""
+    if not isinstance(spec, tuple) or len(spec) != 2:
+        raise ModelDataError(path, "build_dataset() must give (x, y) pairs of batches; its elements are not pairs.")
+    specs = _flat_by_model(spec[0], [i.name for i in signature.inputs])
+    if specs is None:
+        raise ModelDataError(path, f"build_dataset() gives x for {_count(spec[0])} input(s), the model has {len(signature.inputs)}.")
+    problems = [
+        f"input '{info.name}' expects batches of shape {shown(info.shape)}, build_dataset() gives {shown(tuple(s.shape))}"
+        for info, s in zip(signature.inputs, specs, strict=True)
+        if s.shape.rank is None or not _fits(info.shape[1:], tuple(s.shape)[1:]) or s.shape.rank != len(info.shape)
+    ]
+    if problems:
+        raise ModelDataError(path, "the data does not fit the model: " + "; ".join(problems) + ".")
+
+
+def _flat_by_model(structure_: Any, names: Sequence[str]) -> list[Any] | None:
+    if isinstance(structure_, dict):
+        return [structure_[n] for n in names] if all(n in structure_ for n in names) else None
+    items = list(structure_) if isinstance(structure_, (tuple, list)) else [structure_]
+    return items if len(items) == len(names) else None
+
+
+def _count(structure_: Any) -> int:
+    return len(structure_) if isinstance(structure_, (tuple, list, dict)) else 1
+
+
+def array_dataset(x: Any, y: Any, examples: int, global_batch_size: int, seed: int, synthetic: bool):
+    """An endless dataset of global batches from in-memory arrays (static shapes: drop_remainder)."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if synthetic:
+        batches = max(1, examples // global_batch_size)
+        ds = ds.repeat().batch(global_batch_size, drop_remainder=True).take(batches).cache().repeat()
+    else:
+        ds = ds.shuffle(min(examples, 10_000), seed=seed, reshuffle_each_iteration=True).repeat()
+        ds = ds.batch(global_batch_size, drop_remainder=True)
+    return finish_dataset(ds)
+
+
+def rebatched_dataset(ds: Any, global_batch_size: int):
+    """The user's dataset repeated and re-cut into whole global batches."""
+    return finish_dataset(ds.repeat().rebatch(global_batch_size, drop_remainder=True))
+
+
+def finish_dataset(ds: Any):
+    """The options the engine's datasets share (see core.workloads.data.make_dataset), then prefetch."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.deterministic = True
+    options.autotune.enabled = False  # no parallel map to tune; the autotune thread delays a stop
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,130 @@
+"""Describe a user's model file in a child process with a time limit.
+
+A user's file can hang or take the process down (its code runs when trusted,
+and a corrupt file can crash a native loader), so the app inspects it in
+`python -m core.workloads.model_probe`, which writes a JSON answer to a file.
+A child that overruns its limit is killed with its process group; a crash is a
+ModelFileError, never a hang or a crash of the caller. The child sees no GPU:
+describing needs none, and it must not take the GPU's memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from core.workloads.model_file import ModelFileError, check_model_path
+from core.workloads.user_workload import open_user_workload
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TIMEOUT_S = 120.0
+STDERR_TAIL_CHARS = 600
+
+
+def describe_model_file(
+    path: str | os.PathLike, trust: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, vocab: int | None = None
+) -> dict[str, Any]:
+    """The model's description (see UserWorkload.describe), worked out in a child process.
+
+    Raises ModelFileError: at once, without a child, for what `check_model_path`
+    refuses (missing, corrupt, untrusted .py); else the problem the child found
+    (with `needs_trust` when trust would open it), or a child that ran past
+    `timeout_s` or crashed.
+    """
+    file = check_model_path(path, trust).path  # a missing, corrupt or untrusted file is refused before any child starts
+    with tempfile.TemporaryDirectory(prefix="device-lab-probe-") as folder:
+        answer_file = Path(folder) / "answer.json"
+        command = [sys.executable, "-m", "core.workloads.model_probe", file, "--out", str(answer_file)]
+        command += ["--trust"] if trust else []
+        command += ["--vocab", str(vocab)] if vocab is not None else []
+        returncode, stderr = _run_child(command, timeout_s, file)
+        answer = _read_answer(answer_file)
+    if answer is None:
+        raise ModelFileError(file, f"inspecting the model crashed ({_exit_text(returncode)}): {_tail(stderr)}")
+    if "error" in answer:
+        raise ModelFileError(answer.get("path", file), answer["error"], bool(answer.get("needs_trust")))
+    return answer["model"]
+
+
+def _run_child(command: list[str], timeout_s: float, shown: str) -> tuple[int, str]:
+    """Run the probe; on overrun kill its whole process group and raise ModelFileError."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["CUDA_VISIBLE_DEVICES"] = "-1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    posix = os.name == "posix"
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=posix
+    )
+    started = time.monotonic()
+    try:
+        _, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill(process, posix)
+        process.communicate()
+        waited = time.monotonic() - started
+        raise ModelFileError(
+            shown,
+            f"inspecting the model did not finish within its {timeout_s:g} s limit (stopped after {waited:.1f} s): "
+            "its code may hang or the model is very large. Check the file, or allow more time.",
+        ) from None
+    return process.returncode, stderr.decode(errors="replace")
+
+
+def _kill(process: subprocess.Popen, posix: bool) -> None:
+    if posix:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            return
+    process.kill()
+
+
+def _read_answer(answer_file: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(answer_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _exit_text(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def _tail(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "no error output")[-STDERR_TAIL_CHARS:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: describe the file and write {"model": ...} or {"error": ..., "needs_trust": ...} to --out."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--trust", action="store_true")
+    parser.add_argument("--vocab", type=int)
+    args = parser.parse_args(argv)
+    try:
+        answer: dict[str, Any] = {"model": open_user_workload(args.path, args.trust, None, args.vocab).describe()}
+    except ModelFileError as exc:
+        answer = {"error": exc.reason, "path": exc.path, "needs_trust": exc.needs_trust}
+    Path(args.out).write_text(json.dumps(answer), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

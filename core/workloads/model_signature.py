@@ -1,0 +1,251 @@
+"""What a user's model eats and gives: its inputs, its outputs, and the loss each output trains with.
+
+`read_signature` walks a built Keras model (functional or Sequential): each input's
+shape and dtype, and for integer inputs the `input_dim` of the Embedding they feed;
+each output's shape and last activation. `choose_losses` picks the loss per output:
+the file's compiled loss when it has one, else one inferred from the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+CLASS_IDS, ONE_HOT, BINARY, VALUES = "class_ids", "one_hot", "binary", "values"
+INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_MAX_WALK = 64  # integer-preserving layers followed from an input towards its Embedding
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """One model input: the key it is fed by, its shape (None = any), dtype and id range for integers."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: str
+    vocab: int | None = None
+    vocab_source: str = ""
+
+    @property
+    def is_integer(self) -> bool:
+        return self.dtype in INTEGER_DTYPES
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """One model output: its name, shape and the activation of the layer that produces it."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    activation: str
+
+    @property
+    def units(self) -> int | None:
+        return self.shape[-1] if len(self.shape) > 1 else 1
+
+
+@dataclass(frozen=True)
+class LossChoice:
+    """The loss one output trains with, the targets it needs, and why it was chosen."""
+
+    output: str
+    loss: str
+    from_logits: bool
+    target: str
+    reason: str
+    config: Any = None
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class ModelSignature:
+    """A model's inputs and outputs; `dict_inputs`/`dict_outputs` say whether it takes/gives a dict."""
+
+    inputs: tuple[InputInfo, ...]
+    outputs: tuple[OutputInfo, ...]
+    dict_inputs: bool = False
+    dict_outputs: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "inputs": [{**asdict(i), "shape": list(i.shape)} for i in self.inputs],
+            "outputs": [{**asdict(o), "shape": list(o.shape)} for o in self.outputs],
+        }
+
+
+def read_signature(model: Any, vocab: int | None = None) -> ModelSignature:
+    """The inputs and outputs of a built model; raises ValueError when it has no symbolic inputs."""
+    try:
+        inputs = list(model.inputs or [])
+        outputs = list(model.outputs or [])
+    except (AttributeError, ValueError):
+        inputs, outputs = [], []
+    if not inputs or not outputs:
+        raise ValueError(
+            "the model has no known inputs and outputs (a subclassed model, or a Sequential model without an Input): "
+            "build it from keras.Input(...) layers so its signature is known."
+        )
+    input_keys = _struct_keys(_structure(model, "input"), len(inputs))
+    output_keys = _struct_keys(_structure(model, "output"), len(outputs))
+    infos = tuple(_input_info(tensor, key, vocab) for tensor, key in zip(inputs, input_keys, strict=True))
+    outs = tuple(_output_info(tensor, key, i) for i, (tensor, key) in enumerate(zip(outputs, output_keys, strict=True)))
+    return ModelSignature(infos, outs, input_keys[0] is not None, output_keys[0] is not None)
+
+
+def _structure(model: Any, attribute: str) -> Any:
+    """`model.input` / `model.output` (a dict, list or tensor); None where Keras cannot say (a loaded Sequential)."""
+    try:
+        return getattr(model, attribute)
+    except (AttributeError, ValueError):
+        return None
+
+
+def _struct_keys(struct: Any, count: int) -> list[str | None]:
+    """The dict keys in flattening (sorted) order when the model takes/gives a dict, else Nones."""
+    if isinstance(struct, dict) and len(struct) == count:
+        return sorted(struct)
+    return [None] * count
+
+
+def _input_info(tensor: Any, key: str | None, vocab: int | None) -> InputInfo:
+    # Keras 3 has no public graph walk: a symbolic tensor's `_keras_history` names the layer
+    # that made it, and a layer's `_outbound_nodes` the calls that consumed its outputs.
+    layer = tensor._keras_history.operation
+    name = key or layer.name or tensor.name
+    dtype = str(tensor.dtype)
+    info = InputInfo(name, tuple(tensor.shape), dtype)
+    if not info.is_integer:
+        return info
+    embedding = _embedding_fed_by(layer)
+    if embedding is not None and (vocab is None or embedding.input_dim < vocab):
+        capped = "" if vocab is None else f" (smaller than --vocab {vocab})"
+        return InputInfo(name, info.shape, dtype, int(embedding.input_dim), f"input_dim of Embedding '{embedding.name}'{capped}")
+    if vocab is not None:
+        return InputInfo(name, info.shape, dtype, vocab, "--vocab")
+    return info
+
+
+def _embedding_fed_by(input_layer: Any) -> Any:
+    """The Embedding with the smallest input_dim that the input reaches through integer-valued layers."""
+    import keras
+
+    found, frontier, seen = [], [input_layer], set()
+    while frontier and len(seen) < _MAX_WALK:
+        layer = frontier.pop()
+        for node in getattr(layer, "_outbound_nodes", []):
+            consumer = node.operation
+            if id(consumer) in seen:
+                continue
+            seen.add(id(consumer))
+            if isinstance(consumer, keras.layers.Embedding):
+                found.append(consumer)
+            elif all(str(out.dtype) in INTEGER_DTYPES for out in node.outputs):
+                frontier.append(consumer)
+    return min(found, key=lambda layer: layer.input_dim, default=None)
+
+
+def _output_info(tensor: Any, key: str | None, index: int) -> OutputInfo:
+    layer = tensor._keras_history.operation
+    return OutputInfo(key or layer.name or f"output_{index}", tuple(tensor.shape), _activation_of(layer))
+
+
+def _activation_of(layer: Any) -> str:
+    """The name of the layer's last activation ("linear" for none, "unknown" when it cannot be told)."""
+    import keras
+
+    if isinstance(layer, keras.layers.Softmax):
+        return "softmax"
+    activation = getattr(layer, "activation", None)
+    if activation is None:
+        return "unknown"
+    return getattr(activation, "__name__", type(activation).__name__).lower()
+
+
+def infer_loss(output: OutputInfo) -> LossChoice:
+    """The loss for an output of an uncompiled model, from its units and last activation."""
+    units, activation = output.units, output.activation
+    shown = "no activation seen (treated as linear)" if activation == "unknown" else f"{activation} activation"
+    if activation == "sigmoid":
+        target = "a 0/1 label" if units == 1 else "0/1 labels per unit (multi-label)"
+        return LossChoice(output.name, "binary_crossentropy", False, BINARY, f"{units} sigmoid unit(s): {target}")
+    if units is not None and units > 1 and activation == "softmax":
+        return LossChoice(
+            output.name, "sparse_categorical_crossentropy", False, CLASS_IDS, f"{units} units with softmax: class probabilities"
+        )
+    if units is not None and units > 1 and activation in ("linear", "unknown"):
+        return LossChoice(output.name, "sparse_categorical_crossentropy", True, CLASS_IDS, f"{units} units with {shown}: class logits")
+    return LossChoice(output.name, "mean_squared_error", False, VALUES, f"{units} unit(s) with {shown}: regression values")
+
+
+def choose_losses(signature: ModelSignature, loss_config: Any = None, loss_weights: Any = None, source: str = "") -> tuple[LossChoice, ...]:
+    """One LossChoice per output: from `loss_config` (compiled or the .py's `loss`) when given, else inferred.
+
+    `loss_config` may be one loss for every output, a list in output order or a
+    dict by output name; `source` says where it came from, for the reason.
+    """
+    choices = []
+    for index, output in enumerate(signature.outputs):
+        config = _per_output(loss_config, output.name, index)
+        weight = _per_output(loss_weights, output.name, index)
+        choice = infer_loss(output) if config is None else _configured_loss(output, config, source)
+        choices.append(_with_weight(choice, 1.0 if weight is None else float(weight)))
+    return tuple(choices)
+
+
+def _per_output(structure: Any, name: str, index: int) -> Any:
+    if structure is None:
+        return None
+    if isinstance(structure, dict) and "class_name" not in structure:
+        return structure.get(name)
+    if isinstance(structure, (list, tuple)):
+        return structure[index] if index < len(structure) else None
+    return structure
+
+
+def _with_weight(choice: LossChoice, weight: float) -> LossChoice:
+    return LossChoice(choice.output, choice.loss, choice.from_logits, choice.target, choice.reason, choice.config, weight)
+
+
+def _configured_loss(output: OutputInfo, config: Any, source: str) -> LossChoice:
+    name, from_logits = loss_name(config)
+    return LossChoice(output.name, name, from_logits, target_for(name), f"{source or 'the loss given'}: {name}", config)
+
+
+def loss_name(config: Any) -> tuple[str, bool]:
+    """A readable name and from_logits for a loss given as a name, a serialized config, an object or a function."""
+    if isinstance(config, str):
+        return config, False
+    if isinstance(config, dict):
+        inner = config.get("config") or {}
+        fn = inner.get("fn") if isinstance(inner, dict) else None
+        return _snake(inner.get("name") or fn or config.get("class_name", "loss")), bool(inner.get("from_logits", False))
+    if hasattr(config, "get_config"):
+        try:
+            inner = config.get_config() or {}
+        except (NotImplementedError, TypeError):
+            inner = {}
+        return _snake(inner.get("name") or type(config).__name__), bool(inner.get("from_logits", False))
+    return _snake(getattr(config, "__name__", type(config).__name__)), False
+
+
+def _snake(name: str) -> str:
+    out = "".join(f"_{c.lower()}" if c.isupper() else c for c in str(name)).lstrip("_")
+    return out.replace("__", "_")
+
+
+def target_for(loss: str) -> str:
+    """The kind of target a named loss expects (class ids, one-hot, 0/1 or plain values)."""
+    lowered = loss.lower()
+    if "sparse" in lowered:
+        return CLASS_IDS
+    if "categorical" in lowered or lowered in ("kl_divergence", "kld", "poisson"):
+        return ONE_HOT
+    if "binary" in lowered or "hinge" in lowered:
+        return BINARY
+    return VALUES
+
+
+def target_shape(choice: LossChoice, output: OutputInfo) -> tuple[int | None, ...]:
+    """The shape of one example's target for `output` (without the batch dimension)."""
+    shape = output.shape[1:]
+    return shape[:-1] if choice.target == CLASS_IDS else shape

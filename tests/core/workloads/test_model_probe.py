@@ -1,0 +1,56 @@
+"""Describing a model file in a child process: the answer, the file's own errors, and hung or crashed children."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from core.workloads.model_file import ModelFileError, file_sha256
+from core.workloads.model_probe import describe_model_file
+from tests.core.workloads.conftest import VOCAB, two_io_model, write_py
+
+HANG_LIMIT_S = 5.0
+KILL_MARGIN_S = 10.0  # the child's start and the kill, beyond its limit
+
+
+def test_child_describes_the_two_input_two_output_model(two_io_keras):
+    described = describe_model_file(two_io_keras, timeout_s=240)
+    assert described["sha256"] == file_sha256(two_io_keras) and described["path"] == str(two_io_keras)
+    assert described["params"] == two_io_model().count_params()
+    assert [(i["name"], i["dtype"], i["vocab"]) for i in described["inputs"]] == [("ids", "int32", VOCAB), ("feat", "float32", None)]
+    assert [(o["name"], o["activation"]) for o in described["outputs"]] == [("cls", "linear"), ("flag", "sigmoid")]
+    assert [loss["loss"] for loss in described["losses"]] == ["sparse_categorical_crossentropy", "binary_crossentropy"]
+    assert all(loss["reason"] for loss in described["losses"]) and described["compiled"] is False
+
+
+def test_an_untrusted_python_file_is_refused_before_any_child_starts(tmp_path):
+    marker = tmp_path / "ran.txt"
+    path = write_py(tmp_path, "model.py", f"open({str(marker)!r}, 'w').close()\n")
+    with pytest.raises(ModelFileError) as error:
+        describe_model_file(path, timeout_s=60)
+    assert error.value.needs_trust and error.value.path == str(path) and not marker.exists()
+
+
+def test_child_passes_back_the_problem_it_found(tmp_path):
+    path = write_py(tmp_path, "no_builder.py", "x = 1\n")
+    with pytest.raises(ModelFileError) as error:
+        describe_model_file(path, trust=True, timeout_s=60)
+    assert str(error.value) == f"{path}: the file defines no build_model() function returning a Keras model."
+    assert not error.value.needs_trust
+
+
+def test_a_hung_python_file_fails_within_its_limit(tmp_path):
+    path = write_py(tmp_path, "hangs.py", "import time\ntime.sleep(60)\n")
+    started = time.monotonic()
+    with pytest.raises(ModelFileError) as error:
+        describe_model_file(path, trust=True, timeout_s=HANG_LIMIT_S)
+    assert time.monotonic() - started < HANG_LIMIT_S + KILL_MARGIN_S
+    assert f"within its {HANG_LIMIT_S:g} s limit" in str(error.value) and str(path) in str(error.value)
+
+
+def test_a_crashing_python_file_is_a_clear_failure(tmp_path):
+    path = write_py(tmp_path, "crashes.py", "import os\nos.abort()\n")
+    with pytest.raises(ModelFileError) as error:
+        describe_model_file(path, trust=True, timeout_s=60)
+    assert "crashed (killed by SIGABRT)" in str(error.value)
