@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from core.child_process import kill_process_group
 from core.formatting import utc_now
 
 MATMUL_SIZE = {"CPU": 4096, "GPU": 8192, "TPU": 8192}
@@ -183,7 +183,7 @@ def measure_peaks(timeout_s: float = TIMEOUT_S) -> PeaksReport:
         stdout, stderr = process.communicate(timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
-        _kill(process)
+        kill_process_group(process)
         stdout, stderr = process.communicate()
         timed_out = True
     devices, stage, done = _collect([line[len(_REPORT_PREFIX) :] for line in stdout.splitlines() if line.startswith(_REPORT_PREFIX)])
@@ -195,17 +195,6 @@ def measure_peaks(timeout_s: float = TIMEOUT_S) -> PeaksReport:
         error = f"The measuring process ended early (exit code {process.returncode}, while {stage or 'importing TensorFlow'}): {last}"
     key["gpus"] = [d.name for d in devices if d.kind == "GPU"]
     return PeaksReport(key, tuple(devices), utc_now(), time.monotonic() - start, error)
-
-
-def _kill(process: subprocess.Popen) -> None:
-    """Kill the child and anything it started (it leads its own process group on POSIX)."""
-    if os.name == "posix":
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:
-        process.kill()
 
 
 def _collect(texts: Sequence[str]) -> tuple[list[DevicePeaks], str, bool]:

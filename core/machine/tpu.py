@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from core.child_process import kill_process_group
 from core.machine.types import NA, DeviceInfo, Note, NoteTopic, TpuProbe, short_name, try_read
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
@@ -162,17 +162,6 @@ def _core_rows(names: list[str], tpu_type: str, address: str) -> tuple[DeviceInf
     )
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """Kill the probe and anything it started (it leads its own process group on POSIX)."""
-    if os.name == "posix":
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:
-        process.kill()
-
-
 def _failure_message(address: str, error: str) -> str:
     first_line = error.strip().splitlines()[0] if error.strip() else "the probe ended without a result"
     if len(first_line) > 200:  # TF errors append the failing op's attributes; keep the first sentence
@@ -247,7 +236,7 @@ def _wait(process: subprocess.Popen, timeout_s: float, stop_event: threading.Eve
             return stdout, stderr, ""
         except subprocess.TimeoutExpired:
             continue  # communicate() may be called again: no output is lost
-    _kill(process)
+    kill_process_group(process)
     stdout, stderr = process.communicate()
     return stdout, stderr, cut_short
 

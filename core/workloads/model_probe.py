@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.child_process import kill_process_group
 from core.workloads.model_file import ModelFileError, check_model_path
 from core.workloads.user_workload import open_user_workload
 
@@ -68,7 +69,7 @@ def _run_child(command: list[str], timeout_s: float, shown: str) -> tuple[int, s
     try:
         _, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill(process, posix)
+        kill_process_group(process)
         process.communicate()
         waited = time.monotonic() - started
         raise ModelFileError(
@@ -77,16 +78,6 @@ def _run_child(command: list[str], timeout_s: float, shown: str) -> tuple[int, s
             "its code may hang or the model is very large. Check the file, or allow more time.",
         ) from None
     return process.returncode, stderr.decode(errors="replace")
-
-
-def _kill(process: subprocess.Popen, posix: bool) -> None:
-    if posix:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-            return
-        except ProcessLookupError:
-            return
-    process.kill()
 
 
 def _read_answer(answer_file: Path) -> dict[str, Any] | None:

@@ -1,0 +1,22 @@
+"""Child processes that may hang or die (a TPU probe, a ceiling measurement, a user's model file).
+
+They start in a process group of their own (`start_new_session=True` on POSIX), so
+`kill_process_group` ends the child and anything it started, never the app.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+def kill_process_group(process: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group on POSIX (it leads its own), else the child alone."""
+    if os.name == "posix":
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:
+        process.kill()
