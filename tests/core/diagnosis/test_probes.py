@@ -86,7 +86,8 @@ def _pipeline(batch_size: int, sleep_s: float = 0.0):
 
 def test_a_pipeline_made_slow_on_purpose_is_input_bound(two_cpus):
     timing = probes.measure_input(_pipeline(32, SLEEP_S), _mlp_train_steps(32), steps=10)
-    assert timing.pipeline.per_batch_s >= SLEEP_S and timing.step_s >= SLEEP_S
+    # prefetch(2) holds batches made before the clock starts, so a step may come in a little under the sleep
+    assert timing.pipeline.per_batch_s >= 0.8 * SLEEP_S and timing.step_s >= 0.8 * SLEEP_S
     evidence = Evidence(run=Point(32, 1, timing.step_s), pipeline_s=timing.pipeline.per_batch_s, model_only_step_s=timing.model_only_step_s)
     found = verdict(evidence)
     assert found.bound is Bound.INPUT, found.bound_evidence
