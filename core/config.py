@@ -8,6 +8,7 @@ device "GPU:3" exist?) live in `core.training.engine.check_against_machine`.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -47,6 +48,13 @@ class RunConfig:
     bounds the time-boxed TPU probe that runs before TensorFlow's TPU initialisation.
     `allow_network_workers` lets local workers run where they cannot be isolated
     from the network (see `core.cluster`).
+
+    `model` is a sample model's name or the path of the user's model file
+    (`.keras`, `.h5`, `.py`); for a file, `dataset` is "synthetic",
+    "build_dataset" (the .py's) or an `.npz` path, `trust` lets the file run
+    its code, `vocab` bounds integer inputs no Embedding describes, and
+    `model_sha256` is the content the run was set up with (checked again
+    where the file is opened: the engine, each worker).
     """
 
     model: str = "mlp"
@@ -68,6 +76,9 @@ class RunConfig:
     cluster_hosts: tuple[str, ...] = ()
     cluster_timeout_s: int = 300
     allow_network_workers: bool = False
+    trust: bool = False
+    vocab: int | None = None
+    model_sha256: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +86,7 @@ class RunConfig:
         if isinstance(self.cluster_hosts, str):
             raise ConfigError("cluster_hosts", self.cluster_hosts, "a list of host:port addresses, one per worker")
         object.__setattr__(self, "cluster_hosts", tuple(normalize_address(a) for a in self.cluster_hosts))
+        _absolute_paths(self)
         _validate(self)
         object.__setattr__(self, "learning_rate", float(self.learning_rate))
 
@@ -140,17 +152,44 @@ def normalize_address(address: str) -> str:
     return f"{host}:{int(port)}"
 
 
+def _absolute_paths(config: RunConfig) -> None:
+    """A model file and an .npz as absolute paths: workers and later sessions may start elsewhere."""
+    from core.workloads.workload import NPZ_SUFFIX, is_model_file
+
+    if is_model_file(config.model):
+        object.__setattr__(config, "model", os.path.abspath(os.path.expanduser(config.model)))
+        if isinstance(config.dataset, str) and config.dataset.lower().endswith(NPZ_SUFFIX):
+            object.__setattr__(config, "dataset", os.path.abspath(os.path.expanduser(config.dataset)))
+
+
+def _validate_model_file(config: RunConfig) -> None:
+    """The settings of a run on the user's model file; whether the file opens is checked where it is opened."""
+    from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
+    from core.workloads.workload import NPZ_SUFFIX
+
+    if config.dataset not in (SYNTHETIC, PYTHON_DATA) and not str(config.dataset).lower().endswith(NPZ_SUFFIX):
+        raise ConfigError("dataset", config.dataset, f"for a model file: {SYNTHETIC}, {PYTHON_DATA} (a .py's) or an .npz file")
+    if config.vocab is not None:
+        _check_int("vocab", config.vocab, 2, 2**31 - 1)
+    if not isinstance(config.trust, bool):
+        raise ConfigError("trust", config.trust, "true or false")
+
+
 def _validate(config: RunConfig) -> None:
     from core.workloads import data, models  # local: keeps config importable on its own
+    from core.workloads.workload import is_model_file
 
-    if config.model not in models.MODELS:
-        raise ConfigError("model", config.model, ", ".join(models.MODELS))
-    if config.dataset not in data.DATASETS:
+    if is_model_file(config.model):
+        _validate_model_file(config)
+    elif config.model not in models.MODELS:
+        raise ConfigError("model", config.model, ", ".join(models.MODELS) + ", or a .keras, .h5 or .py model file")
+    elif config.dataset not in data.DATASETS:
         raise ConfigError("dataset", config.dataset, ", ".join(data.DATASETS))
-    model_spec = models.MODELS[config.model]
-    if not model_spec.accepts(data.DATASETS[config.dataset]):
-        usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
-        raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
+    else:
+        model_spec = models.MODELS[config.model]
+        if not model_spec.accepts(data.DATASETS[config.dataset]):
+            usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
+            raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
     _check_choice("strategy", config.strategy, STRATEGIES)
     _check_choice("optimizer", config.optimizer, OPTIMIZERS)
     _check_choice("precision", config.precision, PRECISIONS)

@@ -17,6 +17,7 @@ _PATTERNS = {
     "ratio": "{:.2f}x",
     "percent": "{:.0%}",
     "fraction": "{:.1%}",
+    "pct": "{:.1f}%",
 }
 
 
@@ -48,6 +49,8 @@ def format_value(value: object, kind: str, missing: str = MISSING) -> str:
         return missing
     if kind == "bytes":
         return format_bytes(int(value), missing)  # type: ignore[call-overload]
+    if kind == "flops":
+        return format_si(float(value), "FLOP/s", missing)  # type: ignore[arg-type]
     pattern = _PATTERNS.get(kind)
     return pattern.format(value) if pattern else str(value)
 

@@ -180,9 +180,7 @@ def setup_logging(log_dir: str | Path | None = None, verbose: bool = False) -> P
         root.removeHandler(handler)
         if handler is not _BUFFER:
             handler.close()
-    file_handler = logging.handlers.RotatingFileHandler(
-        path, maxBytes=_MAX_LOG_BYTES, backupCount=_LOG_BACKUPS, encoding="utf-8"
-    )
+    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=_MAX_LOG_BYTES, backupCount=_LOG_BACKUPS, encoding="utf-8")
     file_handler.setFormatter(logging.Formatter(_FORMAT))
     handlers: list[logging.Handler] = [file_handler, _BUFFER]
     if verbose:

@@ -43,7 +43,7 @@ class Figure:
     label: str  # a short column title
     unit: str  # "samples/s", "ms", "s", "bytes", or "" for a pure number
     kind: str  # how `format_value` writes it: "rate", "ms", "seconds", "count", "loss", "bytes", ...
-    sql_type: str  # the history column's type: "REAL" or "INTEGER"
+    sql_type: str  # the history column's type: "REAL", "INTEGER" or "TEXT"
     description: str  # one sentence for tooltips and docs
 
     def format(self, value: Any, missing: str = MISSING) -> str:
@@ -95,7 +95,18 @@ class RunResult:
     peak_memory_bytes: int | None = figure(
         "Peak memory", "bytes", "bytes", "Device allocator peak on accelerators, else the process's RSS peak.", "INTEGER"
     )
+    bound: str | None = figure(
+        "Bound", "", "text", "What limits the speed: compute, memory, input, overhead or unknown (see bound_evidence).", "TEXT"
+    )
+    achieved_flops: float | None = figure("Achieved", "FLOP/s", "flops", "Training FLOPs per step x steps per second.")
+    pct_of_measured_peak: float | None = figure(
+        "% of peak", "%", "pct", "Achieved FLOP/s as a percentage of the measured matmul ceiling for the run's precision."
+    )
+    mean_utilization: float | None = figure("Device use", "%", "pct", "Mean accelerator utilisation during the run (NVML, GPUs only).")
     peak_memory_source: str = ""
+    bound_evidence: str = ""
+    advice: str = ""
+    memory_estimate: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     started_at: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
@@ -128,6 +139,10 @@ class RunResult:
             "warmup_steps": self.warmup_steps,
             **self.figures(),
             "peak_memory_source": self.peak_memory_source,
+            "bound_evidence": self.bound_evidence,
+            "advice": self.advice,
+            "memory_estimate": dict(self.memory_estimate),
+            **({"model_sha256": cfg["model_sha256"]} if cfg.get("model_sha256") else {}),
             "wall_s": self.wall_s,
             "started_at": self.started_at,
             "warnings": list(self.warnings),

@@ -24,8 +24,7 @@ from core.machine.peaks import PeaksReport
 from core.results import RunResult
 from core.runner import run_training
 from core.training.flops import FlopsCounter
-from core.workloads import data as data_module
-from core.workloads.models import get_model_spec
+from core.workloads.workload import open_workload
 
 _log = logging.getLogger(__name__)
 
@@ -132,9 +131,8 @@ def _stopped(stop_event: threading.Event | None) -> bool:
 
 def run_pipeline(config: RunConfig) -> Any:
     """The `tf.data` pipeline a run of `config` trains on (the engine's own `make_dataset` of the data set's arrays)."""
-    spec = get_model_spec(config.model)
-    x, y, _ = data_module.load_arrays(config.dataset, spec, config.seed)
-    return data_module.make_dataset(x, y, config.batch_size, config.seed, config.dataset == "synthetic")
+    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    return workload.make_dataset(config.batch_size, config.seed)
 
 
 def time_pipeline(

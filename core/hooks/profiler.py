@@ -146,7 +146,9 @@ def run_callbacks_for(
 
         if config.strategy == "multi-worker":
             raise ConfigError(
-                PROFILE_FIELD, profile_steps, "no profile for multi-worker runs (the workers train in other processes): profile a one-device or mirrored run"
+                PROFILE_FIELD,
+                profile_steps,
+                "no profile for multi-worker runs (the workers train in other processes): profile a one-device or mirrored run",
             )
         check_profile_steps(*profile_steps, total_steps=total_steps(config))
     if tensorboard_dir is None:

@@ -223,7 +223,10 @@ def launch_tensorboard(logdir: str | Path, timeout_s: float = 90.0) -> TensorBoa
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     process = subprocess.Popen(
         [command, "--logdir", str(folder), "--host", "127.0.0.1", "--port", str(port)],
-        stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     server = TensorBoardProcess(process, url, folder, output)
     deadline = time.monotonic() + timeout_s

@@ -35,7 +35,8 @@ from core.training.run_checks import batch_warning, call_size
 from core.training.strategies import SetupStopped, TpuUnavailable, check_mirrored_devices, make_strategy
 from core.training.traces import TrainSteps
 from core.workloads import data as data_module
-from core.workloads.models import get_model_spec
+from core.workloads.model_file import ModelFileError
+from core.workloads.workload import open_workload
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
 
@@ -226,12 +227,26 @@ def check_against_machine(config: RunConfig) -> None:
             raise ConfigError("devices", name, "devices TensorFlow sees here: " + ", ".join(known))
 
 
-def total_steps(config: RunConfig) -> int:
-    """Steps the run will do: `steps`, or `epochs` whole passes over the data."""
+def total_steps(config: RunConfig, workload: Any = None) -> int:
+    """Steps the run will do: `steps`, or `epochs` whole passes over the data (one epoch of an endless data set: `steps`)."""
     if config.epochs is None:
         return config.steps
-    model_spec = get_model_spec(config.model)
-    return config.epochs * data_module.steps_per_epoch(config.dataset, model_spec, config.batch_size)
+    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    per_epoch = workload.steps_per_epoch(config.batch_size)
+    return config.epochs * (per_epoch or config.steps)
+
+
+def open_checked_workload(config: RunConfig) -> Any:
+    """The run's workload; for a model file, refused when its content is not the one the run was set up with."""
+    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    source = getattr(workload, "source", None)
+    if source is not None and config.model_sha256 and source.sha256 != config.model_sha256:
+        raise ModelFileError(
+            source.path,
+            f"the file changed since the run was set up (sha256 {source.sha256[:12]}…, expected {config.model_sha256[:12]}…); "
+            "on a cluster, every host needs the same file at the same path.",
+        )
+    return workload
 
 
 def explain_failure(exc: BaseException) -> str:
@@ -239,7 +254,7 @@ def explain_failure(exc: BaseException) -> str:
     import tensorflow as tf
 
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss, TpuUnavailable)):
+    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss, TpuUnavailable, ModelFileError)):
         return str(exc)
     if isinstance(exc, tf.errors.ResourceExhaustedError):
         return f"Out of memory on the device: {first_line}. Lower the batch size, pick a smaller model, or use mixed precision."
@@ -254,11 +269,12 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     """Data, strategy, model, optimizer and the compiled function; notes questionable choices in `tally`."""
     import tensorflow as tf
 
-    model_spec = get_model_spec(config.model)
-    x, y, num_classes = data_module.load_arrays(config.dataset, model_spec, config.seed)
-    steps = total_steps(config)
+    workload = open_checked_workload(config)
+    if getattr(workload, "source", None) is not None and not config.model_sha256:
+        config = tally.config = config.with_changes(model_sha256=workload.source.sha256)
+    steps = total_steps(config, workload)
     per_call, why = call_size(config.steps_per_call, steps)
-    tally.notes += [note for note in (batch_warning(config, len(y)), why) if note]
+    tally.notes += [note for note in (batch_warning(config, workload.num_examples), why) if note]
     if per_call != config.steps_per_call:
         config = tally.config = config.with_changes(steps_per_call=per_call)
     strategy = make_strategy(config, stop_event)
@@ -270,12 +286,12 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
         )
     tf.random.set_seed(config.seed)
     with strategy.scope():
-        model = model_spec.build(x.shape[1:], num_classes, seed=config.seed)
-        optimizer = _make_optimizer(config)
+        model = workload.build_model(seed=config.seed)
+        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate))
         optimizer.build(model.trainable_variables)
-    dataset = data_module.make_dataset(x, y, config.batch_size, config.seed, config.dataset == "synthetic")
+    dataset = workload.make_dataset(config.batch_size, config.seed)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    train_steps = _make_train_function(strategy, model, optimizer, config)
+    train_steps = _make_train_function(strategy, model, optimizer, config, workload.loss_fn)
     return _Session(strategy, model, train_steps, iterator, steps, _device_names(strategy, config))
 
 
@@ -289,7 +305,8 @@ def _device_names(strategy, config: RunConfig) -> tuple[str, ...]:
     return tuple(short_name(d) for d in strategy.extended.worker_devices)
 
 
-def _make_optimizer(config: RunConfig):
+def _make_optimizer(config: RunConfig, chosen: Any = None):
+    """`chosen` (the model file's own optimizer) or the run's setting; wrapped for loss scaling under float16."""
     import keras
 
     optimizers = {
@@ -298,18 +315,17 @@ def _make_optimizer(config: RunConfig):
         "sgd": keras.optimizers.SGD,
         "rmsprop": keras.optimizers.RMSprop,
     }
-    optimizer = optimizers[config.optimizer](learning_rate=config.learning_rate)
+    optimizer = chosen if chosen is not None else optimizers[config.optimizer](learning_rate=config.learning_rate)
     if config.precision == "float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
 
 
-def _make_train_function(strategy, model, optimizer, config: RunConfig) -> TrainSteps:
-    """A tf.function running n steps per call and returning the n per-step losses."""
+def _make_train_function(strategy, model, optimizer, config: RunConfig, loss_fn: Callable[[Any, Any], Any]) -> TrainSteps:
+    """A tf.function running n steps per call and returning the n per-step losses; `loss_fn` gives the loss per example."""
     import keras
     import tensorflow as tf
 
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     global_batch = config.batch_size
     scale_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 

@@ -7,22 +7,25 @@ engine has loaded the data.
 
 from __future__ import annotations
 
+import os
+
 from core.config import RunConfig
 from core.formatting import format_value
 from core.workloads.data import DATASETS
 
 
-def batch_warning(config: RunConfig, examples: int) -> str | None:
+def batch_warning(config: RunConfig, examples: int | None) -> str | None:
     """A batch larger than a real data set repeats its examples inside every batch; synthetic data is exempt.
 
-    Synthetic data only measures the device, so repeats there change nothing.
+    Synthetic data only measures the device, so repeats there change nothing;
+    `examples` None (a user's build_dataset()) is a size not known in advance.
     """
-    if config.dataset == "synthetic" or config.batch_size <= examples:
+    if config.dataset == "synthetic" or examples is None or config.batch_size <= examples:
         return None
     batch, size = format_value(config.batch_size, "count"), format_value(examples, "count")
     repeats = config.batch_size / examples
     return (
-        f"The batch ({batch} examples) is larger than the {DATASETS[config.dataset].title} data set ({size} examples): "
+        f"The batch ({batch} examples) is larger than the {_data_title(config.dataset)} data set ({size} examples): "
         f"each batch holds every example about {repeats:.{1 if repeats < 10 else 0}f} times, so the loss says little "
         f"about learning. The speed figures stay valid; to train on the data, use a batch of at most {size}."
     )
@@ -50,3 +53,7 @@ def call_size(steps_per_call: int, total_steps: int) -> tuple[int, str | None]:
         f"would cover all {total_steps} steps, all of them warm-up, and the run would have no steady-state figures. "
         f"To measure {steps_per_call} steps per call, run {2 * steps_per_call} or more steps."
     )
+
+
+def _data_title(dataset: str) -> str:
+    return DATASETS[dataset].title if dataset in DATASETS else os.path.basename(dataset)

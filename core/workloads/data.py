@@ -45,11 +45,25 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("synthetic", "Synthetic", "any", "Random inputs in the model's shape, generated once and cached: measures the device, not the input pipeline."),
-        DatasetSpec("digits", "Digits 8x8 (shipped)", IMAGE, "1,797 handwritten digits, 8x8 grey (UCI, CC BY 4.0), shipped in resources/: trains offline."),
+        DatasetSpec(
+            "synthetic",
+            "Synthetic",
+            "any",
+            "Random inputs in the model's shape, generated once and cached: measures the device, not the input pipeline.",
+        ),
+        DatasetSpec(
+            "digits",
+            "Digits 8x8 (shipped)",
+            IMAGE,
+            "1,797 handwritten digits, 8x8 grey (UCI, CC BY 4.0), shipped in resources/: trains offline.",
+        ),
         DatasetSpec("mnist", "MNIST", IMAGE, "70,000 handwritten digits, 28x28 grey (keras.datasets).", "mnist.npz", False),
-        DatasetSpec("fashion_mnist", "Fashion-MNIST", IMAGE, "70,000 clothing images, 28x28 grey (keras.datasets).", "fashion-mnist/", False),
-        DatasetSpec("cifar10", "CIFAR-10", IMAGE, "60,000 colour images, 32x32x3, 10 classes (keras.datasets).", "cifar-10-batches-py.tar.gz", False),
+        DatasetSpec(
+            "fashion_mnist", "Fashion-MNIST", IMAGE, "70,000 clothing images, 28x28 grey (keras.datasets).", "fashion-mnist/", False
+        ),
+        DatasetSpec(
+            "cifar10", "CIFAR-10", IMAGE, "60,000 colour images, 32x32x3, 10 classes (keras.datasets).", "cifar-10-batches-py.tar.gz", False
+        ),
         DatasetSpec("imdb", "IMDB reviews", TEXT, "50,000 movie reviews as word ids, 2 classes (keras.datasets).", "imdb.npz", False),
     )
 }

@@ -22,7 +22,8 @@ from core.results import FIGURES, RunResult, RunStatus
 
 def figure_values(seed: int) -> dict[str, object]:
     """A distinct value for every figure, of its column's type."""
-    return {f.name: (1000 * seed + i if f.sql_type == "INTEGER" else seed + i / 8) for i, f in enumerate(FIGURES, start=1)}
+    values = {"INTEGER": lambda i: 1000 * seed + i, "REAL": lambda i: seed + i / 8, "TEXT": lambda i: f"text {seed}.{i}"}
+    return {f.name: values[f.sql_type](i) for i, f in enumerate(FIGURES, start=1)}
 
 
 def make_result(seed: int = 1) -> RunResult:
@@ -65,7 +66,9 @@ def test_every_figure_is_in_the_summary_the_sort_and_the_csv(tmp_path: Path) -> 
     lines = (tmp_path / "runs.csv").read_text(encoding="utf-8").splitlines()
     rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
     for row, result in zip(rows, results, strict=True):
-        assert {f.name: float(row[f.name]) for f in FIGURES} == pytest.approx(result.figures())
+        numbers = [f for f in FIGURES if f.sql_type != "TEXT"]
+        assert {f.name: float(row[f.name]) for f in numbers} == pytest.approx({f.name: result.figures()[f.name] for f in numbers})
+        assert all(row[f.name] == result.figures()[f.name] for f in FIGURES if f.sql_type == "TEXT")
 
 
 def test_an_old_history_gains_the_missing_figure_columns_and_keeps_its_runs(tmp_path: Path) -> None:

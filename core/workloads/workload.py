@@ -1,0 +1,77 @@
+"""One interface for what a run trains: a sample model on a data set, or the user's own model file.
+
+`open_workload(model, dataset, ...)` gives an object the engine and the probes
+use alike: `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
+seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr)` (None: the
+run's optimizer setting), `steps_per_epoch(batch)` and `num_examples`.
+`is_model_file` tells a file path from a sample model's name without opening anything.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from core.workloads import data as data_module
+from core.workloads.model_file import EXTENSIONS
+from core.workloads.models import MODELS, ModelSpec, get_model_spec
+
+NPZ_SUFFIX = ".npz"
+
+
+def is_model_file(model: str) -> bool:
+    """True when `model` names a file or folder (a path, or a known model-file suffix), not a sample model."""
+    if not isinstance(model, str) or not model or model in MODELS:
+        return False
+    suffix = os.path.splitext(model)[1].lower()
+    return suffix in EXTENSIONS or os.sep in model or "/" in model or os.path.exists(model)
+
+
+def model_title(model: str) -> str:
+    """A sample model's title, or a model file's name."""
+    if model in MODELS:
+        return MODELS[model].title
+    return os.path.basename(str(model).rstrip("/" + os.sep)) or str(model or "model")
+
+
+class SampleWorkload:
+    """A sample model and one of the shipped (or downloadable) data sets, loaded into memory."""
+
+    def __init__(self, spec: ModelSpec, dataset: str, seed: int = 0) -> None:
+        self.spec = spec
+        self.dataset = dataset
+        self.x, self.y, self.num_classes = data_module.load_arrays(dataset, spec, seed)
+
+    @property
+    def num_examples(self) -> int:
+        return len(self.y)
+
+    def steps_per_epoch(self, global_batch_size: int) -> int:
+        return data_module.steps_per_epoch(self.dataset, self.spec, global_batch_size)
+
+    def build_model(self, seed: int = 0) -> Any:
+        return self.spec.build(self.x.shape[1:], self.num_classes, seed=seed)
+
+    def make_dataset(self, global_batch_size: int, seed: int = 0) -> Any:
+        return data_module.make_dataset(self.x, self.y, global_batch_size, seed, self.dataset == "synthetic")
+
+    def loss_fn(self, y_true: Any, logits: Any) -> Any:
+        import keras
+
+        return keras.losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
+
+    def make_optimizer(self, learning_rate: float) -> None:
+        """Sample models train with the run's optimizer setting."""
+        return None
+
+
+def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, vocab: int | None = None) -> Any:
+    """The workload for a run's `model` and `dataset` (a SampleWorkload or a UserWorkload).
+
+    Raises ModelFileError (a file that cannot be used) or DataUnavailable (a data set that cannot be loaded).
+    """
+    if is_model_file(model):
+        from core.workloads.user_workload import open_user_workload
+
+        return open_user_workload(model, trust=trust, data=dataset, vocab=vocab)
+    return SampleWorkload(get_model_spec(model), dataset, seed)
