@@ -106,6 +106,19 @@ class RunConfig:
             kwargs["devices"] = tuple(kwargs["devices"] or ())
         return cls(**kwargs)
 
+    @property
+    def hooks(self) -> dict[str, str]:
+        """The hooks that were on, as recorded with the run: {"tensorboard": folder, "profile": "A-B"}; empty for none."""
+        return dict(self.extra.get("hooks", {}))
+
+    def with_hooks(self, tensorboard: str | os.PathLike | None = None, profile: tuple[int, int] | None = None) -> RunConfig:
+        """A copy that records which hooks are on (TensorBoard folder, profiled step range)."""
+        hooks = {"tensorboard": os.path.abspath(tensorboard)} if tensorboard else {}
+        if profile:
+            hooks["profile"] = f"{profile[0]}-{profile[1]}"
+        extra = {key: value for key, value in self.extra.items() if key != "hooks"}
+        return replace(self, extra={**extra, **({"hooks": hooks} if hooks else {})})
+
     def with_changes(self, **changes: Any) -> RunConfig:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)

@@ -146,6 +146,7 @@ class RunResult:
             "wall_s": self.wall_s,
             "started_at": self.started_at,
             "warnings": list(self.warnings),
+            "hooks": dict((cfg.get("extra") or {}).get("hooks", {})),
         }
 
     def to_dict(self) -> dict[str, Any]:

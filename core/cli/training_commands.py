@@ -34,6 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = run_config(args)
     profile = parse_step_range(args.profile) if args.profile else None
     tensorboard = check_output_folder("--tensorboard", args.tensorboard) if args.tensorboard else None
+    config = config.with_hooks(tensorboard, profile)
     with stop_on_signals() as stop_event:
         if config.strategy == "multi-worker":
             announce_cluster(config)
