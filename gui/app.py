@@ -15,8 +15,9 @@ from core.machine.runtime import quiet_tensorflow_logs
 from gui.dialogs.about import app_version
 from gui.icons import app_icon
 from gui.main_window import MainWindow
+from gui.plotting.theme import apply_theme
 from gui.qt_threads import wait_for_threads
-from gui.settings import APPLICATION, ORGANIZATION, effective_runtime_settings, open_settings
+from gui.settings import APPLICATION, ORGANIZATION, effective_runtime_settings, open_settings, saved_theme
 
 EXIT_WAIT_S = 120.0
 FIRST_PAINT_FALLBACK_MS = 2000
@@ -127,6 +128,7 @@ def run_app(argv: list[str]) -> int:
     app.setWindowIcon(app_icon())
     app.setStyle("Fusion")
     settings = open_settings()
+    apply_theme(saved_theme(settings))
     runtime, note = effective_runtime_settings(settings)
     window = MainWindow(settings, runtime, note, charts_later=True)
     window.show()

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from core.config import ConfigError, RunConfig
 from core.formatting import format_duration
+from core.hooks.recorded import with_recorded_hooks
 from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceReport
 from core.results import RunStatus
@@ -73,6 +74,7 @@ class MainWindow(QMainWindow):
     ):
         super().__init__(parent)
         self._callback_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
+        self._run_config: RunConfig | None = None
         self.setObjectName("mainWindow")
         self.setWindowTitle("Device Lab")
         self.settings = settings
@@ -93,6 +95,7 @@ class MainWindow(QMainWindow):
         for placeholder, title in zip(self._chart_placeholders, CHART_TITLES, strict=True):
             placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.add_panel(placeholder, title)
+        self._add_sweep_tab()
         self.log_dock = LogDock(self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.log_dock.hide()
@@ -222,6 +225,7 @@ class MainWindow(QMainWindow):
         self.device_panel.devices_changed.connect(self._on_devices)
         self.run_panel.tpu_probed.connect(self.device_panel.show_tpu_probe)
         self.add_run_callback_provider(self.run_panel.cluster_box.run_callbacks)
+        self.add_run_callback_provider(lambda config: self.charts().run_callbacks(config))  # GPU use under step time
         self.device_panel.detection_failed.connect(lambda text: self.statusBar().showMessage(text))
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
@@ -233,6 +237,7 @@ class MainWindow(QMainWindow):
         self.run_controller.progress.connect(self._on_progress)
         self.run_controller.run_finished.connect(self._on_run_finished)
         self.run_controller.run_failed.connect(self._on_run_failed)
+        self.run_controller.diagnosing.connect(self.run_panel.show_diagnosing)
         self.run_controller.running_changed.connect(self._on_running_changed)
         self.device_panel.devices_changed.connect(self.compare_panel.set_devices)
         self.device_panel.devices_changed.connect(self.memory.compare_ready)
@@ -243,6 +248,7 @@ class MainWindow(QMainWindow):
         self.run_controller.running_changed.connect(self.compare_panel.set_blocked)
         self.run_controller.run_finished.connect(self.history_panel.refresh)
         self.compare_panel.running_changed.connect(self._on_running_changed)
+        self.compare_panel.follow_in(self.run_panel.progress_bar, self.run_panel.result_label)  # not "Idle" while comparing
         self.run_panel.stop_requested.connect(self.compare_panel.stop)
         self.compare_panel.run_saved.connect(self.history_panel.refresh)
         self.history_panel.compare_requested.connect(self.compare_panel.show_comparison)
@@ -262,6 +268,31 @@ class MainWindow(QMainWindow):
         self.memory.restore()
         self.help_dialog: HelpDialog | None = None
         self.setWindowIcon(app_icon())
+
+    def _add_sweep_tab(self) -> None:
+        """The Sweep tab (gui.tuning): the run form's job over one or two settings; "Use these settings" fills the form."""
+        from gui.tuning.sweep_panel import SweepPanel
+
+        self.sweep_panel = SweepPanel(self.run_panel.config, self.run_panel.errors, self._job_in_flight)
+        self.add_panel(self.sweep_panel, "Sweep")
+        self.sweep_panel.settings_chosen.connect(self.run_panel.apply_settings)
+        self.sweep_panel.running_changed.connect(self._on_sweep_running)
+        self.sweep_panel.row_saved.connect(self._on_sweep_row_saved)
+        self.sweep_panel.message.connect(self.statusBar().showMessage)
+        self.run_panel.stop_requested.connect(self.sweep_panel.stop)
+
+    def _job_in_flight(self) -> bool:
+        """A run or comparison is in flight (a sweep waits for it)."""
+        return self._charts is not None and (self.run_controller.is_running() or self.compare_panel.is_running())
+
+    def _on_sweep_running(self, running: bool) -> None:
+        self._on_running_changed(running)
+        if self._charts is not None:
+            self.compare_panel.set_blocked(running)
+
+    def _on_sweep_row_saved(self, _row: object) -> None:
+        if self._charts is not None:
+            self.history_panel.refresh()
 
     # --- reacting ------------------------------------------------------------
 
@@ -292,7 +323,8 @@ class MainWindow(QMainWindow):
             self.run_panel.show_not_started(str(exc))
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
-        if not self.run_controller.start(config, label, callbacks):
+        self._run_config = with_recorded_hooks(config, callbacks)
+        if not self.run_controller.start(self._run_config, label, callbacks):
             self.statusBar().showMessage("A run is already in flight: stop it first.", STATUS_TIMEOUT_MS)
 
     def _stop_run(self) -> None:
@@ -300,6 +332,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Stopping after the step in flight…")
 
     def _on_run_started(self, key: str, label: str) -> None:
+        self.plots.describe_run(key, None, self._run_config.to_dict() if self._run_config else None)
         self.run_panel.show_starting(label)
         self.show_panel(self.plots)
         self.statusBar().showMessage(f"Training {label}…")
@@ -311,6 +344,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Training: step {progress.done:,} of {progress.total:,}, {progress.samples_per_s:,.0f} samples/s{eta}")
 
     def _on_run_finished(self, finished: FinishedRun) -> None:
+        self.plots.describe_run(self.run_controller.current_key, finished.run_id, finished.result.config)
         self.run_panel.show_result(finished)
         result = finished.result
         rate = f", {result.samples_per_s:,.0f} samples/s" if result.samples_per_s else ""
@@ -360,6 +394,7 @@ class MainWindow(QMainWindow):
         if charts is not None:
             self._say_stopping(charts)
             charts.compare_panel.shutdown(CLOSE_TIMEOUT_S)
+        self.sweep_panel.shutdown(CLOSE_TIMEOUT_S)
         self.run_panel.close_down()
         self.run_options.shutdown()
         self.device_panel.close_down()
@@ -381,7 +416,9 @@ class MainWindow(QMainWindow):
         charts.run_controller.stop()
         charts.compare_panel.stop()
         self.statusBar().showMessage(f"Stopping the {' and the '.join(jobs)} after the step in flight, then closing…")
-        self.statusBar().repaint()  # now: the event loop does not run again before the window goes
+        self.run_panel.progress_bar.setFormat("Stopping…")
+        self.run_panel.stop_button.setEnabled(False)
+        self.repaint()  # now: the event loop does not run again before the window goes
 
     def _restore_geometry(self) -> None:
         geometry = self.settings.value(KEY_WINDOW_GEOMETRY)
@@ -395,7 +432,7 @@ class MainWindow(QMainWindow):
         AboutDialog(self).exec()
 
     def show_help(self) -> HelpDialog:
-        """Help > Quick start (F1): the README's first part, beside the window (one dialog, brought forward)."""
+        """Help > Quick start (F1): how to use the window, beside it (one dialog, brought forward)."""
         if self.help_dialog is None:
             self.help_dialog = HelpDialog(self)
         self.help_dialog.show()

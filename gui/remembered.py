@@ -1,4 +1,5 @@
-"""The run form and the compare targets, remembered across restarts (QSettings).
+"""What the window remembers across restarts (QSettings): the run form, the compare targets,
+the model files opened lately and the ones trusted, and the last folder of each kind of file dialog.
 
 Form fields are found by object name (combo boxes, line edits, spin boxes, check
 boxes, checkable lists) under the form's widget, so a field added to the form
@@ -7,13 +8,20 @@ sets on the model) or exist only once devices are listed (devices, strategies),
 so restoring runs twice over the fields at start-up, and once more for the
 fields that could not be set, or that device detection reset, when the devices
 arrive.
+
+Trust is remembered per file content (sha256), never per path: a changed file
+is asked about again. File dialogs open in the folder last used for their kind
+(model files, data, exports, images, log folders). This module sits low in the
+GUI's layers, so panels, the run form and the plots can all use it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, Qt
 from PySide6.QtWidgets import (
@@ -21,6 +29,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
+    QFileDialog,
     QLineEdit,
     QListWidget,
     QSpinBox,
@@ -28,10 +37,22 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gui.settings import KEY_COMPARE_TARGETS, KEY_RUN_FORM, KEY_WINDOW_SPLITTER
+from gui.settings import KEY_COMPARE_TARGETS, KEY_RUN_FORM, KEY_WINDOW_SPLITTER, open_settings
 
-if TYPE_CHECKING:
-    from gui.panels.compare import ComparePanel
+KEY_RECENT_MODELS = "models/recent"
+KEY_TRUSTED_MODELS = "models/trusted"
+KEY_LAST_FOLDER = "folders/"  # + the dialog's kind
+MAX_RECENT_MODELS = 8
+FOLDER_MODEL, FOLDER_DATA, FOLDER_EXPORT, FOLDER_IMAGE, FOLDER_LOGS = "model", "data", "export", "image", "logs"
+
+
+class TargetChooser(Protocol):
+    """What the window memory needs of the compare panel: the targets chosen, and setting them."""
+
+    def chosen_targets(self) -> list[str]: ...
+
+    def set_targets(self, specs: Sequence[str]) -> None: ...
+
 
 FIELD_TYPES = (QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox, QCheckBox, QListWidget)
 
@@ -214,7 +235,7 @@ class WindowMemory(QObject):
     ):
         super().__init__(parent)
         self._settings = settings
-        self._compare: ComparePanel | None = None
+        self._compare: TargetChooser | None = None
         self._splitter = splitter
         self._compare_ready = False
         self.form = FormMemory(settings, KEY_RUN_FORM, run_form, exclude, self)
@@ -241,7 +262,7 @@ class WindowMemory(QObject):
         """Connect to the device report after the run form: the fields that needed the devices."""
         self.form.after_devices()
 
-    def attach_compare(self, compare_panel: ComparePanel) -> None:
+    def attach_compare(self, compare_panel: TargetChooser) -> None:
         """The compare panel, once built; call `compare_ready` when it has its devices."""
         self._compare = compare_panel
 
@@ -253,3 +274,85 @@ class WindowMemory(QObject):
         targets = saved_compare_targets(self._settings)
         if targets is not None:
             self._compare.set_targets(targets)
+
+
+def _json_value(settings: QSettings, key: str, kind: type) -> list | dict:
+    """A JSON list or dict saved under `key` (empty when missing or unreadable)."""
+    try:
+        value = json.loads(str(settings.value(key, "")))
+    except ValueError:
+        return kind()
+    return value if isinstance(value, kind) else kind()
+
+
+def recent_models(settings: QSettings) -> list[str]:
+    """The model files opened lately, most recent first; files that are no longer there are left out."""
+    return [str(p) for p in _json_value(settings, KEY_RECENT_MODELS, list) if isinstance(p, str) and os.path.isfile(p)]
+
+
+def remember_model(settings: QSettings, path: str) -> list[str]:
+    """Put `path` first among the recent model files (at most MAX_RECENT_MODELS); returns the new list."""
+    path = os.path.abspath(path)
+    recent = [path, *(p for p in recent_models(settings) if p != path)][:MAX_RECENT_MODELS]
+    settings.setValue(KEY_RECENT_MODELS, json.dumps(recent))
+    settings.sync()
+    return recent
+
+
+def trusted_hashes(settings: QSettings) -> frozenset[str]:
+    """The content hashes (sha256) of the model files the user trusted to run their code."""
+    return frozenset(_json_value(settings, KEY_TRUSTED_MODELS, dict))
+
+
+def is_trusted(settings: QSettings, sha256: str) -> bool:
+    """True when the user trusted a file with exactly this content to run its code."""
+    return bool(sha256) and sha256 in trusted_hashes(settings)
+
+
+def remember_trust(settings: QSettings, sha256: str, path: str) -> None:
+    """Remember that the user trusts this content (the path is kept to say which file it was)."""
+    trusted = _json_value(settings, KEY_TRUSTED_MODELS, dict)
+    trusted[sha256] = os.path.abspath(path)
+    settings.setValue(KEY_TRUSTED_MODELS, json.dumps(trusted))
+    settings.sync()
+
+
+def last_folder(settings: QSettings, kind: str, fallback: str = "") -> str:
+    """The folder the last dialog of `kind` was left in (`fallback` when none, or it is gone)."""
+    folder = str(settings.value(KEY_LAST_FOLDER + kind, "") or "")
+    return folder if folder and os.path.isdir(folder) else fallback
+
+
+def remember_folder(settings: QSettings, kind: str, chosen: str) -> None:
+    """Remember the folder of a path chosen in a dialog of `kind` (the path itself when it is a folder)."""
+    if chosen:
+        folder = chosen if os.path.isdir(chosen) else os.path.dirname(os.path.abspath(chosen))
+        settings.setValue(KEY_LAST_FOLDER + kind, folder)
+        settings.sync()
+
+
+def ask_open_file(parent: QWidget | None, kind: str, caption: str, filters: str, settings: QSettings | None = None) -> str:
+    """A file chosen to open, starting in the last folder of `kind` ('' when cancelled)."""
+    settings = settings or open_settings()
+    path, _ = QFileDialog.getOpenFileName(parent, caption, last_folder(settings, kind), filters)
+    remember_folder(settings, kind, path)
+    return path
+
+
+def ask_save_file(
+    parent: QWidget | None, kind: str, caption: str, file_name: str, filters: str, settings: QSettings | None = None
+) -> tuple[str, str]:
+    """(path, filter chosen) to save `file_name` to, starting in the last folder of `kind` ('' when cancelled)."""
+    settings = settings or open_settings()
+    folder = last_folder(settings, kind)
+    path, chosen = QFileDialog.getSaveFileName(parent, caption, str(Path(folder) / file_name) if folder else file_name, filters)
+    remember_folder(settings, kind, path)
+    return path, chosen
+
+
+def ask_folder(parent: QWidget | None, kind: str, caption: str, fallback: str, settings: QSettings | None = None) -> str:
+    """A folder chosen, starting in the last folder of `kind` (else `fallback`); '' when cancelled."""
+    settings = settings or open_settings()
+    folder = QFileDialog.getExistingDirectory(parent, caption, last_folder(settings, kind, fallback))
+    remember_folder(settings, kind, folder)
+    return folder

@@ -1,4 +1,4 @@
-"""Where the GUI keeps its settings (QSettings), and the start-up device settings it saves there.
+"""Where the GUI keeps its settings (QSettings): the start-up device settings and the theme it saves there.
 
 `DEVICE_LAB_SETTINGS_DIR` moves the settings file (tests point it at a temporary
 folder so they never touch the user's real settings); `DEVICE_LAB_LOGICAL_CPUS`
@@ -33,6 +33,8 @@ KEY_TENSORBOARD_DIR = "logging/tensorboard_dir"
 KEY_PROFILE_ENABLED = "logging/profile"
 KEY_PROFILE_FIRST = "logging/profile_first"
 KEY_PROFILE_LAST = "logging/profile_last"
+KEY_THEME = "appearance/theme"
+THEME_CHOICES = ("system", "light", "dark")
 
 
 def open_settings(folder: str | Path | None = None) -> QSettings:
@@ -75,6 +77,20 @@ def save_runtime_settings(settings: QSettings, runtime: RuntimeSettings) -> None
     settings.setValue(KEY_LOGICAL_CPUS, runtime.logical_cpus)
     settings.setValue(KEY_GPU_MEMORY_GROWTH, runtime.gpu_memory_growth)
     settings.setValue(KEY_GPU_MEMORY_LIMIT_MB, runtime.gpu_memory_limit_mb)
+    settings.sync()
+
+
+def saved_theme(settings: QSettings) -> str:
+    """The saved theme, one of THEME_CHOICES ("system" when missing or unknown)."""
+    value = str(settings.value(KEY_THEME, "system") or "system").strip().lower()
+    return value if value in THEME_CHOICES else "system"
+
+
+def save_theme(settings: QSettings, theme: str) -> None:
+    """Store the theme (one of THEME_CHOICES); it applies at once, no restart."""
+    if theme not in THEME_CHOICES:
+        raise ValueError(f"theme must be one of {THEME_CHOICES}, not {theme!r}")
+    settings.setValue(KEY_THEME, theme)
     settings.sync()
 
 

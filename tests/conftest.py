@@ -7,6 +7,7 @@ DEVICE_LAB_LOGICAL_CPUS): mirrored runs need two.
 """
 
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -41,3 +42,15 @@ def no_thread_left_running():
     if running:
         workers.wait_for_threads(120)
         pytest.fail(f"test left worker threads running: {', '.join(running)}")
+
+
+@pytest.fixture
+def silent_tpu_address():
+    """A grpc:// address that accepts TCP connections and never answers: a TPU probe there waits out its time limit.
+
+    (A port where nothing listens refuses at once, and the probe says so without waiting: core.machine.tpu.refused_at_once.)
+    """
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield f"grpc://127.0.0.1:{server.getsockname()[1]}"

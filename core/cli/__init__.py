@@ -2,9 +2,10 @@
 
 Progress goes to stderr, results to stdout (`--json` for one JSON document).
 Exit codes: 0 completed, 1 failed or stopped run, 2 invalid input (the message
-on stderr says which field, what was given and what is allowed, or why the
-history cannot be used). Ctrl-C, SIGTERM and SIGHUP stop a run after the call
-in flight (`core.cli.signals`); elsewhere Ctrl-C ends the command without a traceback.
+on stderr says which field, what was given and what is allowed, why the
+history cannot be used, or which model or data file cannot be used and why).
+Ctrl-C, SIGTERM and SIGHUP stop a run after the call in flight
+(`core.cli.signals`); elsewhere Ctrl-C ends the command without a traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from core.cli.exits import EXIT_BAD_INPUT, EXIT_RUN_FAILED
 from core.cli.parser import build_parser
 from core.config import ConfigError
 from core.history.database import StoreError
+from core.workloads.model_file import ModelFileError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(verbose=getattr(args, "verbose", False))
     try:
         return args.handler(args)
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, ModelFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@ import argparse
 import functools
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 from core.cli.output import format_columns
@@ -16,13 +16,19 @@ from core.history.database import StoreError
 from core.results import FIGURES
 
 if TYPE_CHECKING:
+    from core.history.model_files import ModelFileStates
     from core.history.recorder import HistoryRecorder
+    from core.history.store import RunSummary
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    """The stored runs, newest first; a run on a model file says whether that file changed since (or is gone)."""
+    from core.history.model_files import ModelFileStates
+
     runs = open_history().list_runs()
+    files = ModelFileStates()  # each model file hashed once for the whole listing
     if args.json:
-        print(json.dumps([r.to_dict() for r in runs], indent=2))
+        print(json.dumps([_run_dict(r, files) for r in runs], indent=2))
         return EXIT_OK
     headers = ["id", "started", "status", "model", "strategy", "devices", "steps", *(f.title for f in FIGURES)]
     table = [
@@ -30,7 +36,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             r.id,
             r.started_at,
             r.status,
-            r.model,
+            files.title(r.model, r.model_sha256),
             r.strategy,
             ",".join(r.devices) or "-",
             r.steps,
@@ -40,6 +46,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     ]
     print(format_columns(headers, table))
     return EXIT_OK
+
+
+def _run_dict(run: RunSummary, files: ModelFileStates) -> dict[str, Any]:
+    """A run as `history --json` prints it: its summary, plus "model_file" (path, sha256, state) for a model file."""
+    described = files.describe(run.model, run.model_sha256)
+    return {**run.to_dict(), **({"model_file": described} if described else {})}
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -1,16 +1,42 @@
-"""The options every training command shares (`run`, `compare`), and the RunConfig they make."""
+"""The options every training command shares (`run`, `compare`), and the RunConfig they make.
+
+`--model` is a sample model's name or the user's model file (.keras, .h5, .py).
+A file is described in a time-limited child process before TensorFlow loads
+here (`core.workloads.model_probe`): a file or data that cannot be used stops
+the command with ModelFileError (exit code 2) before any run starts, and the
+config gets the data the file resolves to and the file's sha256.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from core.config import OPTIMIZERS, PRECISIONS, RunConfig
+from core.formatting import format_bytes
+from core.workloads.memory_estimate import estimate_from_description
+from core.workloads.workload import is_model_file, model_title
+
+SAMPLE_DATA_DEFAULT = "synthetic"
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="sample model name (see `main.py models`)")
-    parser.add_argument("--data", default="synthetic", help="synthetic, digits, mnist, fashion_mnist, cifar10, imdb")
+    parser.add_argument(
+        "--model", required=True, metavar="NAME|FILE", help="a sample model (see `main.py models`) or your model file: .keras, .h5 or .py"
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="sample models: synthetic (default), digits, mnist, fashion_mnist, cifar10, imdb; a model file: synthetic, "
+        "build_dataset (the .py's; its default when it has one) or an .npz file (x and y, or one array per input/output name)",
+    )
+    parser.add_argument(
+        "--trust", action="store_true", help="let the model file run its code (any .py file, Lambda layers): only for files you trust"
+    )
+    parser.add_argument(
+        "--vocab", type=int, default=None, metavar="N", help="synthetic ids in [0, N) for integer inputs that feed no Embedding"
+    )
     parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
     parser.add_argument("--batch-size", type=int, default=64, help="global batch size")
     parser.add_argument("--steps", type=int, default=100)
@@ -39,9 +65,14 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
+    """The RunConfig of the options (validated); a model file is checked in a child process first.
+
+    Raises ConfigError for a bad setting, ModelFileError (ModelDataError) for a
+    file or data that cannot be used.
+    """
     fields = dict(
         model=args.model,
-        dataset=args.data,
+        dataset=args.data or SAMPLE_DATA_DEFAULT,
         batch_size=args.batch_size,
         steps=args.steps,
         epochs=args.epochs,
@@ -53,6 +84,46 @@ def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
         seed=args.seed,
         tpu_timeout_s=args.tpu_timeout,
         allow_network_workers=args.allow_network_workers,
+        trust=args.trust,
+        vocab=args.vocab,
     )
     fields.update(overrides)
-    return RunConfig(**fields)
+    config = RunConfig(**fields)  # every setting checked before a child is started for the file
+    if not is_model_file(config.model):
+        return config
+    return checked_model_file(config, data_given=args.data is not None)
+
+
+def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
+    """`config` with the data its model file resolves to and the file's sha256, after a child has opened both.
+
+    Says on stderr what the file is (inputs, outputs, parameters, losses, data)
+    and its memory estimate. `data_given` False lets the file pick its data
+    (its build_dataset when a .py has one, else synthetic).
+    """
+    from core.workloads.model_probe import describe_model_file
+
+    described = describe_model_file(
+        config.model, config.trust, vocab=config.vocab, data=config.dataset if data_given else None, batch_size=config.batch_size
+    )
+    print(describe_line(described, config), file=sys.stderr)
+    return config.with_changes(dataset=described["data"], model_sha256=described["sha256"])
+
+
+def describe_line(described: dict[str, Any], config: RunConfig) -> str:
+    """One line on a model file: name, inputs, outputs, parameters, losses, data and the memory estimate."""
+    inputs = ", ".join(f"{i['name']} {i['dtype']} {_shape(i['shape'])}" for i in described["inputs"])
+    losses = ", ".join(f"{loss['output']}: {loss['loss']}" for loss in described["losses"])
+    estimate = estimate_from_description(described, config.optimizer, config.precision)
+    memory = (
+        f"{format_bytes(estimate.total_bytes)} before activations (weights {format_bytes(estimate.weight_bytes)}, "
+        f"gradients {format_bytes(estimate.gradient_bytes)}, optimizer state {format_bytes(estimate.optimizer_bytes)})"
+    )
+    return (
+        f"model file {model_title(config.model)}: inputs {inputs}; {len(described['outputs'])} output(s); "
+        f"{described['params']:,} parameters; loss {losses}; data {model_title(described['data'])}; memory {memory}"
+    )
+
+
+def _shape(shape: list[int | None]) -> str:
+    return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"

@@ -1,13 +1,20 @@
-"""`devices` and `models`, and the TensorFlow start-up every command that trains shares."""
+"""`devices`, `peaks` and `models`, and the TensorFlow start-up every command that trains shares."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
-from core.cli.exits import EXIT_OK
+from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.output import format_columns
+from core.cli.signals import stop_on_signals
+from core.diagnosis.evidence import CEILING_PRECISIONS
+from core.formatting import format_si
+
+if TYPE_CHECKING:
+    from core.machine.peaks import DevicePeaks, PeaksReport
 
 
 def configure_tensorflow(logical_cpus: int, verbose: bool = False) -> None:
@@ -24,8 +31,8 @@ def configure_tensorflow(logical_cpus: int, verbose: bool = False) -> None:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
-    from core.formatting import format_bytes
     from core.machine.inspect import device_table_rows, inspect_devices
+    from core.machine.types import memory_cells
 
     report = inspect_devices()
     rows = device_table_rows(report)
@@ -33,8 +40,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         print(json.dumps({"devices": rows, "notes": list(report.notes)}, indent=2))
         return EXIT_OK
     table = [
-        [row["kind"], row["tf_name"] or "-", row["name"], *(format_bytes(row[k]) for k in ("memory_total", "memory_used", "memory_free"))]
-        for row in rows
+        [device.kind, device.tf_name or "-", device.name, *memory_cells(device)]  # memory counted once (logical CPUs share it)
+        for device in report.devices
     ]
     print(format_columns(["kind", "TF name", "name", "memory total", "used", "free"], table))
     for row in rows:
@@ -63,3 +70,69 @@ def cmd_models(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"  {r['name']}: {r['description']}")
     return EXIT_OK
+
+
+PEAK_KEYS = ("device", "kind", "name", "matmul_flops", "bandwidth_bytes_per_s", "estimate_flops", "measured_at")
+
+
+def cmd_peaks(args: argparse.Namespace) -> int:
+    """This machine's measured ceilings (cached beside the history; measured in a child process when not cached)."""
+    from core.diagnosis.ceilings import cached_peaks, machine_peaks, peaks_path
+
+    report = None if args.remeasure else cached_peaks()
+    if report is None:
+        print(f"Measuring this machine's ceilings in a child process (a minute or two; cached in {peaks_path()})…", file=sys.stderr)
+        with stop_on_signals() as stop_event:
+            report = machine_peaks(remeasure=True, stop_event=stop_event, on_stage=_say_stage)
+    if args.json:
+        print(json.dumps(peaks_document(report, str(peaks_path())), indent=2))
+    else:
+        print(format_peaks(report, str(peaks_path())))
+    if report.error:
+        print(f"{'warning' if report.devices else 'error'}: {report.error}", file=sys.stderr)
+    return EXIT_OK if report.devices else EXIT_RUN_FAILED
+
+
+def _say_stage(stage: str) -> None:
+    if stage != "done":
+        print(f"  {stage}…", file=sys.stderr)
+
+
+def peaks_document(report: PeaksReport, cache_file: str) -> dict[str, Any]:
+    """`main.py peaks --json`: per device the PEAK_KEYS plus how each figure was found; the cache and any error."""
+    devices = [
+        {**{key: getattr(device, key) for key in PEAK_KEYS}, **_methods(device)}
+        for device in report.devices
+    ]
+    return {"devices": devices, "cached": report.cached, "cache_file": cache_file, "machine": report.machine, "error": report.error}
+
+
+def _methods(device: DevicePeaks) -> dict[str, Any]:
+    return {"method": device.method, "not_measured": dict(device.not_measured), "estimate_method": device.estimate_method}
+
+
+def format_peaks(report: PeaksReport, cache_file: str) -> str:
+    """A table of the measured ceilings beside the datasheet/ISA estimate, then how each was found."""
+    precisions = [p for p in CEILING_PRECISIONS if any(p in d.matmul_flops for d in report.devices)]
+    headers = ["device", "name", *(f"{p} matmul" for p in precisions), "bandwidth", "estimate (float32)"]
+    rows = [
+        [
+            device.device,
+            device.name,
+            *(format_si(device.matmul_flops.get(p), "FLOP/s") for p in precisions),
+            format_si(device.bandwidth_bytes_per_s, "B/s"),
+            format_si(device.estimate_flops.get("float32"), "FLOP/s"),
+        ]
+        for device in report.devices
+    ]
+    lines = [format_columns(headers, rows)] if rows else ["No device was measured."]
+    for device in report.devices:
+        lines.append(f"\n{device.device} {device.name}, measured {device.measured_at}")
+        how, *figures = (part.strip() for part in device.method.split(";"))
+        lines.append(f"  method: {how}")
+        lines.extend(f"    {figure}" for figure in figures)
+        lines.extend(f"  {what}: {why}" for what, why in device.not_measured.items())
+        lines.append(f"  estimate: {device.estimate_method or 'none'}")
+    source = "read from the cache" if report.cached else "measured now, cached"
+    lines.append(f"\n{source}: {cache_file} (main.py peaks --remeasure measures again)")
+    return "\n".join(lines)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from core.diagnosis.readout import memory_estimate_text, peak_text
 from core.formatting import NA
 from core.results import FIGURES, Figure, RunResult, StepRecord
 
@@ -48,7 +49,7 @@ class ProgressPrinter:
 
 
 def format_result(result: RunResult) -> str:
-    """The result as aligned 'name: value' lines."""
+    """The result as aligned 'name: value' lines, the verdict's evidence and advice after the figures."""
     s = result.summary()
     lines = [
         ("status", s["status"]),
@@ -58,8 +59,10 @@ def format_result(result: RunResult) -> str:
         ("devices", ", ".join(result.environment.get("devices", [])) or "-"),
         ("replicas", s["replicas"]),
         ("steps", s["steps"]),
-        *((f.title.lower(), _figure_text(f, s)) for f in FIGURES),
+        *((f.title.lower(), _figure_text(f, s, result)) for f in FIGURES),
     ]
+    memory = memory_estimate_text(result.memory_estimate)
+    lines += [(name, value) for name, value in (("memory estimate", memory), ("evidence", result.bound_evidence), ("advice", result.advice)) if value]
     lines += [("warning", w) for w in s["warnings"]]
     width = max(len(name) for name, _ in lines)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in lines)
@@ -72,10 +75,12 @@ def format_columns(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
-def _figure_text(figure: Figure, summary: dict[str, Any]) -> str:
-    """A figure's value for `format_result`, with what it needs to be read right (warm-up steps, memory source)."""
+def _figure_text(figure: Figure, summary: dict[str, Any], result: RunResult) -> str:
+    """A figure's value for `format_result`, with what it needs to be read right (warm-up steps, memory source, ceiling)."""
     value = summary[figure.name]
     text = figure.format(value, NA)
+    if figure.name == "pct_of_measured_peak":
+        return peak_text(result)
     note = {
         "warmup_s": f"{summary['warmup_steps']} steps: tracing and compilation",
         "peak_memory_bytes": summary["peak_memory_source"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import history_commands, machine_commands, training_commands
+from core.cli import history_commands, machine_commands, sweep_commands, training_commands, tuning_commands
 from core.cli.job_options import add_job_arguments
 from core.config import STRATEGIES
 
@@ -17,6 +17,11 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="one JSON document instead of a table")
     devices.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices first")
     devices.set_defaults(handler=machine_commands.cmd_devices)
+
+    peaks = sub.add_parser("peaks", help="measured ceilings of each device: matmul FLOP/s per precision, memory bandwidth")
+    peaks.add_argument("--json", action="store_true", help="one JSON document instead of a table")
+    peaks.add_argument("--remeasure", action="store_true", help="measure again even when this machine's ceilings are cached")
+    peaks.set_defaults(handler=machine_commands.cmd_peaks)
 
     models = sub.add_parser("models", help="list the sample models")
     models.add_argument("--json", action="store_true")
@@ -31,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tpu", default="", metavar="ADDRESS", help="TPU name, grpc://host:port or 'local'")
     run.add_argument("--tensorboard", default="", metavar="DIR", help="write TensorBoard event files under DIR")
     run.add_argument("--profile", default="", metavar="A-B", help="capture a TF profiler trace of steps A to B")
+    run.add_argument("--no-verdict", action="store_true", help="skip the diagnosis after the run (its probe runs take a few seconds)")
     run.set_defaults(handler=training_commands.cmd_run)
 
     compare = sub.add_parser("compare", help="run the same job on several targets and compare")
@@ -38,6 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--targets", required=True, metavar="T1;T2", help='e.g. "CPU:0;mirrored:CPU:0,CPU:1"')
     compare.add_argument("--baseline", type=int, default=0, metavar="I", help="row whose samples/s is speed-up 1.0")
     compare.set_defaults(handler=training_commands.cmd_compare)
+
+    sweep = sub.add_parser("sweep", help="vary one or two settings (batch, steps per call, precision, XLA) on one target")
+    sweep_commands.add_sweep_arguments(sweep)
+    sweep.set_defaults(handler=sweep_commands.cmd_sweep)
+
+    max_batch = sub.add_parser("max-batch", help="the largest batch that fits in memory (each probe in a child process)")
+    tuning_commands.add_max_batch_arguments(max_batch)
+    max_batch.set_defaults(handler=tuning_commands.cmd_max_batch)
+
+    autotune = sub.add_parser("autotune", help="find the fastest steps per call, precision and XLA (and batch) within a time budget")
+    tuning_commands.add_autotune_arguments(autotune)
+    autotune.set_defaults(handler=tuning_commands.cmd_autotune)
 
     history = sub.add_parser("history", help="list stored runs")
     history.add_argument("--json", action="store_true")

@@ -53,6 +53,11 @@ def announce_cluster(config: RunConfig) -> None:
 
     if config.cluster_hosts:
         _warn(GRPC_WARNING)
+        if config.model_sha256:
+            _warn(
+                f"every host needs the model file {config.model} with the same content (sha256 {config.model_sha256[:12]}…); "
+                "a worker whose file differs refuses to train."
+            )
         commands = worker_commands(config)
         if commands:
             print("Start one worker on each other host:", file=sys.stderr)

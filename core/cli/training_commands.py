@@ -2,7 +2,9 @@
 
 Each run is recorded in the history when it starts, its steps appended about once
 a second while it trains, and finished with its result, so a crash or `kill -9`
-loses at most the last second. The result is printed whether or not the history
+loses at most the last second. A completed `run` is then diagnosed (its verdict:
+what bounds its speed, the evidence, the advice; `--no-verdict` skips it) and its
+history record finished with the verdict. The result is printed whether or not the history
 could take it. While training, stdout is sent to stderr so that it holds only
 the result (`--json` stays one JSON document).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
@@ -22,12 +25,17 @@ from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
 from core.cli.run_setup import JoinProgress, announce_cluster, check_output_folder, run_config
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.config import ConfigError, RunConfig
-from core.results import RunStatus
+from core.results import RunResult, RunStatus
 
 if TYPE_CHECKING:
     from core.history.recorder import HistoryRecorder
+    from core.training.flops import FlopsCounter
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
+DIAGNOSING = (
+    "Diagnosing: why is it this fast? (the input pipeline timed alone, then short probe runs that are not saved; "
+    "--no-verdict skips this)"
+)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -39,9 +47,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if config.strategy == "multi-worker":
             announce_cluster(config)
         configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        from core.diagnosis.run_verdict import HoldRunEnd
         from core.hooks.profiler import run_callbacks_for
         from core.runner import run_training
         from core.training.engine import check_against_machine, total_steps
+        from core.training.flops import FlopsCounter
 
         check_against_machine(config)
         callbacks = run_callbacks_for(config, tensorboard, profile)
@@ -54,7 +64,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         recorder = history.recorder(config)
         history.begin(recorder)
         progress = ProgressPrinter(total_steps(config), config.batch_size)
-        listeners = [*callbacks, *([recorder] if recorder is not None else [])]
+        counter = FlopsCounter()
+        # the history record is finished with the verdict, after the diagnosis
+        listeners = [*callbacks, *([] if args.no_verdict else [counter]), *([HoldRunEnd(recorder)] if recorder is not None else [])]
         try:
             with stdout_to_stderr():
                 result = run_interruptibly(lambda: run_training(config, progress, stop_event, listeners))
@@ -63,11 +75,32 @@ def cmd_run(args: argparse.Namespace) -> int:
                 recorder.discard()  # bad input found as the run started: not a run
             raise
         progress.finish()
+        if not args.no_verdict:
+            result = _with_verdict(config, result, counter, stop_event)
+        if recorder is not None:
+            recorder.finish(result)
     print(json.dumps(result.summary(), indent=2) if args.json else format_result(result))
     history.report(recorder)
     if result.status != RunStatus.COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
     return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_RUN_FAILED
+
+
+def _with_verdict(config: RunConfig, result: RunResult, counter: FlopsCounter, stop_event: threading.Event) -> RunResult:
+    """A completed run with its verdict, the diagnosis said on stderr as it goes (a few seconds of short probe runs)."""
+    if result.status != RunStatus.COMPLETED or stop_event.is_set():
+        return result
+    from core.diagnosis.run_verdict import diagnose_run
+
+    def announce(what: str) -> None:
+        print(f"diagnosing: {what}", file=sys.stderr, flush=True)
+
+    print(DIAGNOSING, file=sys.stderr, flush=True)
+    with stdout_to_stderr():
+        diagnosed, _probes = run_interruptibly(lambda: diagnose_run(config, result, counter, stop_event, announce))
+    if diagnosed.bound is not None:
+        print(f"diagnosing: done, {diagnosed.bound}-bound" if diagnosed.bound != "unknown" else "diagnosing: done", file=sys.stderr)
+    return diagnosed
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -91,6 +124,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with stop_on_signals() as stop_event:
         configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        from core.diagnosis.ceilings import cached_peaks
+
+        cached_peaks()  # each row's verdict and % of peak are judged against this machine's measured ceilings
         if stop_event.is_set():
             print(NOT_STARTED, file=sys.stderr)
             return EXIT_RUN_FAILED
@@ -113,6 +149,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(comparison.to_rows_dict(), indent=2))
     else:
         print(format_table(comparison))
+        for row in comparison.rows:
+            if row.result.bound:
+                print(f"verdict: {row.label}: {row.result.bound}. {row.result.advice}")
         for warning in comparison.warnings:
             print(f"warning: {warning}")
     return EXIT_OK if all(row.status == RunStatus.COMPLETED for row in comparison.rows) else EXIT_RUN_FAILED

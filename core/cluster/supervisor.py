@@ -40,6 +40,8 @@ from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.training.engine import OnSteps
 from core.training.metrics import summarize
+from core.workloads.model_file import ModelFileError, check_model_path
+from core.workloads.workload import is_model_file
 
 STOP_GRACE_S = 5.0
 FINISH_GRACE_S = 15.0
@@ -135,11 +137,14 @@ class Supervisor:
         start = time.monotonic()
         try:
             try:
+                self._config = with_model_hash(self._config)
                 self._launch()
                 self._watch(start)
             finally:
                 self._end_all()
             self._drain()
+        except ModelFileError as exc:  # the model file is gone or unusable: no worker was started
+            self._failure = str(exc)
         except Exception as exc:  # a listener that raised, or a process that could not start
             self._failure = self._failure or f"{type(exc).__name__}: {exc}"
         result = self._result(started_at, time.monotonic() - start)
@@ -264,13 +269,25 @@ class Supervisor:
         if not missing:
             return (
                 f"The cluster did not form within {timeout} s although every worker address answers: check that each "
-                "worker was started with the same --cluster list and --config-json as shown by the app."
+                "worker was started with the same --cluster list and --config-json as shown by the app." + self._model_file_hint()
             )
         commands = worker_commands(self._config)
-        return " ".join(
-            f"Worker {w.index} at {w.address} did not connect within {timeout} s (nothing accepts connections there): "
-            f"start it on that host with `{commands[w.index - 1]}`, and check the address and that the port is open."
-            for w in missing
+        return (
+            " ".join(
+                f"Worker {w.index} at {w.address} did not connect within {timeout} s (nothing accepts connections there): "
+                f"start it on that host with `{commands[w.index - 1]}`, and check the address and that the port is open."
+                for w in missing
+            )
+            + self._model_file_hint()
+        )
+
+    def _model_file_hint(self) -> str:
+        """For a run on a model file: each host needs that file, and a worker whose file differs refuses to start."""
+        if not self._config.model_sha256:
+            return ""
+        return (
+            f" Each host needs the model file {self._config.model} with the same content (sha256 {self._config.model_sha256[:12]}…): "
+            "a worker whose file is missing or differs says so in its own output and does not join."
         )
 
     def _send_stop(self) -> None:
@@ -347,6 +364,16 @@ class Supervisor:
 
     def _cluster_listeners(self) -> list[ClusterCallback]:
         return [listener for listener in self._listeners if isinstance(listener, ClusterCallback)]
+
+
+def with_model_hash(config: RunConfig) -> RunConfig:
+    """A run on a model file with the file's sha256 recorded, so every worker checks it trains that same content.
+
+    Raises ModelFileError when the file cannot be used (missing, corrupt, untrusted).
+    """
+    if not is_model_file(config.model) or config.model_sha256:
+        return config
+    return config.with_changes(model_sha256=check_model_path(config.model, config.trust).sha256)
 
 
 def _accepts_connections(address: str) -> bool:

@@ -1,7 +1,9 @@
 """One worker process of a cluster run: `python main.py worker ARGS...`.
 
 Sets TF_CONFIG from --cluster and --task-index before TensorFlow starts, then
-runs the engine under MultiWorkerMirroredStrategy. With --supervised (the app
+runs the engine under MultiWorkerMirroredStrategy; a run on a model file first
+checks that this host's file is the content the run was set up with (its
+sha256), before TensorFlow starts. With --supervised (the app
 started this process) stdout carries JSON events for the supervisor, one per
 line, and stdin is the control pipe: a "stop" line, or its end (the app went
 away), stops the run.
@@ -22,6 +24,7 @@ from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
+from core.workloads.model_file import ModelFileError
 
 ORPHAN_EXIT_S = 10.0
 ORPHAN_EXIT_CODE = 3
@@ -74,8 +77,13 @@ def _check(options: argparse.Namespace) -> tuple[list[str], RunConfig]:
 
 def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | ConsoleReporter) -> int:
     from core.machine.runtime import RuntimeSettings, configure_runtime
-    from core.training.engine import train_in_this_process
+    from core.training.engine import check_model_file, train_in_this_process
 
+    try:
+        check_model_file(config)  # a missing or different model file: said before TensorFlow starts and the cluster forms
+    except ModelFileError as exc:
+        reporter.report_error(str(exc))
+        return 1
     configure_runtime(RuntimeSettings())  # memory growth: local workers may share a GPU
     try:
         result = train_in_this_process(config, None, stop, [reporter])

@@ -1,9 +1,10 @@
-"""Export of a comparison as shown: every row with its speed-up, efficiency and FLOP/s, to CSV or JSON.
+"""Export of a comparison as shown: every row with its speed-up, efficiency, FLOP/s and verdict, to CSV or JSON.
 
 The History panel exports stored runs (`RunStore.export_csv/json`); a comparison
 adds figures no single run has (speed-up against the chosen baseline, scaling
-efficiency, achieved FLOP/s), so it is written from `Comparison.to_rows_dict()`
-under the same system header. No Qt here.
+efficiency, achieved FLOP/s against the measured ceiling and the estimate, the
+verdict of rows whose run had none), so it is written from
+`Comparison.to_rows_dict()` under the same system header. No Qt here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.compare.table import Comparison
+from core.compare.table import Comparison, ceiling_notes
 from core.formatting import utc_now
 from core.history.export import StoredRun, system_info
 
@@ -29,7 +30,13 @@ def write_comparison(comparison: Comparison, path: str | Path) -> Path:
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:
-    """{"system", "exported_at", "baseline", "flops_per_step", "flops_method", "warnings", "rows"}."""
+    """{"system", "exported_at", "baseline", "flops_per_step", "flops_method", "ceilings", "warnings", "rows"}.
+
+    Each row carries its verdict (bound, bound_evidence, advice) and % of peak
+    against the measured ceiling (pct_of_measured_peak, fraction_of_peak) with
+    the estimate beside it (estimate_flops, fraction_of_estimate); "ceilings"
+    says what each divides by.
+    """
     baseline = comparison.baseline
     return {
         "system": _system(comparison),
@@ -37,6 +44,7 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
         "baseline": baseline.label if baseline is not None else None,
         "flops_per_step": comparison.flops_per_step,
         "flops_method": comparison.flops_method,
+        "ceilings": ceiling_notes(comparison),
         "warnings": list(comparison.warnings),
         "rows": comparison.to_rows_dict(),
     }
@@ -54,6 +62,7 @@ def write_comparison_csv(comparison: Comparison, path: str | Path) -> None:
     header += [f"{key}: {_cell(value)}" for key, value in document["system"].items()]
     if comparison.flops_per_step is not None:
         header.append(f"FLOPs per training step: {comparison.flops_per_step:.6g} ({comparison.flops_method})")
+    header += document["ceilings"]
     header += [f"warning: {warning}" for warning in comparison.warnings]
     with open(path, "w", newline="", encoding="utf-8") as file:
         file.write("".join(f"# {line}\n" for line in header))

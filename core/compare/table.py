@@ -1,8 +1,17 @@
 """A comparison's rows side by side: speed-ups against a baseline, fairness warnings, the CLI table.
 
 Everything here only reads finished results (no hardware, no TensorFlow), so
-the GUI thread may build and re-baseline comparisons. A run's device peak is
-the one it recorded while it ran (`core.training.flops.run_peak_environment`).
+the GUI thread may build and re-baseline comparisons. "% of peak" is against
+the measured ceiling of the row's devices for its precision (the ceilings this
+process knows, `core.diagnosis.ceilings.known_peaks`, unless given); the
+datasheet/ISA estimate the run recorded while it ran
+(`core.training.flops.run_peak_environment`) is kept beside it.
+
+Every row that ran has a verdict: its run's own when it has one (`main.py
+run` and the window diagnose each run), else one judged here from the compared
+runs themselves and the ceilings, with no probe runs (runs of the same job at
+another batch size or steps per call, e.g. picked from the history, are
+evidence about each other).
 """
 
 from __future__ import annotations
@@ -13,14 +22,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.config import ConfigError
+from core.diagnosis.ceilings import known_peaks
+from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
+from core.diagnosis.readout import measured_ceiling
+from core.diagnosis.verdict import verdict
 from core.formatting import format_value
+from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
-from core.training.flops import achieved_flops, recorded_native_bfloat16, recorded_peak_flops
+from core.training.flops import recorded_native_bfloat16, recorded_peak_flops
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
 SPREAD_LIMIT = 0.3
 MIN_STEADY_TIMINGS = 20
+EFFICIENCY_NOISE = 0.05
+"""Scaling efficiency above 100% by more than this share is flagged: within it, it is timing noise."""
+NO_PROBES_NOTE = "(A comparison makes no probe runs: `main.py run` of this target alone gives the overhead and input evidence.)"
 JOB_KEYS = ("model", "dataset", "batch_size", "steps", "epochs", "precision", "xla", "steps_per_call", "optimizer", "learning_rate", "seed")
 
 
@@ -35,8 +52,11 @@ class CompareRow:
     N replicas ran N times as fast as the baseline's. It is given only when
     the row and the baseline ran on the same kind of device (CPU vs CPU, GPU
     vs GPU); across kinds it would not measure scaling. Both are None when
-    either row has no steady-state speed. FLOP/s figures are None when the
-    FLOPs per step or the device's peak are unknown.
+    either row has no steady-state speed. `peak_flops` is the measured
+    ceiling of the row's devices for its precision, `estimate_flops` the
+    datasheet/ISA estimate the run recorded; each fraction is achieved FLOP/s
+    over it, None when the FLOPs per step or the ceiling are unknown.
+    `result` is the run with its verdict (its own, or the comparison's).
     """
 
     label: str
@@ -50,6 +70,9 @@ class CompareRow:
     peak_flops: float | None
     fraction_of_peak: float | None
     peak_flops_how: str
+    estimate_flops: float | None
+    fraction_of_estimate: float | None
+    estimate_how: str
     result: RunResult = field(compare=False, repr=False)
 
     def __getattr__(self, name: str) -> Any:
@@ -97,6 +120,10 @@ class Comparison:
                 "achieved_flops": row.achieved_flops,
                 "peak_flops": row.peak_flops,
                 "fraction_of_peak": row.fraction_of_peak,
+                "peak_flops_how": row.peak_flops_how,
+                "estimate_flops": row.estimate_flops,
+                "fraction_of_estimate": row.fraction_of_estimate,
+                "estimate_how": row.estimate_how,
             }
             for index, row in enumerate(self.rows)
         ]
@@ -108,10 +135,17 @@ def compare_results(
     flops_per_step: float | None = None,
     flops_method: str = "",
     model_params: int | None = None,
+    peaks: PeaksReport | None = None,
 ) -> Comparison:
-    """A comparison of finished runs (labelled), e.g. picked from the history; reads nothing but the results."""
+    """A comparison of finished runs (labelled), e.g. picked from the history; reads nothing but the results.
+
+    `peaks`: the measured ceilings to judge the rows against; by default the
+    ones this process has loaded or measured (`known_peaks`), none if it has not.
+    """
     check_baseline(baseline_index, len(entries))
-    rows = tuple(_row(label, result, flops_per_step) for label, result in entries)
+    peaks = peaks if peaks is not None else known_peaks()
+    results = [result for _, result in entries]
+    rows = tuple(_row(label, _judged(result, results, flops_per_step, model_params, peaks), peaks) for label, result in entries)
     comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
     return replace(comparison, warnings=tuple(fairness_warnings(comparison)))
 
@@ -122,9 +156,24 @@ def check_baseline(index: int, count: int) -> None:
         raise ConfigError("baseline", index, f"a row number from 0 to {max(count - 1, 0)}")
 
 
-def _row(label: str, result: RunResult, flops_per_step: float | None) -> CompareRow:
-    achieved = achieved_flops(result, flops_per_step)
-    peak, how = recorded_peak_flops(result.environment) if result.samples_per_s else (None, "no steady-state steps")
+def _judged(
+    result: RunResult, results: Sequence[RunResult], flops_per_step: float | None, model_params: int | None, peaks: PeaksReport | None
+) -> RunResult:
+    """The run with a verdict: its own, else one from the compared runs and the ceilings (no probe runs); as it is without steady state."""
+    if result.bound or result.samples_per_s is None:
+        return result
+    others = [other for other in results if other is not result]
+    evidence = evidence_from_runs(result, others, flops_per_step=flops_per_step, model_params=model_params, peaks=peaks)
+    found = verdict(evidence).to_dict()
+    if found["bound"] == "unknown":
+        found["bound_evidence"] = f"{found['bound_evidence']} {NO_PROBES_NOTE}"
+    return replace(result, **found)
+
+
+def _row(label: str, result: RunResult, peaks: PeaksReport | None) -> CompareRow:
+    achieved = result.achieved_flops
+    ceiling = measured_ceiling(result)
+    estimate, estimate_how = recorded_peak_flops(result.environment) if result.samples_per_s else (None, "no steady-state steps")
     return CompareRow(
         label=label,
         strategy=str(result.config.get("strategy", "")),
@@ -134,11 +183,22 @@ def _row(label: str, result: RunResult, flops_per_step: float | None) -> Compare
         speedup=None,
         scaling_efficiency=None,
         achieved_flops=achieved,
-        peak_flops=peak,
-        fraction_of_peak=achieved / peak if achieved is not None and peak else None,
-        peak_flops_how=how,
+        peak_flops=ceiling,
+        fraction_of_peak=achieved / ceiling if achieved is not None and ceiling else None,
+        peak_flops_how=_ceiling_how(result, peaks),
+        estimate_flops=estimate,
+        fraction_of_estimate=achieved / estimate if achieved is not None and estimate else None,
+        estimate_how=estimate_how,
         result=result,
     )
+
+
+def _ceiling_how(result: RunResult, peaks: PeaksReport | None) -> str:
+    """How the row's measured ceiling was found ("measured float32 matmul on ..."), or why there is none."""
+    if result.samples_per_s is None:
+        return "no steady-state steps"
+    how = peaks.ceiling(device_names(result), str(result.config.get("precision", "off")))[1] if peaks is not None else NOT_MEASURED
+    return how if result.achieved_flops is not None else f"FLOPs per step not counted; {how}"
 
 
 def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[CompareRow, ...]:
@@ -161,6 +221,7 @@ def fairness_warnings(comparison: Comparison) -> list[str]:
         notes.extend(_row_warnings(row, comparison.model_params))
     notes.extend(_mismatch_warnings(comparison.rows))
     base = comparison.baseline
+    notes.extend(_efficiency_warnings(comparison.rows, base))
     if base is not None and base.samples_per_s is None and len(comparison.rows) > 1:
         notes.append(f"The baseline {base.label} has no steady-state speed, so there are no speed-ups: pick another baseline.")
     return notes
@@ -193,7 +254,26 @@ def _row_warnings(row: CompareRow, model_params: int | None) -> list[str]:
             f"{label}: its logical CPU devices share the same physical cores, so this row measures the strategy "
             "on one CPU, not more hardware: do not read its speed-up as multi-device scaling."
         )
+    if row.strategy == "multi-worker" and not result.config.get("cluster_hosts") and row.device_kinds <= {"CPU"}:
+        notes.append(
+            f"{label}: its {row.replicas} worker processes run on this one machine and share the same physical cores, "
+            "so this row measures the strategy on one CPU, not more hardware: do not read its speed-up as multi-device scaling."
+        )
     return notes
+
+
+def _efficiency_warnings(rows: Sequence[CompareRow], base: CompareRow | None) -> list[str]:
+    """Scaling efficiency over 100%: never more hardware doing better than linear, but a baseline slowed by what the row does not pay."""
+    if base is None:
+        return []
+    return [
+        f"{row.label}: efficiency {format_value(row.scaling_efficiency, 'percent')} is over 100% against the baseline {base.label}: "
+        f"per replica it ran faster than the baseline did. That is not better-than-linear scaling: the baseline's replicas "
+        f"lose time this row does not (sharing the same cores, talking between processes, a fixed cost per step), so its "
+        f"speed per replica is no yardstick. Read efficiency against a one-device baseline."
+        for row in rows
+        if over_linear(row, base)
+    ]
 
 
 def _precision_warnings(row: CompareRow) -> list[str]:
@@ -251,22 +331,33 @@ def _mismatch_warnings(rows: Sequence[CompareRow]) -> list[str]:
     notes = []
     if differing:
         notes.append(f"The runs differ in {', '.join(differing)}: they are different jobs, so speed-ups mix the device with the job.")
+    hooks = list(dict.fromkeys(_hooks_on(result) for result in ran))
+    if len(hooks) > 1:
+        notes.append(f"The runs differ in hooks ({'; '.join(hooks)}): logging and profiling take time from the run they watch.")
     hosts = list(dict.fromkeys(result.environment.get("host") for result in ran if result.environment.get("host")))
     if len(hosts) > 1:
         notes.append(f"The runs come from different machines ({', '.join(hosts)}).")
     return notes
 
 
-COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "efficiency", "% of peak")
+def _hooks_on(result: RunResult) -> str:
+    """The hooks a run had on, in words ('profiled 3-5, TensorBoard'; 'no hooks'), from its recorded config."""
+    hooks = (result.config.get("extra") or {}).get("hooks") or {}
+    words = ["TensorBoard" if name == "tensorboard" else f"profiled {value}" for name, value in sorted(hooks.items())]
+    return ", ".join(words) or "no hooks"
+
+
+COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "efficiency", "% of estimate")
+"""The figures' "% of peak" is against the measured ceiling; "% of estimate" keeps the datasheet/ISA estimate beside it."""
 
 
 def format_table(comparison: Comparison) -> str:
-    """A plain-text table for the CLI, the baseline marked with '*', then the FLOPs per step.
+    """A plain-text table for the CLI, the baseline marked with '*', then the FLOPs per step and the ceilings used.
 
     One column per headline figure (`FIGURES`), between the comparison's own
     columns. Warnings are not part of the table: print `comparison.warnings` after it.
     """
-    body = [_cells(row, index == comparison.baseline_index) for index, row in enumerate(comparison.rows)]
+    body = [_cells(row, comparison.baseline) for row in comparison.rows]
     widths = [max(len(line[i]) for line in [COLUMNS, *body]) for i in range(len(COLUMNS))]
     lines = [
         "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in enumerate(zip(line, widths, strict=True)))
@@ -276,17 +367,36 @@ def format_table(comparison: Comparison) -> str:
     lines.append("* baseline for speed-ups")
     if comparison.flops_per_step is not None:
         lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({comparison.flops_method})")
+    lines.extend(ceiling_notes(comparison))
+    if any(over_linear(row, comparison.baseline) for row in comparison.rows):
+        lines.append("! efficiency over 100%: not better-than-linear scaling (see the warnings)")
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _cells(row: CompareRow, is_baseline: bool) -> tuple[str, ...]:
-    target = row.label + (" *" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
+def ceiling_notes(comparison: Comparison) -> list[str]:
+    """What "% of peak" and "% of estimate" divide by, one line per distinct ceiling."""
+    notes = [f"% of peak: {row.peak_flops_how}" for row in comparison.rows if row.status.ran]
+    notes += [f"% of estimate: {row.estimate_how}" for row in comparison.rows if row.status.ran]
+    return list(dict.fromkeys(notes))
+
+
+def _cells(row: CompareRow, base: CompareRow | None) -> tuple[str, ...]:
+    target = row.label + (" *" if row is base else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
     figures = row.result.figures()
     return (
         target,
         str(row.replicas) if row.status.ran else "-",
         *(figure.format(figures[figure.name]) for figure in FIGURES),
         format_value(row.speedup, "ratio"),
-        format_value(row.scaling_efficiency, "percent"),
-        format_value(row.fraction_of_peak, "fraction"),
+        format_value(row.scaling_efficiency, "percent") + ("!" if over_linear(row, base) else ""),
+        format_value(row.fraction_of_estimate, "fraction"),
     )
+
+
+def over_linear(row: CompareRow, base: CompareRow | None) -> bool:
+    """Efficiency over 100% (beyond noise) between different replica counts: a claim of better-than-linear scaling.
+
+    With equal replica counts efficiency is the speed-up itself, and faster is no paradox.
+    """
+    over = row.scaling_efficiency is not None and row.scaling_efficiency > 1 + EFFICIENCY_NOISE
+    return over and base is not None and row is not base and row.replicas != base.replicas

@@ -3,15 +3,20 @@
 `core.machine.peaks` measures and caches; this module names the cache file
 (`peaks.json` in the history's folder) and fills in the estimates of
 `core.training.flops`, which the machine layer may not import.
+
+The ceilings this process last loaded or measured are kept (`known_peaks`), so
+a comparison built in the GUI thread can judge its rows against them without
+reading a file or the hardware.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.history.store import default_path
-from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, peaks, with_estimates
+from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, load_cached, peaks, with_estimates
 from core.training.flops import peak_flops
 
 ESTIMATED_PRECISIONS = {"CPU": ("float32",), "GPU": ("float32", "bfloat16", "float16")}
@@ -39,9 +44,35 @@ def estimate(device: DevicePeaks) -> tuple[dict[str, float], str]:
     return found, "; ".join(hows) or f"no estimate for {device.kind} devices"
 
 
-def machine_peaks(remeasure: bool = False, gpu_names: Sequence[str] | None = None, timeout_s: float = TIMEOUT_S) -> PeaksReport:
+def machine_peaks(
+    remeasure: bool = False,
+    gpu_names: Sequence[str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+    stop_event: threading.Event | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> PeaksReport:
     """The cached ceilings for this machine (measured now when none are cached, or on request), with estimates.
 
-    Blocking (seconds to a minute when it measures): call it off the GUI thread.
+    Blocking (seconds to minutes when it measures): call it off the GUI thread.
+    A measurement that measured nothing leaves the known ceilings as they were.
     """
-    return with_estimates(peaks(peaks_path(), remeasure, gpu_names, timeout_s), estimate)
+    report = with_estimates(peaks(peaks_path(), remeasure, gpu_names, timeout_s, stop_event, on_stage), estimate)
+    if report.devices:
+        _known[0] = report
+    return report
+
+
+def cached_peaks(gpu_names: Sequence[str] | None = None) -> PeaksReport | None:
+    """The cached ceilings with estimates, or None when this machine has none cached; never measures."""
+    cached = load_cached(peaks_path(), gpu_names)
+    report = with_estimates(cached, estimate) if cached is not None else None
+    _known[0] = report
+    return report
+
+
+def known_peaks() -> PeaksReport | None:
+    """The ceilings this process last loaded (`cached_peaks`) or measured (`machine_peaks`); reads nothing."""
+    return _known[0]
+
+
+_known: list[PeaksReport | None] = [None]

@@ -20,6 +20,7 @@ from core.training.flops import recorded_peak_flops
 IGNORED_KEYS = frozenset({"steps", "epochs", "seed", "extra"})
 """Config keys that do not change how fast a step is, so runs that differ in them still match."""
 CEILING_PRECISIONS = ("float32", "bfloat16", "float16")
+NOT_MEASURED = "this machine's ceilings are not measured yet: run `main.py peaks`, or Measure ceilings in the Devices tab"
 
 
 def point(result: RunResult) -> Point | None:
@@ -60,7 +61,7 @@ def evidence_from_runs(
     config = result.config
     devices = device_names(result)
     precision = str(config.get("precision", "off"))
-    ceiling, how = peaks.ceiling(devices, precision) if peaks is not None else (None, "device ceilings not measured")
+    ceiling, how = peaks.ceiling(devices, precision) if peaks is not None else (None, NOT_MEASURED)
     by_precision = {}
     for key in CEILING_PRECISIONS:
         value = peaks.ceiling(devices, key)[0] if peaks is not None else None

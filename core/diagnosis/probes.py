@@ -99,6 +99,7 @@ def run_probes(
     stop_event: threading.Event | None = None,
     others: Sequence[RunResult] = (),
     run: Callable[..., RunResult] = run_training,
+    announce: Callable[[str], None] | None = None,
 ) -> list[RunResult]:
     """The probe runs `result` still needs beside `others` (runs of the same job already made, e.g. by a sweep).
 
@@ -108,20 +109,29 @@ def run_probes(
     it could not reach its threshold. The job on synthetic data when the
     pipeline alone took >= INPUT_MODERATE_SHARE of the step and `others` hold
     no such run. Stops between probes when `stop_event` is set; `run` is
-    `run_training` unless the caller records its runs its own way.
+    `run_training` unless the caller records its runs its own way; `announce`
+    hears each probe as it starts.
     """
     own = point(result)
     step_s = own.step_s if own else None
     made: list[RunResult] = []
+
+    def probe(changed: RunConfig, what: str) -> None:
+        if announce is not None:
+            announce(f"probe run {len(made) + 1}: {what}, {changed.steps} steps")
+        made.append(run(changed, stop_event=stop_event))
+
     if not matching_points(result, others, "batch_size"):
-        made.append(run(smaller_batch_config(config, result.replicas, step_s), stop_event=stop_event))
+        smaller = smaller_batch_config(config, result.replicas, step_s)
+        probe(smaller, f"batch {smaller.batch_size} instead of {config.batch_size}")
     share = fixed_share(own, matching_points(result, [*others, *made], "batch_size")) if own else None
     wants_calls = share is None or share[0] >= OVERHEAD_CALL_SHARE
     if wants_calls and not matching_points(result, others, "steps_per_call") and not _stopped(stop_event):
-        made.append(run(more_calls_config(config, step_s), stop_event=stop_event))
+        more = more_calls_config(config, step_s)
+        probe(more, f"{more.steps_per_call} steps per call instead of {config.steps_per_call}")
     input_matters = pipeline_s is not None and step_s and pipeline_s / step_s >= INPUT_MODERATE_SHARE
     if config.dataset != "synthetic" and input_matters and model_only_step_s(result, others) is None and not _stopped(stop_event):
-        made.append(run(model_only_config(config, step_s), stop_event=stop_event))
+        probe(model_only_config(config, step_s), "the same model on synthetic data in memory")
     return made
 
 
@@ -204,15 +214,22 @@ def diagnose(
     counter: FlopsCounter | None = None,
     stop_event: threading.Event | None = None,
     others: Sequence[RunResult] = (),
+    announce: Callable[[str], None] | None = None,
+    probe: bool = True,
 ) -> tuple[Verdict, list[RunResult]]:
     """The verdict for a finished run of `config`, and the probe runs made for it.
 
     `counter` is the FlopsCounter that rode along with the run (None: FLOP/s
     unknown); `others` are runs of the same job already made (a sweep's), used
-    beside the probes.
+    beside the probes. `announce` hears each step (for progress lines);
+    `probe=False` runs nothing more (the verdict rests on `others` and the
+    pipeline timed alone).
     """
+    if announce is not None:
+        announce("timing the input pipeline alone")
     pipeline_s = _pipeline_s(config, min(PIPELINE_BATCHES, max(10, result.steps_done)))
-    probe_runs = run_probes(config, result, pipeline_s, stop_event, others) if point(result) else []
+    wanted = probe and point(result) is not None and not _stopped(stop_event)
+    probe_runs = run_probes(config, result, pipeline_s, stop_event, others, announce=announce) if wanted else []
     evidence = evidence_from_runs(
         result,
         [*others, *probe_runs],

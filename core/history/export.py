@@ -64,7 +64,7 @@ def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:
     The figure columns are the summary's, that is `core.results.FIGURES`: a new figure is a new column here.
     """
     rows = [{"id": run.id, "label": run.label, "group": run.group, **_flat(run.result.summary())} for run in runs]
-    columns = list(rows[0]) if rows else ["id", "label", "group"]
+    columns = list(dict.fromkeys(key for row in rows for key in row)) or ["id", "label", "group"]  # a model file's run adds model_sha256
 
     def write(file: IO[str]) -> None:
         _write_header(file, runs)
@@ -151,8 +151,11 @@ def _write_header(file: Any, runs: Sequence[StoredRun]) -> None:
 
 
 def _flat(summary: dict[str, Any]) -> dict[str, Any]:
-    """Lists as text so each figure fits one CSV cell."""
-    return {key: "; ".join(map(_text, value)) if isinstance(value, list) else value for key, value in summary.items()}
+    """Lists as text and dicts as JSON (the memory estimate, the hooks), so each value fits one CSV cell."""
+    return {
+        key: "; ".join(map(_text, value)) if isinstance(value, list) else _text(value) if isinstance(value, dict) else value
+        for key, value in summary.items()
+    }
 
 
 def _text(value: Any) -> str:

@@ -72,6 +72,7 @@ class RunSummary:
     batch_size: int | None
     steps: int
     figures: dict[str, Any]  # every core.results.FIGURES name -> its value, or None
+    model_sha256: str = ""  # the content of the model file the run trained ("" for a sample model)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and flat: the fields, then each figure under its own name (as `history --json` prints)."""
@@ -81,12 +82,16 @@ class RunSummary:
         return {**data, **self.figures}
 
 
-# RunSummary field (all but `figures`) -> column of the runs table.
-_FIELD_COLUMNS = {f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary) if f.name != "figures"}
+# RunSummary fields read from the stored result rather than a column of their own.
+_FROM_RESULT = {"model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END"}
+# RunSummary field (all but `figures` and those from the result) -> column of the runs table.
+_FIELD_COLUMNS = {
+    f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary) if f.name != "figures" and f.name not in _FROM_RESULT
+}
 # What `list_runs` can sort by: the fields and every figure.
 _SORT_COLUMNS = {**_FIELD_COLUMNS, **{f.name: schema.quote(f.name) for f in FIGURES}}
-# What `list_runs` reads, in `_summary`'s order: the fields, then the figures.
-_SELECTED = (*_FIELD_COLUMNS.values(), *(schema.quote(f.name) for f in FIGURES))
+# What `list_runs` reads, in `_summary`'s order: the fields, the figures, then the fields from the result.
+_SELECTED = (*_FIELD_COLUMNS.values(), *(schema.quote(f.name) for f in FIGURES), *_FROM_RESULT.values())
 # RunResult.summary() keys stored as columns of the same name, besides the figures.
 _RESULT_COLUMNS = ("started_at", "status", "message", "model", "dataset", "strategy", "replicas", "batch_size", "steps", "warmup_steps")
 
@@ -370,8 +375,10 @@ def _row_values(result: RunResult) -> dict[str, Any]:
 
 def _summary(row: Sequence[Any]) -> RunSummary:
     """A `_SELECTED` row as a RunSummary."""
-    values = dict(zip(_FIELD_COLUMNS, row[: len(_FIELD_COLUMNS)], strict=True))
+    columns, figure_end = len(_FIELD_COLUMNS), len(_FIELD_COLUMNS) + len(FIGURES)
+    values = dict(zip(_FIELD_COLUMNS, row[:columns], strict=True))
     values["status"] = RunStatus(values["status"])
     values["devices"] = tuple(values["devices"].split())
-    figures = dict(zip((f.name for f in FIGURES), row[len(_FIELD_COLUMNS) :], strict=True))
-    return RunSummary(**values, figures=figures)
+    figures = dict(zip((f.name for f in FIGURES), row[columns:figure_end], strict=True))
+    from_result = {name: value or "" for name, value in zip(_FROM_RESULT, row[figure_end:], strict=True)}
+    return RunSummary(**values, figures=figures, **from_result)

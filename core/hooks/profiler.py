@@ -1,14 +1,19 @@
 """Profile steps A–B of a run with the TensorFlow profiler, and the callbacks a run gets from the UI.
 
 The trace lands in the run's log folder under `plugins/profile/<time>/`, where
-TensorBoard's Profile tab (package `tensorboard-plugin-profile`) finds it.
+TensorBoard's Profile tab (package `tensorboard-plugin-profile`) finds it, and
+`profile_report` / core.hooks.trace_summary read its op breakdown directly.
 The engine runs `steps_per_call` steps per call of one compiled function, and
 the profiler can only start and stop between calls, so the capture covers
-whole calls: with 4 steps per call, "steps 3–5" records steps 1–8.
+whole calls: with 4 steps per call, "steps 3–5" records steps 1–8. Those calls,
+and the call after them (it pays for stopping the profiler and writing the
+trace), are set apart from the run's steady-state statistics, like warm-up.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +21,9 @@ from typing import TYPE_CHECKING
 
 from core.config import ConfigError, RunConfig
 from core.hooks.tensorboard import RunDirectory, TensorBoardWriter, as_run_directory
+from core.hooks.trace_summary import TraceUnreadable, format_top_ops, summarize_trace
 from core.training.callbacks import RunCallback, RunContext
+from core.training.metrics import StepRange, summarize
 
 if TYPE_CHECKING:
     from core.results import RunResult, StepRecord
@@ -53,6 +60,8 @@ class ProfilerCapture(RunCallback):
         self.last_step = last_step
         self._active = False
         self._captured: tuple[int, int] | None = None
+        self._stop_paid_by: StepRange | None = None
+        self._stopped_in_run = False
         self._steps_per_call = 1
 
     @property
@@ -66,15 +75,24 @@ class ProfilerCapture(RunCallback):
         """First and last step the trace actually covers; None if nothing was captured."""
         return self._captured
 
+    @property
+    def set_apart(self) -> list[StepRange]:
+        """The steps the profiler slowed: the captured calls and the call that paid for stopping it."""
+        return [steps for steps in (self._captured, self._stop_paid_by) if steps is not None]
+
     def on_run_start(self, context: RunContext) -> None:
         check_profile_steps(self.first_step, self.last_step, context.total_steps)
         self.directory.resolve(context)
         self._steps_per_call = context.config.steps_per_call
         self._active = False
         self._captured = None
+        self._stop_paid_by = None
+        self._stopped_in_run = False
 
     def on_call_begin(self, first_step: int, steps: int) -> None:
         last_in_call = first_step + steps - 1
+        if self._stopped_in_run and self._stop_paid_by is None:
+            self._stop_paid_by = (first_step, last_in_call)
         if self._active:
             self._captured = (self._captured[0], last_in_call) if self._captured else None
         elif self._captured is None and first_step <= self.last_step and last_in_call >= self.first_step:
@@ -84,6 +102,22 @@ class ProfilerCapture(RunCallback):
     def on_steps(self, records: Sequence[StepRecord]) -> None:
         if self._active and records and records[-1].step >= self.last_step:
             self._stop()
+            self._stopped_in_run = True
+
+    def amend_result(self, result: RunResult) -> RunResult:
+        """The statistics again without the profiled calls (and the one after), which are named in a warning."""
+        stats = summarize(result.step_times_s, result.warmup_steps, int(result.config.get("batch_size") or 0), self.set_apart)
+        if not stats.apart_steps:
+            return result
+        profiled = _steps_text(self._captured or self.set_apart[0])
+        paid = f" and {_steps_text(self._stop_paid_by)} (stopping it)" if self._stop_paid_by else ""
+        steady = f"; steady state {stats.median_ms:.3g} ms" if stats.median_ms is not None else ""
+        note = (
+            f"{profiled.capitalize()} ran under the profiler{paid}: {stats.apart_steps} steps, "
+            f"{stats.apart_s * 1e3 / stats.apart_steps:.3g} ms each on average{steady}. "
+            "They are left out of the statistics, like warm-up."
+        )
+        return dataclasses.replace(result, **stats.result_fields(), warnings=(*result.warnings, note))
 
     def on_run_end(self, result: RunResult) -> None:
         if self._active:
@@ -103,10 +137,13 @@ class ProfilerCapture(RunCallback):
                 f"You asked for steps {self.first_step}–{self.last_step}; the profiler starts and stops "
                 f"between calls and this run did {self._steps_per_call} steps per call, so whole calls were captured."
             )
-        lines.append(
-            f"To view it: tensorboard --logdir {self.directory.base}, then the Profile tab "
-            "(needs pip install tensorboard tensorboard-plugin-profile)."
-        )
+        if profile_plugin_installed():
+            lines.append(f"Full trace (timeline, input pipeline): tensorboard --logdir {self.directory.base}, then the Profile tab.")
+        else:
+            lines.append(
+                f"For the full trace (timeline, input pipeline): pip install tensorboard tensorboard-plugin-profile, "
+                f"then tensorboard --logdir {self.directory.base} and open the Profile tab."
+            )
         return "\n".join(lines)
 
     def _start(self) -> None:
@@ -126,6 +163,27 @@ class ProfilerCapture(RunCallback):
 
         self._active = False
         tf.profiler.experimental.stop()
+
+
+def _steps_text(steps: StepRange) -> str:
+    first, last = steps
+    return f"step {first}" if first == last else f"steps {first}–{last}"
+
+
+def profile_plugin_installed() -> bool:
+    """Whether TensorBoard's Profile tab can be had here (tensorboard-plugin-profile, or its successor xprof)."""
+    return any(importlib.util.find_spec(name) is not None for name in ("tensorboard_plugin_profile", "xprof"))
+
+
+def profile_report(capture: ProfilerCapture, limit: int = 10) -> str:
+    """Where the trace is, how to open it, and its top `limit` ops by time (or why they cannot be read)."""
+    text = capture.how_to_view()
+    if capture.captured is None or capture.trace_dir is None:
+        return text
+    try:
+        return f"{text}\n{format_top_ops(summarize_trace(capture.trace_dir), limit)}"
+    except (TraceUnreadable, OSError) as exc:
+        return f"{text}\nThe op breakdown could not be read: {exc}"
 
 
 def run_callbacks_for(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.cluster.topology import free_ports
+from core.hooks.event_file import EventFileThread
 from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
@@ -82,21 +83,25 @@ def as_run_directory(logdir: str | Path | RunDirectory) -> RunDirectory:
 
 
 class TensorBoardWriter(RunCallback):
-    """Writes loss, step time and samples/s per step, and memory per call, as TensorBoard scalars.
+    """Writes loss, step time and samples/s per step, and memory now and then, as TensorBoard scalars.
 
     Tags: "loss", "step_time_ms", "samples_per_s" (global batch / step time)
     at every step; "device_memory_bytes/<device>" (TF allocator, current) on
     accelerators or "device_memory_bytes/host_rss" (process RSS) on CPU runs,
-    at the last step of each call (not for multi-worker runs, whose steps run in
-    other processes); the run's config as text "config".
+    at the latest step each time the file is flushed and at the run's end (not
+    for multi-worker runs, whose steps run in other processes); the run's
+    config as text "config".
+
+    The training thread only appends each call's records to a list: an
+    `EventFileThread` turns them into event records and writes them every
+    `flush_s` seconds, so logging costs the run almost nothing (benchmark
+    `hook_overhead`).
     """
 
     def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0) -> None:
         self.directory = as_run_directory(logdir)
-        self._flush_millis = int(flush_s * 1000)
-        self._writer: Any = None
-        self._batch_size = 0
-        self._device_names: tuple[str, ...] | None = ()
+        self._flush_s = flush_s
+        self._thread: EventFileThread | None = None
 
     @property
     def run_dir(self) -> Path | None:
@@ -104,37 +109,27 @@ class TensorBoardWriter(RunCallback):
         return self.directory.path
 
     def on_run_start(self, context: RunContext) -> None:
-        import tensorflow as tf
-
         run_dir = self.directory.resolve(context)
-        self._batch_size = context.config.batch_size
         # A multi-worker run relays its hooks from worker processes (context.model is None there):
         # this process's memory says nothing about theirs, so no memory scalar is written.
-        self._device_names = context.device_names if context.model is not None else None
-        self._writer = tf.summary.create_file_writer(str(run_dir), flush_millis=self._flush_millis)
-        with self._writer.as_default():
-            config_text = json.dumps(context.config.to_dict(), indent=2, default=str)
-            tf.summary.text("config", f"```\n{config_text}\n```", step=0)
+        devices = context.device_names if context.model is not None else None
+        self._thread = EventFileThread(run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices))
+        config_text = json.dumps(context.config.to_dict(), indent=2, default=str)
+        self._thread.add_text("config", f"```\n{config_text}\n```", step=0)
+        self._thread.start()
 
     def on_steps(self, records: Sequence[StepRecord]) -> None:
-        import tensorflow as tf
-
-        if self._writer is None or not records:
-            return
-        with self._writer.as_default():
-            for record in records:
-                tf.summary.scalar("loss", record.loss, step=record.step)
-                tf.summary.scalar("step_time_ms", record.step_time_s * 1000.0, step=record.step)
-                if record.step_time_s > 0:
-                    tf.summary.scalar("samples_per_s", self._batch_size / record.step_time_s, step=record.step)
-            if self._device_names is not None:
-                for tag, value in memory_scalars(self._device_names).items():
-                    tf.summary.scalar(tag, value, step=records[-1].step)
+        if self._thread is not None:
+            self._thread.add_steps(records)
 
     def on_run_end(self, result: RunResult) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self._thread is not None:
+            self._thread.close()
+            self._thread = None
+
+
+def _memory_now(device_names: Sequence[str] | None) -> dict[str, int]:
+    return {} if device_names is None else memory_scalars(device_names)
 
 
 def memory_scalars(device_names: Sequence[str]) -> dict[str, int]:

@@ -213,6 +213,55 @@ def _physical_index(physical: Any) -> int:
     return int(physical.name.rsplit(":", 1)[-1])
 
 
+def _physical_bus_id(physical: Any, cuda_ids: dict[int, str], driver_buses: Sequence[str]) -> str:
+    """The PCI bus id of a TF physical GPU: the CUDA driver's numbering, else NVML index order; "" when unknown."""
+    index = try_read(lambda: _physical_index(physical))
+    if index is None:
+        return ""
+    if cuda_ids:
+        return cuda_ids.get(index, "")
+    return driver_buses[index] if index < len(driver_buses) else ""
+
+
+def run_gpu_handles(nvml: Any, device_names: Sequence[str]) -> list[tuple[str, Any]]:
+    """(TF name, NVML handle) for each physical GPU among a run's devices ("GPU:0", …), matched as the device list matches them.
+
+    Logical GPUs carved from one physical GPU share its handle, listed once.
+    """
+    if not any(name.startswith("GPU") for name in device_names):
+        return []
+    import tensorflow as tf
+
+    slots = {slot.tf_name: slot for slot in logical_layout(tf, "GPU")}
+    driver = _driver_handles(nvml)
+    by_bus = {bus_id: handle for bus_id, handle in driver if bus_id}
+    cuda_ids = cuda_bus_ids()
+    found: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for name in device_names:
+        slot = slots.get(name)
+        if slot is None or slot.physical is None:
+            continue
+        bus_id = _physical_bus_id(slot.physical, cuda_ids, [bus for bus, _ in driver])
+        if bus_id and bus_id not in seen and bus_id in by_bus:
+            seen.add(bus_id)
+            found.append((name, by_bus[bus_id]))
+    return found
+
+
+def process_memory(nvml: Any, handle: Any, pid: int) -> int | None:
+    """GPU memory the driver counts for process `pid` on this GPU (its CUDA context and allocator pool); None when not listed.
+
+    In a container the driver reports host PIDs, so a process may not find itself.
+    """
+    processes = try_read(lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []
+    for process in processes:
+        if getattr(process, "pid", None) == pid:
+            used = getattr(process, "usedGpuMemory", None)
+            return int(used) if isinstance(used, int) else None
+    return None
+
+
 def gpu_rows(tf: Any) -> tuple[list[DeviceInfo], list[Note]]:
     """TF's logical GPUs, then GPUs only the driver sees (available=False), and notes on what is missing."""
     nvml, nvml_problem = load_nvml()
@@ -224,12 +273,7 @@ def gpu_rows(tf: Any) -> tuple[list[DeviceInfo], list[Note]]:
     cuda_ids = cuda_bus_ids() if physical else {}
 
     def bus_of(device: Any) -> str:
-        index = try_read(lambda: _physical_index(device))
-        if index is None:
-            return ""
-        if cuda_ids:
-            return cuda_ids.get(index, "")
-        return driver_gpus[index].bus_id if index < len(driver_gpus) else ""
+        return _physical_bus_id(device, cuda_ids, [gpu.bus_id for gpu in driver_gpus])
 
     by_bus = {gpu.bus_id: gpu for gpu in driver_gpus if gpu.bus_id}
     slot_buses = [(slot, bus_of(slot.physical)) for slot in slots]

@@ -5,13 +5,14 @@ psutil and py-cpuinfo (the CPU and host RAM), NVML (GPUs as the NVIDIA driver se
 see `core.machine.gpu`) and a time-boxed TPU probe (`core.machine.tpu`). TensorFlow is imported
 inside the functions, so importing this module is cheap and the GUI can show its window
 first. Every field is read on its own: one that cannot be read shows "n/a" and the rest
-of the listing still appears.
+of the listing still appears. Memory is counted once: logical CPUs split from one
+CPU share the host's RAM, which only the first of them carries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from core.machine import gpu, tpu
@@ -36,10 +37,23 @@ def inspect_devices(probe_tpu: bool = True) -> DeviceReport:
     """
     import tensorflow as tf
 
-    cpus, cpu_notes = _section("CPU", lambda: (cpu_rows(tf), []))
+    cpus, cpu_notes = _section("CPU", lambda: (share_host_memory(cpu_rows(tf)), []))
     gpus, gpu_notes = _section("GPU", lambda: gpu.gpu_rows(tf))
     tpus, tpu_notes = _section("TPU", lambda: tpu.tpu_rows(tf, probe=probe_tpu))
     return DeviceReport(tuple(cpus + gpus + tpus), tuple(cpu_notes + gpu_notes + tpu_notes))
+
+
+def share_host_memory(cpus: list[DeviceInfo]) -> list[DeviceInfo]:
+    """CPU devices all use the host's RAM: the first row carries it, the others name that row (memory counted once)."""
+    if len(cpus) < 2:
+        return cpus
+    owner = cpus[0].tf_name
+    shared = {"RAM shared by": ", ".join(cpu.tf_name for cpu in cpus)}
+    rest = [
+        replace(cpu, memory_total=None, memory_used=None, memory_free=None, memory_shared_with=owner, details={**cpu.details, **shared})
+        for cpu in cpus[1:]
+    ]
+    return [replace(cpus[0], details={**cpus[0].details, **shared}), *rest]
 
 
 def list_devices() -> list[DeviceInfo]:

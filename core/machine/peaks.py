@@ -9,7 +9,7 @@ call ended by reading a scalar back to the host, the median of repeats.
 
 Anything may hang or take its process down (a driver, a GPU another process
 holds), so the measurement runs in a child Python process (`python -m
-core.machine.peaks`) that reports one JSON line per figure and is killed with
+core.machine.peaks_child`) that reports one JSON line per figure and is killed with
 its process group when its time runs out; what it measured by then is kept.
 
 Results are cached in a JSON file per machine (CPU model, GPU names) and
@@ -21,11 +21,10 @@ which this layer may not compute.
 from __future__ import annotations
 
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -51,6 +50,8 @@ STREAM_BYTES_PER_ELEMENT = 12
 """`v += d` in place reads v and d and writes v: 3 x 4 bytes per element (STREAM "add" counting)."""
 TIMEOUT_S = 300.0
 """Generous: on 2 cores shared with other work a full measurement has taken 2-3 minutes."""
+POLL_S = 0.2
+"""How often the caller checks for a stop, the time limit and a new stage while the child measures."""
 PRECISIONS = {"CPU": ("float32", "bfloat16"), "GPU": ("float32", "bfloat16", "float16"), "TPU": ("float32", "bfloat16")}
 _NO_CPU_FLOAT16 = "not measured: CPUs have no float16 matrix units (TensorFlow converts every element), so it is no setting for a CPU"
 NOT_MEASURED = {"CPU": {"float16": _NO_CPU_FLOAT16}}
@@ -58,7 +59,8 @@ RUN_PRECISION_KEYS = {"off": "float32", "float16": "float16", "bfloat16": "bfloa
 CACHE_FILE = "peaks.json"
 CACHE_VERSION = 1
 
-_REPORT_PREFIX = "@@peaks "
+REPORT_PREFIX = "@@peaks "
+"""Starts each line the child reports on (anything else it prints is not a report)."""
 _ROOT = Path(__file__).resolve().parents[2]
 
 Estimator = Callable[["DevicePeaks"], tuple[dict[str, float], str]]
@@ -157,18 +159,21 @@ def machine_key() -> dict[str, Any]:
     return {"cpu": cpu_info().get("Model", ""), "tensorflow": tensorflow_version()}
 
 
-def measure_peaks(timeout_s: float = TIMEOUT_S) -> PeaksReport:
-    """Measure every local device in a child process killed after `timeout_s`; never raises.
+def measure_peaks(
+    timeout_s: float = TIMEOUT_S, stop_event: threading.Event | None = None, on_stage: Callable[[str], None] | None = None
+) -> PeaksReport:
+    """Measure every local device in a child process killed after `timeout_s` or when `stop_event` is set; never raises.
 
-    A time-out or a child that dies keeps the devices measured until then and
-    says what happened in `error`.
+    `on_stage` hears what the child is doing ("measuring CPU:0 float32 matmul"),
+    from the calling thread. A time-out, a stop or a child that dies keeps the
+    devices measured until then and says what happened in `error`.
     """
     key, start = machine_key(), time.monotonic()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "core.machine.peaks"],
+            [sys.executable, "-m", "core.machine.peaks_child"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -179,22 +184,59 @@ def measure_peaks(timeout_s: float = TIMEOUT_S) -> PeaksReport:
         )
     except OSError as error:
         return PeaksReport(key, error=f"Could not start the measuring process ({error}).")
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_process_group(process)
-        stdout, stderr = process.communicate()
-        timed_out = True
-    devices, stage, done = _collect([line[len(_REPORT_PREFIX) :] for line in stdout.splitlines() if line.startswith(_REPORT_PREFIX)])
+    stdout: list[str] = []
+    stderr: list[str] = []
+    readers = [threading.Thread(target=_read_into, args=pair, daemon=True) for pair in ((process.stdout, stdout), (process.stderr, stderr))]
+    for reader in readers:
+        reader.start()
+    ended = _wait(process, start + timeout_s, stop_event, stdout, on_stage)
+    for reader in readers:
+        reader.join()
+    devices, stage, done = _collect(_reports(stdout))
+    while_ = stage or "importing TensorFlow"
     error = ""
-    if timed_out:
-        error = f"The measurement did not finish within {timeout_s:g} s (stopped while {stage or 'importing TensorFlow'}); the devices measured by then are kept."
+    if ended == "timeout":
+        error = f"The measurement did not finish within {timeout_s:g} s (stopped while {while_}); the devices measured by then are kept."
+    elif ended == "stopped":
+        error = f"The measurement was stopped while {while_}; the devices measured by then are kept."
     elif not done:
-        last = (stderr.strip().splitlines() or [f"exit code {process.returncode}"])[-1]
-        error = f"The measuring process ended early (exit code {process.returncode}, while {stage or 'importing TensorFlow'}): {last}"
+        last = ("".join(stderr).strip().splitlines() or [f"exit code {process.returncode}"])[-1]
+        error = f"The measuring process ended early (exit code {process.returncode}, while {while_}): {last}"
     key["gpus"] = [d.name for d in devices if d.kind == "GPU"]
     return PeaksReport(key, tuple(devices), utc_now(), time.monotonic() - start, error)
+
+
+def _read_into(stream: Any, lines: list[str]) -> None:
+    """Append the child's output lines as they come (a reader thread; the list is read while it grows)."""
+    for line in stream:
+        lines.append(line)
+
+
+def _wait(
+    process: subprocess.Popen, deadline: float, stop_event: threading.Event | None, stdout: list[str], on_stage: Callable[[str], None] | None
+) -> str:
+    """Wait for the child ("done"), or kill its group at the deadline ("timeout") or on a stop ("stopped"); tell `on_stage` news."""
+    said = ""
+    while True:
+        try:
+            process.wait(timeout=POLL_S)
+            return "done"
+        except subprocess.TimeoutExpired:
+            pass
+        if on_stage is not None:
+            stage = _collect(_reports(list(stdout)))[1]
+            if stage and stage != said:
+                said = stage
+                on_stage(stage)
+        ended = "stopped" if stop_event is not None and stop_event.is_set() else "timeout" if time.monotonic() > deadline else ""
+        if ended:
+            kill_process_group(process)
+            process.wait()
+            return ended
+
+
+def _reports(lines: Sequence[str]) -> list[str]:
+    return [line[len(REPORT_PREFIX) :] for line in lines if line.startswith(REPORT_PREFIX)]
 
 
 def _collect(texts: Sequence[str]) -> tuple[list[DevicePeaks], str, bool]:
@@ -286,149 +328,20 @@ def with_estimates(report: PeaksReport, estimate: Estimator) -> PeaksReport:
     return replace(report, devices=tuple(devices))
 
 
-def peaks(path: Path, remeasure: bool = False, gpu_names: Sequence[str] | None = None, timeout_s: float = TIMEOUT_S) -> PeaksReport:
+def peaks(
+    path: Path,
+    remeasure: bool = False,
+    gpu_names: Sequence[str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+    stop_event: threading.Event | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> PeaksReport:
     """The cached ceilings, or (none cached, or `remeasure`) a fresh measurement, cached when it measured anything."""
     if not remeasure:
         cached = load_cached(path, gpu_names)
         if cached is not None:
             return cached
-    report = measure_peaks(timeout_s)
+    report = measure_peaks(timeout_s, stop_event, on_stage)
     if report.devices:
         save(path, report)
     return report
-
-
-# --- the child process: everything below runs in `python -m core.machine.peaks` ---
-
-
-def _report(**fields: Any) -> None:
-    print(_REPORT_PREFIX + json.dumps(fields), flush=True)
-
-
-def _timed(call: Callable[[], Any], repeats: int) -> float:
-    """Median seconds of `repeats` calls; each call returns a scalar tensor, read back so the work is done."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call().numpy()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _matmul_function(tf: Any, n: int, chain: int, dtype: Any) -> Callable[[], Any]:
-    """A traced call of `chain` chained n x n products; entries scaled by 1/sqrt(n) keep the values near 1 in every precision."""
-    a = tf.cast(tf.random.normal((n, n), seed=1), dtype)
-    b = tf.cast(tf.random.normal((n, n), seed=2) / math.sqrt(n), dtype)
-
-    @tf.function
-    def products(x, y):
-        for _ in range(chain):
-            x = tf.matmul(x, y)
-        return tf.reduce_sum(tf.cast(x[0, :8], tf.float32))
-
-    traced = products.get_concrete_function(a, b)  # tracing is never timed
-    return lambda: traced(a, b)
-
-
-def _measure_matmul(tf: Any, kind: str, dtype: Any) -> tuple[float, str]:
-    """(FLOP/s, how): calibrate at 1024, then chain full-size products to about TARGET_CALL_S per call.
-
-    A call predicted to take LONG_CALL_S or more gets no warm-up call of its
-    own: the calibration warmed the process up, what is left of a first call
-    (graph set-up, ms) is under a few percent of it, and the median of 3
-    drops the slowest call anyway.
-    """
-    small = _matmul_function(tf, CALIBRATION_SIZE, 1, dtype)
-    small().numpy()
-    rate = 2 * CALIBRATION_SIZE**3 / _timed(small, 2)
-    n = MATMUL_SIZE.get(kind, 4096)
-    while n > CALIBRATION_SIZE and 2 * n**3 / rate > MAX_CALL_S:
-        n //= 2
-    chain = max(1, min(MAX_CHAIN, math.ceil(TARGET_CALL_S * rate / (2 * n**3))))
-    call = _matmul_function(tf, n, chain, dtype)
-    long_call = 2 * n**3 * chain / rate >= LONG_CALL_S
-    if not long_call:
-        call().numpy()  # warm-up: kernel selection, first allocations
-    repeats = 3 if long_call else 5
-    seconds = _timed(call, repeats)
-    warm = "after the calibration call" if long_call else "after a warm-up call"
-    return 2 * n**3 * chain / seconds, f"{dtype.name} matmul: {chain} chained {n}x{n} products per call, median of {repeats} calls {warm}"
-
-
-def _measure_bandwidth(tf: Any) -> tuple[float, str]:
-    """Bytes/s of `v += d` in place over STREAM_ELEMENTS floats, from the time difference of a long and a short chain.
-
-    The difference cancels what every call pays once (launch, read-back, the final read of v).
-    """
-    v = tf.Variable(tf.zeros([STREAM_ELEMENTS], tf.float32))
-    d = tf.fill([STREAM_ELEMENTS], 1e-3)
-
-    def chain_of(count: int) -> Callable[[], Any]:
-        @tf.function
-        def adds(delta):
-            for _ in range(count):
-                v.assign_add(delta)
-            return v[0]
-
-        return lambda: adds(d)
-
-    one_add = chain_of(1)
-    one_add().numpy()
-    count = max(2, min(MAX_CHAIN, math.ceil(TARGET_CALL_S / max(_timed(one_add, 3), 1e-6))))
-    many_adds = chain_of(count)
-    many_adds().numpy()
-    t_many, t_one = _timed(many_adds, 5), _timed(one_add, 5)
-    per_add = (t_many - t_one) / (count - 1) if t_many > t_one else t_many / count
-    mib = STREAM_ELEMENTS * 4 // 2**20
-    how = (
-        f"bandwidth: in-place v += d on two {mib} MiB float32 arrays, {STREAM_BYTES_PER_ELEMENT} bytes read + written per element, "
-        f"from the difference of a 1-add and a {count}-add call (medians of 5)"
-    )
-    return STREAM_BYTES_PER_ELEMENT * STREAM_ELEMENTS / per_add, how
-
-
-def _measure_device(tf: Any, kind: str, short: str, name: str) -> None:
-    method = "Measured in a child process with tf.function, each call ended by reading a scalar back"
-    _report(what="device", device=short, kind=kind, name=name, method=method, stage=f"starting on {short}")
-    for precision, reason in NOT_MEASURED.get(kind, {}).items():
-        _report(what="matmul", device=short, precision=precision, error=reason)
-    with tf.device(short):
-        for precision in PRECISIONS.get(kind, ("float32",)):
-            _report(what="stage", stage=f"measuring {short} {precision} matmul")
-            try:
-                value, how = _measure_matmul(tf, kind, getattr(tf, precision))
-                _report(what="matmul", device=short, precision=precision, value=value, how=how)
-            except Exception as exc:  # one precision a device lacks must not end the others
-                _report(what="matmul", device=short, precision=precision, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
-        _report(what="stage", stage=f"measuring {short} memory bandwidth")
-        try:
-            value, how = _measure_bandwidth(tf)
-            _report(what="bandwidth", device=short, value=value, how=how)
-        except Exception as exc:
-            _report(what="bandwidth", device=short, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
-
-
-def _child_main() -> None:
-    """Measure each local device TensorFlow lists, reporting every figure as soon as it is known."""
-    _report(what="stage", stage="importing TensorFlow")
-    import tensorflow as tf
-
-    from core.machine.cpu import cpu_info
-
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)  # take only what the measurement needs
-    for device in tf.config.list_physical_devices():
-        kind = device.device_type
-        if kind not in PRECISIONS:
-            continue
-        short = device.name.split("physical_device:")[-1]
-        if kind == "CPU":
-            name = cpu_info().get("Model", "CPU")
-        else:
-            name = str(tf.config.experimental.get_device_details(device).get("device_name", "") or short)
-        _measure_device(tf, kind, short, name)
-    _report(what="done", stage="done")
-
-
-if __name__ == "__main__":
-    _child_main()

@@ -12,11 +12,18 @@ import os
 from dataclasses import dataclass
 
 MAX_LOGICAL_CPUS = 16
+MEMORY_GROWTH_NOTE = (
+    "Why TensorFlow seems to take the whole GPU: without memory growth its allocator reserves nearly all of "
+    "each GPU's memory when it starts, so nvidia-smi and the driver count it as used however little the "
+    "tensors need. With memory growth on, it reserves memory as tensors need it and keeps it for reuse: the "
+    "driver's figure is then the run's high-water mark plus the CUDA context (a few hundred MiB). "
+    "Either way, what tensors use is TensorFlow's own figure (in use, peak)."
+)
 
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Start-up device settings; 0 means 'leave TensorFlow's default'."""
+    """Start-up device settings; 0 means 'leave TensorFlow's default' (see MEMORY_GROWTH_NOTE for growth)."""
 
     logical_cpus: int = 0
     gpu_memory_growth: bool = True

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ DEV = "/dev"
 TPU_ENV_VARS = ("TPU_NAME", "COLAB_TPU_ADDR", "TPU_ACCELERATOR_TYPE")
 PROBE_TIMEOUT_S = 30.0
 STOP_POLL_S = 0.2
+QUICK_CHECK_S = 2.0  # a grpc:// address that neither accepts nor refuses a connection by then gets the full probe
 
 # Google PCI device id -> TPU generation (v2 and v3 share 0x0027; the subsystem id tells them apart).
 _TPU_PCI_IDS = {"0x005e": "v4", "0x0062": "v5p", "0x0063": "v5e", "0x006f": "v6e"}
@@ -181,16 +183,41 @@ def _timeout_message(address: str, timeout_s: float, stage: str) -> str:
     )
 
 
+def refused_at_once(address: str, timeout_s: float = QUICK_CHECK_S) -> str:
+    """Why a 'grpc://host:port' address cannot be a TPU, known without TensorFlow; '' when it may be (or is no such address).
+
+    A TCP connection that is refused, or a host name that does not resolve, fails
+    in milliseconds, while TF's TPU initialisation would wait out the whole time limit.
+    """
+    match = re.fullmatch(r"grpc://\[?([^\]/]+?)\]?:(\d+)/?", address.strip())
+    if not match:
+        return ""
+    host, port = match.group(1), int(match.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return ""
+    except ConnectionRefusedError:
+        return f"Nothing listens at {host}:{port} (the connection was refused at once). Check the address and port (a TPU node uses 8470)."
+    except socket.gaierror as error:
+        return f"The host {host!r} of {address!r} is not known ({error.strerror}). Check the address."
+    except OSError:  # no answer yet (a firewall, a slow network): the probe's own time limit decides
+        return ""
+
+
 def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_event: threading.Event | None = None) -> TpuProbe:
     """Connect to and initialise a TPU in a child process, killed after `timeout_s`.
 
     `address` is "local" (Cloud TPU VM), a TPU name, or "grpc://host:port". TF's TPU
     initialisation against an address where nothing listens hangs for minutes, so it
-    never runs in this process. Setting `stop_event` kills the child within
+    never runs in this process; a grpc:// address that refuses connections fails
+    at once (`refused_at_once`). Setting `stop_event` kills the child within
     STOP_POLL_S (a run stopped while its TPU is probed).
     """
     address = address.strip() or "local"
     start = time.monotonic()
+    refused = refused_at_once(address, min(QUICK_CHECK_S, timeout_s))
+    if refused:
+        return TpuProbe(False, f"TPU at {address!r} could not be reached: {refused}", elapsed_s=time.monotonic() - start)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}  # the child must not claim GPUs
     try:
         process = subprocess.Popen(

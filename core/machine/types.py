@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from core.formatting import NA
+from core.formatting import NA, format_bytes
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,19 @@ class DeviceInfo:
     available: bool = True  # False: the system sees it but TensorFlow cannot use it
     reason: str = ""  # for unavailable devices: why, and the fix
     bus_id: str = ""  # GPUs: normalised PCI bus id "0000:04:00.0", how NVML re-reads are matched; "" otherwise
+    memory_shared_with: str = ""  # TF name of the row whose memory this device uses (logical CPUs: "CPU:0"); its own are None
 
     @property
     def key(self) -> tuple[str, str, str]:
         """What identifies this row across re-reads: kind, TF name and bus id (driver-only GPUs have no TF name)."""
         return self.kind, self.tf_name, self.bus_id
+
+
+def memory_cells(device: DeviceInfo) -> tuple[str, str, str]:
+    """Total, used and free memory as table text; a device using another row's memory says whose, once."""
+    if device.memory_shared_with:
+        return f"shared with {device.memory_shared_with}", "", ""
+    return format_bytes(device.memory_total), format_bytes(device.memory_used), format_bytes(device.memory_free)
 
 
 class NoteTopic(Enum):

@@ -2,11 +2,14 @@
 
 Hooks are called in the thread that trains, between calls of the compiled
 training function, so they never slow a step down. Subclass `RunCallback` and
-override what you need; all methods default to doing nothing.
+override what you need; all methods default to doing nothing. A hook that
+measured something of its own (device use) or disturbed some steps on purpose
+(the profiler) says so in `amend_result`, before any hook sees the result.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -14,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from core.config import RunConfig
     from core.results import RunResult, StepRecord
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,5 +44,19 @@ class RunCallback:
     def on_steps(self, records: Sequence[StepRecord]) -> None:
         """One call finished; its per-step records, in order."""
 
+    def amend_result(self, result: RunResult) -> RunResult:
+        """The run ended: return `result` with what this hook adds or corrects (default: unchanged)."""
+        return result
+
     def on_run_end(self, result: RunResult) -> None:
         """The run ended (completed, stopped or failed); called even after a failure."""
+
+
+def amended_result(result: RunResult, listeners: Sequence[RunCallback]) -> RunResult:
+    """`result` passed through every hook's `amend_result`, in order; a hook that fails leaves it as it was."""
+    for listener in listeners:
+        try:
+            result = listener.amend_result(result)
+        except Exception:  # a hook's extra figure must not cost the run its result
+            log.exception("%s could not add to the run's result", type(listener).__name__)
+    return result

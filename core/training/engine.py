@@ -27,7 +27,7 @@ from core.formatting import utc_now
 from core.logs import quiet_native_stderr
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.callbacks import RunCallback, RunContext, amended_result
 from core.training.environment import environment
 from core.training.memory import MemoryTracker
 from core.training.metrics import summarize
@@ -35,8 +35,9 @@ from core.training.run_checks import batch_warning, call_size
 from core.training.strategies import SetupStopped, TpuUnavailable, check_mirrored_devices, make_strategy
 from core.training.traces import TrainSteps
 from core.workloads import data as data_module
-from core.workloads.model_file import ModelFileError
-from core.workloads.workload import open_workload
+from core.workloads.memory_estimate import estimate_for_model
+from core.workloads.model_file import ModelFileError, ModelSource, check_model_path
+from core.workloads.workload import is_model_file, open_workload
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
 
@@ -111,7 +112,7 @@ def train_in_this_process(
         if session is not None:
             session.close()
         _set_precision_policy(previous_policy)
-    result = _make_result(tally, status, message, started_at, start)
+    result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
     for listener in listeners:
         listener.on_run_end(result)
     return result
@@ -122,7 +123,8 @@ class _Tally:
     """What a run has measured so far: per-step losses and times, warm-up steps, replicas, devices, memory.
 
     `config` is the job as it really ran (steps per call may be lowered, see
-    `run_checks.call_size`); `notes` are warnings found while setting it up.
+    `run_checks.call_size`); `notes` are warnings found while setting it up;
+    `memory_estimate` is the weights, gradients and optimizer state of the built model.
     """
 
     memory: MemoryTracker
@@ -133,6 +135,7 @@ class _Tally:
     warmup_steps: int = 0
     replicas: int = 1
     device_names: tuple[str, ...] = ()
+    memory_estimate: dict[str, Any] = field(default_factory=dict)
 
     def add_call(self, call_losses: list[float], count: int, per_step: float) -> list[StepRecord]:
         """Record one call of `count` steps, each `per_step` seconds; the first call is the warm-up."""
@@ -205,6 +208,7 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         final_loss=tally.losses[-1] if tally.losses else None,
         peak_memory_bytes=peak,
         peak_memory_source=source,
+        memory_estimate=dict(tally.memory_estimate),
         wall_s=time.perf_counter() - start,
         started_at=started_at,
         environment=environment(tally.device_names, config.precision),
@@ -236,17 +240,32 @@ def total_steps(config: RunConfig, workload: Any = None) -> int:
     return config.epochs * (per_epoch or config.steps)
 
 
+def check_model_file(config: RunConfig) -> None:
+    """For a run on a model file: raise ModelFileError unless the file is there, usable and the content the run was set up with.
+
+    Reads the file's bytes only (TensorFlow untouched): a cluster worker calls it
+    first, so a worker whose file differs says so before it joins the cluster.
+    """
+    if is_model_file(config.model):
+        _check_content(check_model_path(config.model, config.trust), config)
+
+
 def open_checked_workload(config: RunConfig) -> Any:
     """The run's workload; for a model file, refused when its content is not the one the run was set up with."""
     workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
     source = getattr(workload, "source", None)
-    if source is not None and config.model_sha256 and source.sha256 != config.model_sha256:
+    if source is not None:
+        _check_content(source, config)
+    return workload
+
+
+def _check_content(source: ModelSource, config: RunConfig) -> None:
+    if config.model_sha256 and source.sha256 != config.model_sha256:
         raise ModelFileError(
             source.path,
             f"the file changed since the run was set up (sha256 {source.sha256[:12]}…, expected {config.model_sha256[:12]}…); "
             "on a cluster, every host needs the same file at the same path.",
         )
-    return workload
 
 
 def explain_failure(exc: BaseException) -> str:
@@ -266,9 +285,15 @@ def explain_failure(exc: BaseException) -> str:
 
 
 def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _Session:
-    """Data, strategy, model, optimizer and the compiled function; notes questionable choices in `tally`."""
+    """Strategy, data, model, optimizer and the compiled function; notes questionable choices in `tally`.
+
+    The strategy comes first: MultiWorkerMirrored (and a TPU) must set up the
+    runtime before anything runs on it, and opening a model file loads a model
+    (a cluster worker has checked the file's bytes before, `check_model_file`).
+    """
     import tensorflow as tf
 
+    strategy = make_strategy(config, stop_event)
     workload = open_checked_workload(config)
     if getattr(workload, "source", None) is not None and not config.model_sha256:
         config = tally.config = config.with_changes(model_sha256=workload.source.sha256)
@@ -277,7 +302,6 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     tally.notes += [note for note in (batch_warning(config, workload.num_examples), why) if note]
     if per_call != config.steps_per_call:
         config = tally.config = config.with_changes(steps_per_call=per_call)
-    strategy = make_strategy(config, stop_event)
     if config.batch_size % strategy.num_replicas_in_sync:
         raise ConfigError(
             "batch_size",
@@ -289,6 +313,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
         model = workload.build_model(seed=config.seed)
         optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate))
         optimizer.build(model.trainable_variables)
+    tally.memory_estimate = estimate_for_model(model, optimizer, config.precision, strategy.num_replicas_in_sync).to_dict()
     dataset = workload.make_dataset(config.batch_size, config.seed)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     train_steps = _make_train_function(strategy, model, optimizer, config, workload.loss_fn)

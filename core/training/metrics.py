@@ -5,6 +5,9 @@ compiled training function, divided by the steps of the call
 (`steps_per_call`). A call ends when its losses have reached the host, so the
 device work is inside the timing, and so is everything the app does between
 calls (hooks, bookkeeping): samples/s is what a stopwatch outside would see.
+Steps a hook disturbed on purpose (the profiler's calls, and the call that
+paid for stopping it) are set apart like warm-up: counted, timed, and left out
+of the steady state.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ class StepStats:
     """Warm-up (first call: tracing and compilation) and steady-state figures.
 
     `spread` is (p90 - p10) / median of the steady-state step times: 0.1 means
-    the middle 80% of steps lie within 10% of the median's width.
+    the middle 80% of steps lie within 10% of the median's width. `apart_steps`
+    and `apart_s` are the steps set apart (profiled) and the time they took.
     """
 
     warmup_s: float | None
@@ -30,6 +34,8 @@ class StepStats:
     p95_ms: float | None
     spread: float | None
     samples_per_s: float | None
+    apart_steps: int = 0
+    apart_s: float | None = None
 
     def result_fields(self) -> dict[str, float | int | None]:
         """These statistics under `RunResult`'s field names."""
@@ -43,14 +49,24 @@ class StepStats:
         }
 
 
-def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int) -> StepStats:
-    """Statistics of a run's step times, the first `warmup_steps` counted as warm-up."""
+StepRange = tuple[int, int]  # first and last step, 1-based, inclusive
+
+
+def summarize(
+    step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int, set_apart: Sequence[StepRange] = ()
+) -> StepStats:
+    """Statistics of a run's step times: the first `warmup_steps` are warm-up, the `set_apart` ranges kept out too."""
     times = np.asarray(step_times_s, dtype=np.float64)
     warmup_steps = min(warmup_steps, len(times))
     warmup_s = float(times[:warmup_steps].sum()) if warmup_steps else None
-    steady = times[warmup_steps:]
+    apart = np.zeros(len(times), dtype=bool)
+    for first, last in set_apart:
+        apart[max(first - 1, warmup_steps) : max(last, 0)] = True
+    apart_steps = int(np.count_nonzero(apart))
+    apart_s = float(times[apart].sum()) if apart_steps else None
+    steady = times[warmup_steps:][~apart[warmup_steps:]]
     if not len(steady):
-        return StepStats(warmup_s, warmup_steps, 0, None, None, None, None)
+        return StepStats(warmup_s, warmup_steps, 0, None, None, None, None, apart_steps, apart_s)
     median = float(np.median(steady))
     p10, p90, p95 = (float(v) for v in np.percentile(steady, [10, 90, 95]))
     total = float(steady.sum())
@@ -62,4 +78,6 @@ def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_siz
         p95_ms=p95 * 1e3,
         spread=(p90 - p10) / median if median > 0 else None,
         samples_per_s=global_batch_size * len(steady) / total if total > 0 else None,
+        apart_steps=apart_steps,
+        apart_s=apart_s,
     )

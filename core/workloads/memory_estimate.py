@@ -11,7 +11,8 @@ the optimizer variables shaped like each trainable variable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 FLOAT32_BYTES = 4
@@ -90,3 +91,50 @@ def estimate_memory(
         optimizer_slots=slots,
         note="; ".join(notes),
     )
+
+
+def estimate_for_model(model: Any, optimizer: Any, precision: str = "off", replicas: int = 1) -> MemoryEstimate:
+    """The estimate for a built Keras model and the built optimizer that trains it.
+
+    A LossScaleOptimizer is read through its inner optimizer. Bytes per parameter
+    are the trainable variables' own (float32 under mixed precision too). With
+    several replicas the bytes are per replica: each holds all of them.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    trainable = _parameters(model.trainable_weights)
+    non_trainable = _parameters(model.non_trainable_weights)
+    sizes = {_itemsize(v.dtype) for v in model.trainable_weights}
+    estimate = estimate_memory(
+        trainable,
+        non_trainable,
+        type(inner).__name__,
+        precision,
+        inner.get_config(),
+        sizes.pop() if len(sizes) == 1 else FLOAT32_BYTES,
+    )
+    if replicas > 1:
+        per_replica = f"per replica: each of the {replicas} replicas holds all of it"
+        return replace(estimate, note="; ".join(n for n in (estimate.note, per_replica) if n))
+    return estimate
+
+
+def estimate_from_description(described: dict[str, Any], optimizer: str, precision: str = "off") -> MemoryEstimate:
+    """The estimate before a run, from a model file's description (`describe_model_file`) and the run's optimizer.
+
+    The file's own optimizer (a .py's `optimizer`) wins over `optimizer`, as in a run.
+    """
+    return estimate_memory(
+        int(described["trainable_params"]),
+        int(described.get("non_trainable_params", 0)),
+        described.get("optimizer") or optimizer,
+        precision,
+    )
+
+
+def _parameters(variables: Any) -> int:
+    return int(sum(math.prod(v.shape) for v in variables))
+
+
+def _itemsize(dtype: Any) -> int:
+    name = str(getattr(dtype, "name", dtype))
+    return 2 if "16" in name else 8 if "64" in name else FLOAT32_BYTES

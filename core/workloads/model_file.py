@@ -82,6 +82,8 @@ def check_model_path(path: str | os.PathLike, trust: bool = False) -> ModelSourc
     if not head:
         raise ModelFileError(file, "the file is empty (0 bytes): it was not saved completely. Save the model again.")
     _check_signature(file, kind, head)
+    if kind == KERAS and not trust:
+        _refuse_code_in_config(file)
     if kind == PYTHON and not trust:
         raise ModelFileError(file, "a Python file runs its code when opened: trust it to open it (--trust on the command line).", True)
     return ModelSource(str(file), kind, digest, trust)
@@ -116,6 +118,41 @@ def _check_signature(file: Path, kind: str, head: bytes) -> None:
         raise ModelFileError(file, "not an HDF5 file (its first bytes are not the HDF5 signature): corrupt, or not a Keras .h5 model.")
 
 
+def _refuse_code_in_config(file: Path) -> None:
+    """Refuse an untrusted .keras file whose config holds Python bytecode (a lambda), read as JSON: no child, nothing run.
+
+    Keras would refuse it in safe mode too, but only after TensorFlow has loaded:
+    saying so from the archive's config.json is immediate.
+    """
+    try:
+        with zipfile.ZipFile(file) as archive:
+            config = json.loads(archive.read("config.json"))
+        holder = _code_holder(config)
+    except (OSError, ValueError, KeyError, RecursionError, zipfile.BadZipFile):
+        return  # the loader says what is wrong with the file
+    if holder:
+        raise ModelFileError(file, needs_trust_reason(holder), needs_trust=True)
+
+
+def _code_holder(node: Any, in_lambda_layer: bool = False) -> str:
+    """What in a Keras config holds serialized bytecode ("a Lambda layer", "Python code (a lambda)"), or ""."""
+    if isinstance(node, dict):
+        if node.get("class_name") == "__lambda__":
+            return "a Lambda layer" if in_lambda_layer else "Python code (a lambda)"
+        in_lambda_layer = in_lambda_layer or node.get("class_name") == "Lambda"
+        children: Any = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return ""
+    return next((found for child in children if (found := _code_holder(child, in_lambda_layer))), "")
+
+
+def needs_trust_reason(what: str) -> str:
+    """Why a model holding `what` (a Lambda layer, a lambda) opens only when trusted, and how to trust it."""
+    return f"the model holds {what} that Keras loads only by running code from the file: trust the file to open it (--trust on the command line)."
+
+
 def load_model_file(source: ModelSource) -> Any:
     """The Keras model in a checked `.keras`/`.h5` file, uncompiled (safe mode unless trusted).
 
@@ -137,11 +174,7 @@ def explain_load_error(source: ModelSource, exc: Exception) -> ModelFileError:
     first_line = (text.strip().splitlines() or [type(exc).__name__])[0][:300]
     if "safe_mode" in text:
         what = "a Lambda layer" if "Lambda" in text else "Python code (a lambda)"
-        return ModelFileError(
-            source.path,
-            f"the model holds {what} that Keras loads only by running code from the file: trust the file to open it (--trust on the command line).",
-            needs_trust=True,
-        )
+        return ModelFileError(source.path, needs_trust_reason(what), needs_trust=True)
     if "Could not locate" in text or "Unknown layer" in text or "Unknown " in first_line:
         name = _custom_name(text)
         return ModelFileError(

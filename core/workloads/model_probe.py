@@ -31,14 +31,24 @@ STDERR_TAIL_CHARS = 600
 
 
 def describe_model_file(
-    path: str | os.PathLike, trust: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, vocab: int | None = None
+    path: str | os.PathLike,
+    trust: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    vocab: int | None = None,
+    data: str | None = None,
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """The model's description (see UserWorkload.describe), worked out in a child process.
 
+    `data` is the run's data ("synthetic", "build_dataset", an .npz path; None:
+    the file's default), resolved in the description's "data". With `batch_size`
+    the child also checks that data against the model (`UserWorkload.check_data`),
+    so data that does not fit is refused before a run starts.
+
     Raises ModelFileError: at once, without a child, for what `check_model_path`
-    refuses (missing, corrupt, untrusted .py); else the problem the child found
-    (with `needs_trust` when trust would open it), or a child that ran past
-    `timeout_s` or crashed.
+    refuses (missing, corrupt, untrusted .py or Lambda); else the problem the child
+    found (with `needs_trust` when trust would open it; a ModelDataError's path is
+    the data file's), or a child that ran past `timeout_s` or crashed.
     """
     file = check_model_path(path, trust).path  # a missing, corrupt or untrusted file is refused before any child starts
     with tempfile.TemporaryDirectory(prefix="device-lab-probe-") as folder:
@@ -46,6 +56,8 @@ def describe_model_file(
         command = [sys.executable, "-m", "core.workloads.model_probe", file, "--out", str(answer_file)]
         command += ["--trust"] if trust else []
         command += ["--vocab", str(vocab)] if vocab is not None else []
+        command += ["--data", data] if data is not None else []
+        command += ["--batch-size", str(batch_size)] if batch_size is not None else []
         returncode, stderr = _run_child(command, timeout_s, file)
         answer = _read_answer(answer_file)
     if answer is None:
@@ -108,9 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--trust", action="store_true")
     parser.add_argument("--vocab", type=int)
+    parser.add_argument("--data")
+    parser.add_argument("--batch-size", type=int)
     args = parser.parse_args(argv)
     try:
-        answer: dict[str, Any] = {"model": open_user_workload(args.path, args.trust, None, args.vocab).describe()}
+        workload = open_user_workload(args.path, args.trust, args.data, args.vocab)
+        if args.batch_size is not None:
+            workload.check_data(args.batch_size)
+        answer: dict[str, Any] = {"model": workload.describe()}
     except ModelFileError as exc:
         answer = {"error": exc.reason, "path": exc.path, "needs_trust": exc.needs_trust}
     Path(args.out).write_text(json.dumps(answer), encoding="utf-8")

@@ -84,6 +84,17 @@ class UserWorkload:
         cardinality = int(self._user_dataset(global_batch_size).cardinality())
         return cardinality if cardinality > 0 else None
 
+    def check_data(self, global_batch_size: int) -> None:
+        """Raise ModelDataError now when the data cannot feed the model (an .npz was checked on opening).
+
+        Synthetic data needs a known id range for integer inputs and a known class
+        count; a build_dataset() must give (x, y) batches the model's inputs take.
+        """
+        if self.data == SYNTHETIC:
+            synthetic_arrays(self.signature, self.losses, 1, 0, self.source.path)
+        elif self.data == PYTHON_DATA:
+            self._user_dataset(global_batch_size)
+
     def build_model(self, seed: int = 0) -> Any:
         """A fresh model from the file, under the current dtype policy; call inside `strategy.scope()`."""
         import keras

@@ -10,10 +10,11 @@ buffers into the shared plots, one plot key per target. No signal per step.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -25,7 +26,7 @@ from core.history.recorder import HistoryRecorder
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import RunResult, RunStatus, StepRecord
-from core.workloads.models import MODELS
+from core.workloads.workload import model_title
 from gui.controllers.base import JobController
 from gui.controllers.history import JobHistory
 from gui.controllers.training_worker import FinishedRun, PlanCallback, explain
@@ -54,10 +55,13 @@ class SavedTarget:
 
 
 def history_label(target_label: str, config: dict) -> str:
-    """'MLP · digits · mirrored:CPU:0,CPU:1 · batch 64 · compare': how a comparison's run shows in the history."""
-    model = config.get("model")
-    title = MODELS[model].title if model in MODELS else str(model)
-    return " · ".join([title, str(config.get("dataset")), target_label, f"batch {config.get('batch_size')}", "compare"])
+    """'MLP · digits · mirrored:CPU:0,CPU:1 · batch 64 · compare': how a comparison's run shows in the history.
+
+    A model file shows by its file name, an .npz data file by its name.
+    """
+    dataset = str(config.get("dataset"))
+    data = os.path.basename(dataset) if dataset.lower().endswith(".npz") else dataset
+    return " · ".join([model_title(str(config.get("model"))), data, target_label, f"batch {config.get('batch_size')}", "compare"])
 
 
 class CompareBuffers:
@@ -221,9 +225,15 @@ class CompareController(JobController):
         return f"compare-{self._number}-{index}"
 
     def start(self, job: CompareJob) -> bool:
-        """Run `job` in a worker thread; False (and nothing happens) while one is in flight."""
+        """Run `job` in a worker thread; False (and nothing happens) while one is in flight.
+
+        `job.base` is the run form's config (a sample model or the user's model file,
+        its trust and hash included); the run form's hooks are dropped, since a
+        comparison writes no TensorBoard logs and takes no profile.
+        """
         if self.is_running():
             return False
+        job = replace(job, base=job.base.with_hooks())
         self._number = next(self._numbers)
         self._job = job
         self._done = {}

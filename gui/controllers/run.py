@@ -3,6 +3,8 @@
 The training thread only appends step records to a `StepBuffer`; a 10 Hz timer
 in the GUI thread drains it into the plots, and the progress figures follow at
 most 4 times a second. No signal per step, so a fast model cannot flood the event loop.
+After a completed run the worker diagnoses it (`diagnosing` says each step, Stop
+ends it); `diagnose = False` leaves runs without a verdict.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class RunController(JobController):
     progress = Signal(object)  # Progress
     run_finished = Signal(object)  # FinishedRun (completed, stopped or failed; saved to the history)
     run_failed = Signal(str)  # the engine could not even start the run
+    diagnosing = Signal(str)  # the run has completed and is being diagnosed: what the diagnosis does now ("" as it begins)
 
     def __init__(self, plots: PlotsWidget, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
@@ -53,6 +56,8 @@ class RunController(JobController):
         self._steady_s = 0.0
         self._steady_steps = 0
         self._progress_rate = RateLimit()
+        self.diagnose = True
+        self._diagnosing = False
 
     @property
     def current_key(self) -> str:
@@ -69,12 +74,14 @@ class RunController(JobController):
         self._key = f"live-{next(self._keys)}"
         self._config = config
         self._done, self._steady_s, self._steady_steps = 0, 0.0, 0
+        self._diagnosing = False
         self._progress_rate.reset()
         self._buffer = StepBuffer()
         self._plots.add_run(self._key, label, batch_size=config.batch_size)
-        worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks)
+        worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks, self.diagnose)
         worker.result_ready.connect(self._on_result)
         worker.failed.connect(self.run_failed)
+        worker.diagnosing.connect(self._on_diagnosing)
         self._launch(worker, "training")
         self.run_started.emit(self._key, label)
         return True
@@ -83,7 +90,7 @@ class RunController(JobController):
 
     def _poll(self) -> None:
         """Timer tick: move new steps into the plots, and report progress (rate-limited)."""
-        if (self._drain() or self._done) and self._progress_rate.ready():
+        if (self._drain() or self._done) and not self._diagnosing and self._progress_rate.ready():
             self._report_progress()
 
     def _drain(self) -> int:
@@ -105,6 +112,14 @@ class RunController(JobController):
         samples_per_s = batch / mean_step if mean_step else None
         eta = (total - self._done) * mean_step if mean_step is not None and total else None
         self.progress.emit(Progress(self._done, total, samples_per_s, eta))
+
+    def _on_diagnosing(self, what: str) -> None:
+        """The run's last steps are in (plots and progress complete), then say what the diagnosis does."""
+        if not self._diagnosing:
+            self._diagnosing = True
+            self._drain()
+            self._report_progress()
+        self.diagnosing.emit(what)
 
     def _on_result(self, finished: FinishedRun) -> None:
         self._drain()

@@ -1,4 +1,9 @@
-"""The training thread's worker: one `run_training` call, its steps to a buffer and to the history as it trains."""
+"""The training thread's worker: one `run_training` call, its steps to a buffer and to the history as it trains.
+
+A completed run is then diagnosed in the same thread (its verdict: what bounds
+its speed, the evidence, the advice; a few seconds of probe runs that Stop
+ends), and its history record finished with the verdict.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -14,6 +20,9 @@ from core.history.recorder import HistoryRecorder
 from core.live.step_buffer import StepBuffer
 from core.results import RunResult, RunStatus
 from core.training.callbacks import RunCallback, RunContext
+
+if TYPE_CHECKING:
+    from core.training.flops import FlopsCounter
 from gui.controllers.history import JobHistory
 
 
@@ -40,16 +49,18 @@ class FinishedRun:
 
 
 class TrainingWorker(QObject):
-    """Runs one `run_training` call in a worker thread.
+    """Runs one `run_training` call in a worker thread, then (`diagnose`) the diagnosis of a completed run.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
-    call of the compiled step function. Steps go to `buffer` and, about once a
-    second, to the history (so a crash loses at most the last second); the
-    result, recorded there too, comes back through `result_ready`.
+    call of the compiled step function, probe runs included. Steps go to `buffer`
+    and, about once a second, to the history (so a crash loses at most the last
+    second); `diagnosing` says each step of the diagnosis; the result, with its
+    verdict and recorded in the history, comes back through `result_ready`.
     """
 
     result_ready = Signal(object)
     failed = Signal(str)
+    diagnosing = Signal(str)  # what the diagnosis is doing ("" as it begins)
     finished = Signal()
 
     def __init__(
@@ -59,9 +70,11 @@ class TrainingWorker(QObject):
         buffer: StepBuffer,
         stop_event: threading.Event,
         callbacks: Sequence[RunCallback] = (),
+        diagnose: bool = True,
     ):
         super().__init__()
         self.callbacks = list(callbacks)
+        self.diagnose = diagnose
         self.config = config
         self.label = label
         self.buffer = buffer
@@ -82,22 +95,37 @@ class TrainingWorker(QObject):
             self.finished.emit()
 
     def _train(self, recorder: HistoryRecorder | None) -> RunResult:
-        """One `run_training` call, recorded as it goes: begun first, steps about once a second, then its result."""
+        """One `run_training` call, recorded as it goes: begun first, steps about once a second, then its result with its verdict."""
+        from core.diagnosis.run_verdict import HoldRunEnd
         from core.runner import run_training
+        from core.training.flops import FlopsCounter
 
+        counter = FlopsCounter()
         callbacks: list[RunCallback] = [PlanCallback(self.buffer.set_plan)]
         if recorder is not None:
             recorder.begin()
-            callbacks.append(recorder)  # ahead of the run's own hooks: one that fails cannot keep the result out
+            callbacks.append(HoldRunEnd(recorder))  # ahead of the run's own hooks; finished below, with the verdict
+        if self.diagnose:
+            callbacks.append(counter)
         try:
             result = run_training(self.config, self.buffer.append, self.stop_event, [*callbacks, *self.callbacks])
         except Exception as exc:  # a config the machine cannot run: recorded like any failed run
             message = explain(exc)
             self.failed.emit(message)
             result = RunResult(status=RunStatus.FAILED, config=self.config.to_dict(), message=message)
+        if self.diagnose and result.status == RunStatus.COMPLETED and not self.stop_event.is_set():
+            result = self._diagnosed(result, counter)
         if recorder is not None:
-            recorder.finish(result)  # a run that never reached the engine; once the engine has finished it, nothing is written
+            recorder.finish(result)
         return result
+
+    def _diagnosed(self, result: RunResult, counter: FlopsCounter) -> RunResult:
+        """The completed run with its verdict; each step said through `diagnosing`; Stop ends the probe runs."""
+        from core.diagnosis.run_verdict import diagnose_run
+
+        self.diagnosing.emit("")
+        diagnosed, _probes = diagnose_run(self.config, result, counter, self.stop_event, self.diagnosing.emit)
+        return diagnosed
 
 
 def explain(exc: BaseException) -> str:

@@ -1,63 +1,93 @@
-"""Help > Quick start: the top of the README (install, start, what the app does), rendered as Markdown.
+"""Help > Quick start (F1): how to use the window, step by step, rendered from the Markdown below.
 
-The README is read from the source tree when Device Lab runs from one, else
-from the installed package's metadata (pip stores it as the long description).
+Pick a device and a model, Start, read the plots, compare, read the verdict, find
+fast settings. Installing and the command line are the README's business; the
+guide ends with where to find it.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
-from PySide6.QtGui import QTextCursor, QTextDocument
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout, QWidget
-
-from gui.dialogs.about import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-QUICK_START_END = "\n## Design"
-IMAGE_WIDTH_CHARS = 80  # the README's screenshot, scaled to about the text's width
-FALLBACK = (
-    "# Device Lab\n\nThe README could not be found. Start a run with **Run > Start** (Ctrl+R), "
-    "compare devices in the **Compare** tab, and see past runs in **History**."
-)
+
+GUIDE = """\
+# Device Lab: quick start
+
+How fast does this model train on each device, strategy and setting you have, and why?
+
+## 1. Pick what to train, and where
+
+- The **run form** on the left: **Model** (a sample MLP, CNN or Transformer, or your own
+  `.keras`, `.h5` or `.py` file), **Data set**, **Strategy** (one device, Mirrored over
+  several, multi-worker processes, TPU) and **Device**.
+- **Batch size** is the global batch (split over the replicas); **Steps** or epochs say how
+  long; **Steps per call** runs several steps in one compiled call (less overhead between
+  steps).
+- The **Devices** tab lists what TensorFlow can use: CPUs, GPUs and TPUs with their memory,
+  and notes on what is missing and how to get it. **Devices ▸ Device settings…** splits the
+  CPU into logical devices or limits GPU memory (after a restart).
+
+## 2. Start, and read the plots
+
+- **Start** (Ctrl+R) trains in the background; **Stop** (Esc) ends the run after the step in
+  flight. Every run, finished, stopped or failed, is saved in the **History** tab.
+- The **Training** tab plots loss (top) and step time (bottom) against the step. Orange
+  diamonds are warm-up steps (tracing, compiling): they are kept out of the figures and
+  out of the y range. The faint line is the raw value, the bold one smoothed (**Smoothing**).
+- The line above the plots gives the newest run's samples/s (steady state, warm-up
+  excluded), median step time, warm-up time and last loss.
+- The **Runs** list: each run is labelled with its history number (#12) and what sets it
+  apart from the other runs shown (learning rate, hooks…). Untick a run to hide it.
+
+## 3. Compare devices and strategies
+
+- In the **Compare** tab, tick the targets (or type more, e.g.
+  `GPU:1; mirrored:GPU:0,GPU:1; multi-worker:2`) and press **Compare**: the job from the run
+  form runs on each target, one after another, with the same data and steps.
+- The table gives samples/s, step times, the speed-up against the baseline (orange bar;
+  choose it under **Baseline** or right-click a row), scaling efficiency and % of peak.
+- Read the **⚠ lines** under the table: they say when the runs are not a fair comparison
+  (different settings or hooks, logical devices sharing the same cores, too few steps).
+- **Scaling sweep** runs the job on 1, 2, … N devices. In **History**, select runs and press
+  **Compare selected** to put them side by side without running them again.
+
+## 4. Read the verdict
+
+- Under the progress bar, a finished run shows its figures and its verdict: what limits
+  its speed (computation, memory, the input pipeline, or the time between steps), the
+  evidence measured against this machine's own ceilings, and what to try next.
+
+## 5. Find fast settings
+
+- The **Sweep** tab trains the job over the settings you choose (batch size, steps per call,
+  precision, XLA…) and shows samples/s for each; **Use these settings** copies the best
+  into the run form.
+- The largest batch that fits and an automatic tuning of the settings start from the
+  tuning box; each trial is an ordinary run, saved in the history.
+
+## 6. Logging and profiling
+
+- **Logging & profiling** in the run form writes TensorBoard logs (off the training thread:
+  they cost the run almost nothing) and profiles steps A–B; **Open in TensorBoard** shows
+  them. The hooks a run had on are saved with it and named in its label.
+
+## Keys
+
+Ctrl+R start · Esc stop · F5 detect devices again · Ctrl+S save the plots ·
+Ctrl+L log · Ctrl+, device settings · F1 this guide
+
+Installing, the command line (`python main.py run …`), the design and the benchmarks:
+see the README{readme}.
+"""
 
 
-def readme_text() -> str:
-    """The README's Markdown: the source tree's copy, else the installed one; a short fallback if neither exists."""
-    if README.is_file() and (ROOT / "pyproject.toml").is_file():  # a source tree, not site-packages
-        return README.read_text(encoding="utf-8")
-    try:
-        installed = metadata.metadata(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return FALLBACK
-    description = installed.get_payload() or installed.get("Description", "")
-    return description or FALLBACK
-
-
-def quick_start(markdown: str) -> str:
-    """The README up to its design notes: what it is, how to install and run it, what it does, the CLI."""
-    end = markdown.find(QUICK_START_END)
-    return markdown if end < 0 else markdown[:end].rstrip() + "\n"
-
-
-def fit_images(document: QTextDocument, width: float) -> None:
-    """Scale every image in `document` to `width` (its height follows), so a screenshot fits the view."""
-    cursor = QTextCursor(document)
-    block = document.begin()
-    while block.isValid():
-        fragments = block.begin()
-        while not fragments.atEnd():
-            fragment = fragments.fragment()
-            if fragment.charFormat().isImageFormat():
-                image = fragment.charFormat().toImageFormat()
-                image.setWidth(width)
-                cursor.setPosition(fragment.position())
-                cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)
-                cursor.setCharFormat(image)
-            fragments += 1
-        block = block.next()
+def guide_text() -> str:
+    """The quick start as Markdown, pointing at the README where the source tree has one."""
+    return GUIDE.format(readme=f" ({README})" if README.is_file() else "")
 
 
 class HelpDialog(QDialog):
@@ -70,13 +100,11 @@ class HelpDialog(QDialog):
         self.browser = QTextBrowser()
         self.browser.setObjectName("helpBrowser")
         self.browser.setOpenExternalLinks(True)
-        self.browser.setSearchPaths([str(ROOT)])  # for the README's resources/screenshot.png
-        self.browser.setMarkdown(quick_start(readme_text()))
-        fit_images(self.browser.document(), self.fontMetrics().averageCharWidth() * IMAGE_WIDTH_CHARS)
+        self.browser.setMarkdown(guide_text())
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)
         buttons.button(QDialogButtonBox.StandardButton.Close).setToolTip("Close the quick start (Esc).")
         layout = QVBoxLayout(self)
         layout.addWidget(self.browser, 1)
         layout.addWidget(buttons)
-        self.resize(self.fontMetrics().averageCharWidth() * 120, self.fontMetrics().height() * 40)
+        self.resize(self.fontMetrics().averageCharWidth() * 100, self.fontMetrics().height() * 40)

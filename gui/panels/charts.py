@@ -1,4 +1,4 @@
-"""The window's chart-drawing half: Training plots, Compare and History, built once the window is up.
+"""The window's chart-drawing half: Training plots (GPU use under them), Compare and History, built once the window is up.
 
 These panels stand on pyqtgraph, whose import and plot widgets take ~0.3 s on
 a 2-core machine (its Qt shim touches every Qt class). The main window shows
@@ -13,9 +13,12 @@ from dataclasses import dataclass
 
 from PySide6.QtWidgets import QWidget
 
+from core.config import RunConfig
+from core.training.callbacks import RunCallback
 from gui.controllers.run import RunController
 from gui.panels.compare import ComparePanel
 from gui.panels.history import HistoryPanel
+from gui.plotting.device_use_plot import DeviceUsePlot
 from gui.plotting.plots import PlotsWidget
 
 
@@ -25,16 +28,23 @@ class ChartPanels:
     run_controller: RunController
     compare_panel: ComparePanel
     history_panel: HistoryPanel
+    device_use: DeviceUsePlot
 
     def widgets(self) -> tuple[QWidget, QWidget, QWidget]:
         """The tab pages, in tab order: Training, Compare, History."""
         return self.plots, self.compare_panel, self.history_panel
 
+    def run_callbacks(self, config: RunConfig) -> list[RunCallback]:
+        """The hooks the charts want on a run: GPU use sampled for the plot under step time (none without NVML)."""
+        return self.device_use.callbacks_for(config)
+
 
 def build_chart_panels(window: QWidget, run_config, run_errors) -> ChartPanels:
     """Make the panels, not yet in the window nor wired; `run_config` and `run_errors` come from the run form."""
     plots = PlotsWidget()
+    device_use = DeviceUsePlot()
+    plots.add_below(device_use, device_use.plot)
     run_controller = RunController(plots, window)
     compare_panel = ComparePanel(plots, run_config, run_errors)
     history_panel = HistoryPanel(plots)
-    return ChartPanels(plots, run_controller, compare_panel, history_panel)
+    return ChartPanels(plots, run_controller, compare_panel, history_panel, device_use)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from core.compare.export import write_comparison
 from core.compare.table import CompareRow, Comparison, compare_results
@@ -24,12 +24,16 @@ from core.compare.targets import CompareTarget
 from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceReport
 from core.results import RunStatus
-from core.workloads.models import MODELS
+from core.workloads.workload import model_title
 from gui.controllers.compare import CompareController, CompareJob, SavedTarget
-from gui.panels.compare_table import FAILED_COLOR, WARNING_COLOR, CompareTable
+from gui.panels.compare_notes import CompareNotes
+from gui.panels.compare_table import FAILED_COLOR, CompareTable
 from gui.panels.compare_targets import CompareTargetsBox, target_offers
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
+from gui.remembered import FOLDER_EXPORT, ask_save_file
+
+TABLE_MIN_ROWS = 4  # the table keeps this many rows in view however small the window (1024x700 included)
 
 
 def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
@@ -60,6 +64,7 @@ class ComparePanel(QWidget):
         self.setObjectName("comparePanel")
         self._config_source = config_source
         self._errors_source = errors_source or (lambda: [])
+        self._plots = plots
         self.controller = CompareController(plots, self)
         self._report = DeviceReport((), ())
         self._devices_known = False
@@ -162,6 +167,19 @@ class ComparePanel(QWidget):
         self._show()
         self.show_requested.emit(self)
 
+    def follow_in(self, bar: QProgressBar, label: QLabel) -> None:
+        """Show this tab's state in another progress bar and label too (the run panel's): comparing, then how it ended."""
+
+        def on_running(running: bool) -> None:
+            bar.setRange(0, 1)
+            bar.setValue(0 if running else 1)
+            bar.setFormat("Comparing…" if running else "Comparison ended")
+            ended = self.progress_label.text() or "The comparison has ended: its table is in the Compare tab."
+            label.setText(html.escape("A comparison is running: follow it in the Compare tab (Stop or Esc ends it)." if running else ended))
+
+        self.running_changed.connect(on_running)
+        self.controller.progress.connect(lambda line: bar.setFormat(f"Comparing: {line}"))
+
     def set_baseline(self, index: int) -> None:
         """Measure speed-ups against row `index` (nothing is re-run)."""
         if self._comparison is None or not 0 <= index < len(self._comparison.rows):
@@ -232,11 +250,8 @@ class ComparePanel(QWidget):
         self.progress_label.setObjectName("compareProgress")
         self.progress_label.setWordWrap(True)
         self.progress_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.notes_label = QLabel("")
-        self.notes_label.setObjectName("compareWarnings")
-        self.notes_label.setWordWrap(True)
-        self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.notes_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.notes = CompareNotes()
+        self.notes_label = self.notes.label
 
     def _build_results(self) -> QSplitter:
         """The table and notes above, the throughput and efficiency charts below."""
@@ -250,18 +265,25 @@ class ComparePanel(QWidget):
         charts_layout.setContentsMargins(0, 0, 0, 0)
         charts_layout.addWidget(self.throughput_chart, 1)
         charts_layout.addWidget(self.efficiency_chart, 1)
+        self.table.setMinimumHeight(self._table_height(TABLE_MIN_ROWS))
         top = QWidget()
         top_layout = QVBoxLayout(top)
         top_layout.setContentsMargins(0, 0, 0, 0)
         top_layout.addWidget(self.table, 1)
-        top_layout.addWidget(self.notes_label)
+        top_layout.addWidget(self.notes)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.setObjectName("compareSplitter")
         splitter.addWidget(top)
         splitter.addWidget(charts)
         splitter.setChildrenCollapsible(False)
-        splitter.setSizes([250, 340])
+        splitter.setSizes([330, 260])
         return splitter
+
+    def _table_height(self, rows: int) -> int:
+        """Pixels for the header, `rows` rows and a horizontal scroll bar."""
+        table = self.table
+        bars = table.horizontalHeader().sizeHint().height() + table.horizontalScrollBar().sizeHint().height() + 2 * table.frameWidth()
+        return bars + rows * table.verticalHeader().defaultSectionSize()
 
     def _fill_targets(self) -> None:
         self.targets_box.set_offers(target_offers(self._report, self._devices_known), self._devices_known)
@@ -273,7 +295,7 @@ class ComparePanel(QWidget):
         if config is None:
             errors = self._errors_source() or ["the run form is not complete."]
             self._show_problem("Fix the run form on the left first: " + " ".join(errors))
-        return config
+        return None if config is None else config.with_hooks()  # compared runs get no TensorBoard or profiler hooks
 
     def _start(self, job: CompareJob, baseline: int) -> bool:
         if self._blocked or self.controller.is_running():
@@ -294,7 +316,7 @@ class ComparePanel(QWidget):
         what = f"scaling sweep over 1 to N {job.sweep_kind} devices" if job.sweep_kind else f"{len(job.targets)} targets"
         precision = "" if base.precision == "off" else f", {base.precision}"
         return (
-            f"<b>{html.escape(MODELS[base.model].title)}</b> on {html.escape(base.dataset)}, global batch {base.batch_size}, "
+            f"<b>{html.escape(model_title(base.model))}</b> on {html.escape(Path(base.dataset).name)}, global batch {base.batch_size}, "
             f"{length}, seed {base.seed}{precision}: the same on every target ({what}). Live curves: Training tab."
         )
 
@@ -328,7 +350,10 @@ class ComparePanel(QWidget):
         self.stop_button.setEnabled(running)
         self.export_button.setEnabled(self._comparison is not None)
         self.targets_box.setEnabled(not running)
-        if self._blocked and not running:
+        typed_error = self.targets_box.typed_error()
+        if typed_error:
+            self.compare_button.setToolTip("Fix the typed targets first (see below the field): " + typed_error)
+        elif self._blocked and not running:
             self.compare_button.setToolTip("A training run is in flight: Compare is available when it ends.")
         else:
             self.compare_button.setToolTip("Run the job in the run form on every target, one after another.")
@@ -342,6 +367,7 @@ class ComparePanel(QWidget):
 
     def _on_run_saved(self, saved: SavedTarget) -> None:
         self._partial[saved.index] = saved
+        self._plots.describe_run(self.controller.plot_key(saved.index), saved.finished.run_id, saved.finished.result.config)
         indices = sorted(self._partial)
         entries = [(self._partial[i].label, self._partial[i].finished.result) for i in indices]
         baseline = indices.index(self._planned_baseline) if self._planned_baseline in indices else 0
@@ -378,7 +404,7 @@ class ComparePanel(QWidget):
         self.table.show_comparison(comparison)
         self._fill_baseline_combo(rows, baseline)
         self._draw_charts(rows, baseline)
-        self._show_notes(comparison)
+        self.notes.show_comparison(comparison)
         self._update_buttons()
 
     def _fill_baseline_combo(self, rows: Sequence[CompareRow], baseline: int) -> None:
@@ -401,16 +427,6 @@ class ComparePanel(QWidget):
         else:
             self.efficiency_chart.clear_bars()
 
-    def _show_notes(self, comparison: Comparison | None) -> None:
-        if comparison is None or not comparison.rows:
-            self.notes_label.setText("")
-            return
-        lines = []
-        if comparison.flops_per_step is not None:
-            lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({html.escape(comparison.flops_method)}).")
-        lines += [f"<span style='color:{WARNING_COLOR}'>⚠ {html.escape(warning)}</span>" for warning in comparison.warnings]
-        self.notes_label.setText("<br>".join(lines))
-
     # --- user actions --------------------------------------------------------
 
     def _on_baseline_chosen(self, index: int) -> None:
@@ -418,8 +434,8 @@ class ComparePanel(QWidget):
             self.set_baseline(index)
 
     def _ask_export(self) -> None:
-        path, chosen = QFileDialog.getSaveFileName(
-            self, "Export comparison", "device-lab-comparison.csv", "CSV table (*.csv);;JSON (*.json)"
+        path, chosen = ask_save_file(
+            self, FOLDER_EXPORT, "Export comparison", "device-lab-comparison.csv", "CSV table (*.csv);;JSON (*.json)"
         )
         if not path:
             return

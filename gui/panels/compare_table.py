@@ -4,7 +4,11 @@ The figure columns come from `core.results.FIGURES` (title, tooltip and
 formatting included), so a new figure appears here without a change. Each cell
 keeps its number in ROLE_VALUE; find a column with `column_index(key)`, the key
 being a figure name or one of the comparison's own: "target", "replicas",
-"speedup", "scaling_efficiency", "achieved_flops", "fraction_of_peak".
+"speedup", "scaling_efficiency", "achieved_flops", "fraction_of_peak",
+"fraction_of_estimate". The verdict is the "bound" figure's column (the
+evidence and advice in its tooltip); "% of peak" is against the measured
+ceiling, "% of estimate" against the datasheet/ISA figure beside it. The
+figures' own FLOP/s columns are shown once, as the comparison's.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
 
-from core.compare.table import CompareRow, Comparison
+from core.compare.table import CompareRow, Comparison, over_linear
+from core.diagnosis.readout import verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
 from core.training.flops import efficiency_note
@@ -52,8 +57,16 @@ def _replicas_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -
 
 def _figure_cell(figure: Figure, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
     value = row.result.figures()[figure.name]
-    tip = row.result.peak_memory_source if figure.name == "peak_memory_bytes" else ""
-    return figure.format(value), value, tip
+    tips = {"peak_memory_bytes": row.result.peak_memory_source, "bound": verdict_line(row.result)}
+    return figure.format(value), value, tips.get(figure.name, "")
+
+
+def _efficiency_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    value = row.scaling_efficiency
+    if not over_linear(row, comparison.baseline):
+        return format_value(value, "percent"), value, ""
+    tip = next((w for w in comparison.warnings if w.startswith(f"{row.label}: efficiency")), "Over 100%: see the warnings.")
+    return f"{format_value(value, 'percent')} (!)", value, tip
 
 
 def _number_cell(key: str, kind: str, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
@@ -72,23 +85,34 @@ def _flops_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> C
 
 
 def _peak_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    peak = f". Peak {format_si(row.peak_flops, 'FLOP/s')}: " if row.peak_flops else ". Peak: "
-    tip = efficiency_note(row.fraction_of_peak) + peak + row.peak_flops_how
+    ceiling = f"Measured ceiling {format_si(row.peak_flops, 'FLOP/s')}: " if row.peak_flops else "Measured ceiling: "
+    estimate = f"; datasheet/ISA estimate {format_si(row.estimate_flops, 'FLOP/s')}" if row.estimate_flops else ""
+    tip = f"{ceiling}{row.peak_flops_how}{estimate} ({row.estimate_how})."
     return format_value(row.fraction_of_peak, "fraction"), row.fraction_of_peak, tip
 
+
+def _estimate_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    estimate = f"Estimate {format_si(row.estimate_flops, 'FLOP/s')}: " if row.estimate_flops else "Estimate: "
+    tip = efficiency_note(row.fraction_of_estimate) + ". " + estimate + row.estimate_how
+    return format_value(row.fraction_of_estimate, "fraction"), row.fraction_of_estimate, tip
+
+
+SHOWN_AS_COMPARISON = frozenset({"achieved_flops", "pct_of_measured_peak"})
+"""Figures the comparison's own columns show (with what they divide by), so they are not repeated."""
 
 COLUMNS: tuple[CompareColumn, ...] = (
     CompareColumn("target", "Target", "", _target_cell),
     CompareColumn("replicas", "Replicas", "", _replicas_cell),
-    *(CompareColumn(f.name, f.title, f.description, partial(_figure_cell, f)) for f in FIGURES),
+    *(CompareColumn(f.name, f.title, f.description, partial(_figure_cell, f)) for f in FIGURES if f.name not in SHOWN_AS_COMPARISON),
     CompareColumn(
         "speedup", "Speed-up", "Samples/s of this row / samples/s of the baseline row.", partial(_number_cell, "speedup", "ratio")
     ),
     CompareColumn(
         "scaling_efficiency",
         "Efficiency",
-        "Speed-up / (replicas / baseline replicas): 100 % means N replicas ran N times as fast. Same device kind only.",
-        partial(_number_cell, "scaling_efficiency", "percent"),
+        "Speed-up / (replicas / baseline replicas): 100 % means N replicas ran N times as fast. Same device kind only; "
+        "(!) marks over 100%, which is no better-than-linear scaling (hover the cell).",
+        _efficiency_cell,
     ),
     CompareColumn(
         "achieved_flops",
@@ -97,7 +121,16 @@ COLUMNS: tuple[CompareColumn, ...] = (
         _flops_cell,
     ),
     CompareColumn(
-        "fraction_of_peak", "% of peak", "Achieved FLOP/s / the devices' peak FLOP/s (hover a cell for what it means).", _peak_cell
+        "fraction_of_peak",
+        "% of peak",
+        "Achieved FLOP/s / the devices' measured matmul ceiling for the run's precision (hover a cell for how it was measured).",
+        _peak_cell,
+    ),
+    CompareColumn(
+        "fraction_of_estimate",
+        "% of estimate",
+        "Achieved FLOP/s / the datasheet (GPU) or cores x clock x vector width (CPU) estimate, kept beside the measured ceiling.",
+        _estimate_cell,
     ),
 )
 _INDEX = {column.key: index for index, column in enumerate(COLUMNS)}

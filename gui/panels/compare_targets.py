@@ -1,7 +1,8 @@
 """The Compare tab's targets: checkboxes built from the detected devices, plus a free-text field.
 
 The typed targets use `core.compare.targets.parse_targets` syntax; ticked and typed
-ones are joined, each target once.
+ones are joined, each target once. Typed text that is not a target turns the field
+red, and a line below it says which part is wrong and the forms allowed.
 """
 
 from __future__ import annotations
@@ -13,9 +14,23 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from core.compare.targets import TARGET_FORMS, CompareTarget, parse_targets
+from core.config import ConfigError
 from core.machine.types import DeviceReport
 
 Offer = tuple[str, str, str, bool]  # checkbox text, target spec, tooltip, ticked by default
+INVALID_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff3f3; color: #1a1a1a; }"  # as the run form's fields
+ERROR_COLOR = "#c62828"
+
+
+def typed_targets_error(text: str) -> str:
+    """Why the typed targets are not understood, in words with the allowed forms ('' when they are, or when empty)."""
+    if not text.strip():
+        return ""
+    try:
+        parse_targets(text)
+    except ConfigError as exc:
+        return f"“{exc.given}” is not a target. Use {exc.allowed}."
+    return ""
 
 
 def target_offers(report: DeviceReport, devices_known: bool) -> list[Offer]:
@@ -56,7 +71,13 @@ class CompareTargetsBox(QGroupBox):
         self.edit.setObjectName("compareTargetsEdit")
         self.edit.setPlaceholderText("More targets, e.g. GPU:1; mirrored:GPU:0,GPU:1; multi-worker:4")
         self.edit.setToolTip("Extra targets: " + TARGET_FORMS)
+        self.edit.textChanged.connect(self._check_typed)
         self.edit.textChanged.connect(self.changed)
+        self.error_label = QLabel()
+        self.error_label.setObjectName("compareTargetsError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet(f"color: {ERROR_COLOR};")
+        self.error_label.setVisible(False)
         self.devices_note = QLabel("Detecting devices… the targets appear once TensorFlow has listed them.")
         self.devices_note.setObjectName("compareDevicesNote")
         self.devices_note.setWordWrap(True)
@@ -64,6 +85,7 @@ class CompareTargetsBox(QGroupBox):
         layout = QVBoxLayout(self)
         layout.addLayout(self.grid)
         layout.addWidget(self.edit)
+        layout.addWidget(self.error_label)
         layout.addWidget(self.devices_note)
 
     def set_offers(self, offers: Sequence[Offer], devices_known: bool) -> None:
@@ -102,6 +124,10 @@ class CompareTargetsBox(QGroupBox):
                 remaining.remove(spec)
         self.edit.setText("; ".join(remaining))
 
+    def typed_error(self) -> str:
+        """Why the typed targets are not understood ('' when they are)."""
+        return typed_targets_error(self.edit.text())
+
     def target_specs(self) -> list[str]:
         """The target texts the checkboxes offer, in order."""
         return [spec for _, spec in self._boxes]
@@ -110,3 +136,9 @@ class CompareTargetsBox(QGroupBox):
         """The ticked target texts, then the typed ones (what `set_targets` takes back)."""
         typed = [part.strip() for part in self.edit.text().split(";") if part.strip()]
         return [spec for box, spec in self._boxes if box.isChecked()] + typed
+
+    def _check_typed(self) -> None:
+        error = self.typed_error()
+        self.edit.setStyleSheet(INVALID_STYLE if error else "")
+        self.error_label.setText(error)
+        self.error_label.setVisible(bool(error))

@@ -1,8 +1,11 @@
-"""The device list: every CPU/GPU/TPU with memory, details of the selected one, and what is missing.
+"""The device list: every CPU/GPU/TPU with memory and measured ceilings, details of the selected one, and what is missing.
 
 The GUI thread never reads hardware: detection (TensorFlow import included) runs in a
 worker thread, and GPU memory and utilisation are re-read from NVML every 2 s, also in a
-worker thread, one re-read at a time and only when there are GPUs.
+worker thread, one re-read at a time and only when there are GPUs. Each device's
+measured ceilings (matmul FLOP/s, bandwidth) stand beside the datasheet/ISA estimate;
+they are read from the cache after detection and (re-)measured on request, both in
+worker threads (`gui.panels.device_ceilings`).
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.formatting import format_bytes
 from core.machine.inspect import refresh_gpu_usage
 from core.machine.runtime import RuntimeSettings
-from core.machine.types import DeviceInfo, DeviceReport, NoteTopic, TpuProbe
+from core.machine.types import DeviceInfo, DeviceReport, NoteTopic, TpuProbe, memory_cells
+from gui.panels.device_ceilings import CEILING_COLUMNS, CEILING_TIPS, CeilingsBox, ceiling_cells, ceiling_details
 from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
 
 GPU_REFRESH_MS = 2000
 GPU_REFRESH_WAIT_S = 5.0  # closing waits this long for a GPU re-read in flight (NVML answers in milliseconds)
-COLUMNS = ("Kind", "Name", "TF name", "Memory total", "Used", "Free", "Utilisation", "Status")
+COLUMNS = ("Kind", "Name", "TF name", "Memory total", "Used", "Free", "Utilisation", *CEILING_COLUMNS, "Status")
+NUMBER_COLUMNS = range(3, 7 + len(CEILING_COLUMNS))
 DETECTING = "Detecting devices… (TensorFlow is starting in the background)"
 TPU_MISSING_TOPICS = frozenset({NoteTopic.NO_TPU, NoteTopic.TPU_UNUSED})
 
@@ -128,6 +132,7 @@ class DevicePanel(QWidget):
         """
         self._closed = True
         self._gpu_timer.stop()
+        self.ceilings.close_down()
         stop_and_wait(None, self._gpu_thread, GPU_REFRESH_WAIT_S)
 
     def closeEvent(self, event: QCloseEvent) -> None:
@@ -176,8 +181,11 @@ class DevicePanel(QWidget):
         self.notes_label.setWordWrap(True)
         self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.notes_label.setVisible(False)
+        self.ceilings = CeilingsBox()
+        self.ceilings.peaks_changed.connect(lambda _report: self._fill_table())
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addWidget(self.ceilings)
         layout.addWidget(splitter, 1)
         layout.addWidget(self.notes_label)
 
@@ -200,6 +208,8 @@ class DevicePanel(QWidget):
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("deviceTable")
         self.table.setHorizontalHeaderLabels(COLUMNS)
+        for offset, tip in enumerate(CEILING_TIPS):
+            self.table.horizontalHeaderItem(COLUMNS.index(CEILING_COLUMNS[0]) + offset).setToolTip(tip)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -244,15 +254,14 @@ class DevicePanel(QWidget):
                 device.kind,
                 device.name,
                 device.tf_name or "—",
-                format_bytes(device.memory_total),
-                format_bytes(device.memory_used),
-                format_bytes(device.memory_free),
+                *memory_cells(device),  # a logical CPU sharing the host RAM says so: memory counted once
                 device.details.get("Utilisation", "—") if device.kind == "GPU" else "—",
+                *ceiling_cells(self.ceilings.report, device),
                 status,
             )
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                if column >= 3 and column <= 6:
+                if column in NUMBER_COLUMNS:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if not device.available:
                     item.setForeground(grey)
@@ -284,7 +293,7 @@ class DevicePanel(QWidget):
             self.details_title.setText("<b>Details</b>: select a device")
             return
         device = self._report.devices[row]
-        entries = list(device.details.items())
+        entries = list(device.details.items()) + ceiling_details(self.ceilings.report, device)
         if not device.available:
             entries.insert(0, ("Not usable because", device.reason))
         self.details_title.setText(f"<b>Details</b>: {html.escape(device.tf_name or device.kind)} · {html.escape(device.name)}")
@@ -314,6 +323,8 @@ class DevicePanel(QWidget):
     def _on_detection_finished(self) -> None:
         self._detecting = False
         self.refresh_button.setEnabled(True)
+        if self.ceilings.report is None and not self.ceilings.is_busy():
+            self.ceilings.load()  # TensorFlow is up and the CPU known: the cache can be matched
 
     def _refresh_gpus(self) -> None:
         """Timer tick: re-read GPU usage in a worker thread, one re-read at a time."""

@@ -19,7 +19,6 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -36,6 +35,7 @@ from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.panels.compare import default_baseline
 from gui.panels.history_table import COLUMNS, NUMERIC_FIELDS, STATUS_COLORS, HistoryTable
 from gui.plotting.plots import PlotsWidget
+from gui.remembered import FOLDER_EXPORT, ask_save_file
 
 STATUSES = (RunStatus.COMPLETED, RunStatus.STOPPED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
 DETAIL_FIGURES = ("warmup_s", "step_time_p95_ms")  # shown for a single selected run, beside its batch size
@@ -151,10 +151,11 @@ class HistoryPanel(QWidget):
         keys = []
         for run_id in self._selected_or_warn("show in the plots"):
             result = self._store.load(run_id)
-            label = f"#{run_id} {self._summary(run_id).label or target_text(result.config)}"
+            label = self._summary(run_id).label or target_text(result.config)
             self._plots.add_run(
                 plot_key(run_id), label, result.losses, result.step_times_s, result.warmup_steps, result.config.get("batch_size")
             )
+            self._plots.describe_run(plot_key(run_id), run_id, result.config)  # labelled "#id …" and by what differs
             keys.append(plot_key(run_id))
         if keys:
             self.message.emit(f"{len(keys)} run{_plural(len(keys))} from the history shown in the plots.")
@@ -418,7 +419,7 @@ class HistoryPanel(QWidget):
         menu.exec(self.table.viewport().mapToGlobal(position))
 
     def _ask_export(self) -> None:
-        path, chosen = QFileDialog.getSaveFileName(self, "Export runs", "device-lab-runs.csv", "CSV table (*.csv);;JSON (*.json)")
+        path, chosen = ask_save_file(self, FOLDER_EXPORT, "Export runs", "device-lab-runs.csv", "CSV table (*.csv);;JSON (*.json)")
         if not path:
             return
         if not Path(path).suffix:

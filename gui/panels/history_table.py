@@ -8,6 +8,7 @@ cell keeps the run's id in ROLE_ID and its number (or text) in ROLE_VALUE.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,8 +18,10 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
 from core.formatting import MISSING, format_value
+from core.history.model_files import ModelFileStates
 from core.history.store import RunSummary
 from core.results import FIGURES, FIGURES_BY_NAME, RunStatus
+from core.workloads.workload import is_model_file
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("Date", "started_at"),
@@ -49,16 +52,16 @@ def _local_time(iso: str) -> str:
         return iso
 
 
-def _cells(run: RunSummary) -> list[tuple[str, Any]]:
-    """(text, value) of each column, in COLUMNS order."""
+def _cells(run: RunSummary, files: ModelFileStates) -> list[tuple[str, Any]]:
+    """(text, value) of each column, in COLUMNS order; a model file by its name, marked when it changed since or is gone."""
     where = (run.strategy or "") + (" " + " ".join(run.devices) if run.devices else "")
     figures = {figure: run.figures.get(figure.name) for figure in FIGURES}
     return [
         (_local_time(run.started_at), run.started_at),
         (run.label, run.label),
         (run.status.value, run.status.value),
-        (run.model or MISSING, run.model),
-        (run.dataset or MISSING, run.dataset),
+        (files.title(run.model, run.model_sha256) or MISSING, run.model),
+        (os.path.basename(run.dataset) if run.dataset else MISSING, run.dataset),  # an .npz by its name
         (where or MISSING, where),
         (format_value(run.replicas, "count"), run.replicas),
         (format_value(run.steps, "count"), run.steps),
@@ -98,8 +101,9 @@ class HistoryTable(QTableWidget):
         self.setUpdatesEnabled(False)
         self.clearContents()
         self.setRowCount(len(runs))
+        files = ModelFileStates()  # each model file hashed once per fill
         for row, run in enumerate(runs):
-            for column, (text, value) in enumerate(_cells(run)):
+            for column, (text, value) in enumerate(_cells(run, files)):
                 self.setItem(row, column, self._item(run, column, text, value))
         self.setUpdatesEnabled(True)
 
@@ -119,4 +123,8 @@ class HistoryTable(QTableWidget):
                 item.setForeground(QBrush(QColor(color)))
         if field == "label":
             item.setToolTip(f"#{run.id} {run.label}" + (f"\n{run.message}" if run.message else ""))
+        if field == "model" and run.model_sha256:
+            item.setToolTip(f"{value}\nsha256 {run.model_sha256} when it ran")
+        elif field in ("model", "dataset") and value and is_model_file(str(value)):
+            item.setToolTip(str(value))  # a data file (or a model file with no hash): its name in the cell, its path here
         return item

@@ -2,21 +2,26 @@
 
 Used for samples/s per target and scaling efficiency per device count. Bars keep
 the rows' order; the baseline bar gets its own colour, and an optional dashed
-reference line (e.g. 100 % efficiency) shows what ideal looks like.
+reference line (e.g. 100 % efficiency) shows what ideal looks like. Row labels
+longer than a bar's share of the width are elided in the middle (the chart's
+tooltip lists them in full), so neighbouring labels never overlap.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QWidget
 
 BAR_COLOR = "#1f77b4"
 HIGHLIGHT_COLOR = "#ff7f0e"
 REFERENCE_COLOR = "#2ca02c"
 BAR_WIDTH = 0.6
+LABEL_GAP_PX = 8  # between neighbouring labels
 
 
 class BarChart(pg.PlotWidget):
@@ -40,6 +45,9 @@ class BarChart(pg.PlotWidget):
         self._reference.setVisible(False)
         item.addItem(self._reference, ignoreBounds=True)
         self._values: tuple[float | None, ...] = ()
+        self._labels: tuple[str, ...] = ()
+        self._shown_labels: list[str] = []
+        item.getViewBox().sigResized.connect(self._fit_labels)
 
     def set_bars(
         self,
@@ -63,7 +71,9 @@ class BarChart(pg.PlotWidget):
             text.setPos(index, value or 0.0)
             item.addItem(text)
             self._texts.append(text)
-        item.getAxis("bottom").setTicks([[(index, label) for index, label in enumerate(labels)]])
+        self._labels = tuple(labels)
+        self._fit_labels()
+        self.setToolTip("<br>".join(f"{index + 1}. {html.escape(label)}" for index, label in enumerate(labels)))
         self._reference.setVisible(reference is not None)
         if reference is not None:
             self._reference.setPos(reference)
@@ -80,8 +90,10 @@ class BarChart(pg.PlotWidget):
             item.removeItem(text)
         self._texts = []
         self._values = ()
+        self._labels = ()
         self._reference.setVisible(False)
         item.getAxis("bottom").setTicks([[]])
+        self.setToolTip("")
 
     def bar_values(self) -> tuple[float | None, ...]:
         """The values drawn, one per bar, in order (None: no bar)."""
@@ -90,3 +102,20 @@ class BarChart(pg.PlotWidget):
     def bar_count(self) -> int:
         """How many bars the BarGraphItem holds."""
         return 0 if self._bars is None else len(self._bars.opts["height"])
+
+    def tick_labels(self) -> list[str]:
+        """The row labels as drawn under the bars (elided to fit)."""
+        return list(self._shown_labels)
+
+    def label_width(self) -> float:
+        """The pixels each row's label may take: its bar's share of the plot's width, less a gap."""
+        view_width = self.getPlotItem().getViewBox().width()
+        span = max(len(self._labels) - 0.4, 0.6) + 0.6  # the x range set_bars shows
+        return max(view_width / span - LABEL_GAP_PX, 12.0)
+
+    def _fit_labels(self) -> None:
+        axis = self.getPlotItem().getAxis("bottom")
+        metrics = QFontMetrics(axis.style.get("tickFont") or self.font())
+        width = round(self.label_width())
+        self._shown_labels = [metrics.elidedText(label, Qt.TextElideMode.ElideMiddle, width) for label in self._labels]
+        axis.setTicks([list(enumerate(self._shown_labels))])

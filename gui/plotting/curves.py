@@ -8,7 +8,7 @@ prepared, and `outgrown` tells when the view has moved past what a curve holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor
 
 from core.live.decimation import envelope, pixel_envelope
 from gui.plotting.plot_view import PlotView, SteadyCurve, mix
-from gui.plotting.run_series import CURVES, Drawn, RunSeries
+from gui.plotting.run_series import CURVES, Drawn, RunSeries, distinct_labels
 
 FULL_DETAIL_PER_PIXEL = 2  # a series with at most this many steps per pixel is drawn as it is
 ZOOM_MARGIN = 0.5  # zoomed in, a curve is prepared this many view widths beyond each side, for panning
@@ -50,6 +50,22 @@ def create_curves(series: RunSeries, plot_of: PlotOf) -> None:
         item.setZValue(-1 if name.endswith("_raw") else 1)  # every run's smoothed line above all raw ones
         plot_of(name).addItem(item)
     set_pens(series, plot_of)
+
+
+def show_labels(runs: Sequence[RunSeries], legend: pg.LegendItem | None) -> list[RunSeries]:
+    """Label every run apart from the others (`distinct_labels`), in the legend too; returns the runs whose label changed."""
+    changed = []
+    for run, (label, short) in zip(runs, distinct_labels(runs).values(), strict=True):
+        if (run.shown_label, run.legend_label) == (label, short):
+            continue
+        run.shown_label, run.legend_label = label, short
+        curve = run.items.get("loss")
+        if curve is not None:
+            curve.opts["name"] = short
+            if legend is not None and legend.getLabel(curve) is not None:
+                legend.getLabel(curve).setText(short)
+        changed.append(run)
+    return changed
 
 
 def set_pens(series: RunSeries, plot_of: PlotOf) -> None:

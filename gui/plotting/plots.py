@@ -9,7 +9,9 @@ event loop. Each curve gets one or two points per pixel from a min/max pyramid
 (gui/plotting/curves.py), so a million-step run keeps every peak without being
 scanned each frame; panning and zooming redo only the curves the view has outgrown.
 Warm-up steps (tracing/compilation) get their own marker and are left out of the
-y auto-range, so one slow first call does not flatten the rest of the curve.
+y auto-range, so one slow first call does not flatten the rest of the curve; nor
+does a diverging run flatten the others' loss (see gui/plotting/plot_controls.py,
+which also holds the loss plot's log-scale switch and the rest of the side column).
 
 Paints stay cheap (gui/plotting/plot_view.py): 1-px cosmetic, opaque lines (a faint
 line is the run's colour mixed into the background, not a translucent one), an
@@ -27,14 +29,15 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QSlider, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from core.formatting import format_value
-from gui.plotting.curves import WARMUP_COLOR, create_curves, curve_points, outgrown, set_pens
+from gui.plotting.curves import create_curves, curve_points, outgrown, set_pens, show_labels
 from gui.plotting.export import save_plots
+from gui.plotting.plot_controls import PlotControls
 from gui.plotting.plot_view import PlotView, sticky_range
-from gui.plotting.run_list import RunList
 from gui.plotting.run_series import CURVES, RunSeries
+from gui.remembered import FOLDER_IMAGE, ask_save_file
 
 REDRAW_INTERVAL_MS = 100  # at most 10 redraws a second while steps arrive
 MAX_REDRAW_INTERVAL_MS = 1000
@@ -90,6 +93,7 @@ class PlotsWidget(QWidget):
         self._apply_visibility(series)
         self._runs[key] = series
         self.run_list.add(series)
+        self._relabel()
         if len(losses):
             losses_array = np.asarray(losses, dtype=np.float64)
             self.append_steps(
@@ -116,8 +120,19 @@ class PlotsWidget(QWidget):
 
     def flush(self) -> None:
         """Draw pending steps now instead of at the next timer tick (a run just ended)."""
-        if self._dirty or self._resmooth_pending:
+        if self._dirty or self._resmooth_pending or self._stale_text:  # stale text: the last frame's figures were rate-limited
             self.redraw_now()
+
+    def describe_run(self, key: Hashable, number: int | None, config: dict | None) -> None:
+        """Give a run its history number and config: every label then says its number and what differs between the runs."""
+        if key in self._runs:
+            series = self._runs[key]
+            series.number, series.config = number, config
+            self._relabel()
+
+    def _relabel(self) -> None:
+        for series in show_labels(list(self._runs.values()), self.loss_plot.getPlotItem().legend):
+            self.run_list.refresh(series)
 
     def run_keys(self) -> list[Hashable]:
         """The keys of the runs shown, in the order they were added."""
@@ -133,6 +148,7 @@ class PlotsWidget(QWidget):
         series.visible = visible
         self._apply_visibility(series)
         self.run_list.set_shown(key, visible)
+        self.loss_scale.update(self._runs.values())
         if visible:
             self._dirty.add(key)  # hidden curves are not kept up to date
             self._schedule(prompt=True)
@@ -145,6 +161,8 @@ class PlotsWidget(QWidget):
         for name, item in series.items.items():
             self._plot_of(name).removeItem(item)
         self.run_list.remove(key)
+        self._relabel()
+        self.loss_scale.update(self._runs.values())
         self._update_info()
 
     def clear(self) -> None:
@@ -164,8 +182,8 @@ class PlotsWidget(QWidget):
 
     def ask_save(self) -> None:
         """Ask for a file name and save both plots there (PNG or SVG)."""
-        path, chosen = QFileDialog.getSaveFileName(
-            self, "Save plots", "device-lab-plots.png", "PNG image (*.png);;SVG vector image (*.svg)"
+        path, chosen = ask_save_file(
+            self, FOLDER_IMAGE, "Save plots", "device-lab-plots.png", "PNG image (*.png);;SVG vector image (*.svg)"
         )
         if not path:
             return
@@ -208,63 +226,34 @@ class PlotsWidget(QWidget):
         self.info_label.setObjectName("throughputLabel")
         self.info_label.setWordWrap(True)
         self.info_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.smoothing_slider = QSlider(Qt.Orientation.Horizontal)
-        self.smoothing_slider.setObjectName("smoothingSlider")
-        self.smoothing_slider.setRange(0, 99)
-        self.smoothing_slider.setValue(round(self._smoothing * 100))
-        self.smoothing_slider.setToolTip("Exponential moving average of the curves, as in TensorBoard (0 = raw).")
-        self.smoothing_value = QLabel(f"{self._smoothing:.2f}")
-        self.smoothing_value.setMinimumWidth(32)
+        self.controls = controls = PlotControls(self._smoothing, self.loss_plot)
+        self.run_list, self.clear_button, self.save_button = controls.run_list, controls.clear_button, controls.save_button
+        self.smoothing_slider, self.smoothing_value = controls.smoothing_slider, controls.smoothing_value
+        self.loss_scale, self.legend_note = controls.loss_scale, controls.legend_note
         self.smoothing_slider.valueChanged.connect(self._on_smoothing)
-        self.run_list = RunList()
         self.run_list.toggled.connect(self._on_run_toggled)
-        self.clear_button = QPushButton("Clear")
-        self.clear_button.setObjectName("clearPlotsButton")
-        self.clear_button.setToolTip("Remove every run from the plots (the history keeps them).")
         self.clear_button.clicked.connect(self.clear)
-        self.save_button = QPushButton("Save image…")
-        self.save_button.setObjectName("savePlotsButton")
-        self.save_button.setToolTip("Save both plots as a PNG or SVG file.")
         self.save_button.clicked.connect(self.ask_save)
-        self.legend_note = QLabel(
-            f"<span style='color:{WARMUP_COLOR}'>◆</span> warm-up steps (tracing, compilation): "
-            "marked, and left out of the y range. Faint line: raw values."
-        )
-        self.legend_note.setObjectName("warmupNote")
-        self.legend_note.setWordWrap(True)
+        self.loss_scale.changed.connect(self._on_scale_changed)
 
     def _layout(self) -> None:
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.loss_plot)
-        splitter.addWidget(self.step_time_plot)
-        splitter.setChildrenCollapsible(False)
+        self._splitter = QSplitter(Qt.Orientation.Vertical)
+        self._splitter.addWidget(self.loss_plot)
+        self._splitter.addWidget(self.step_time_plot)
+        self._splitter.setChildrenCollapsible(False)
         body = QHBoxLayout()
-        body.addWidget(splitter, 1)
-        body.addWidget(self._side_column())
+        body.addWidget(self._splitter, 1)
+        body.addWidget(self.controls)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.info_label)
         layout.addLayout(body, 1)
 
-    def _side_column(self) -> QWidget:
-        side = QWidget()
-        side_layout = QVBoxLayout(side)
-        side_layout.setContentsMargins(0, 0, 0, 0)
-        side_layout.addWidget(QLabel("<b>Runs</b>"))
-        side_layout.addWidget(self.run_list, 1)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.clear_button)
-        buttons.addWidget(self.save_button)
-        side_layout.addLayout(buttons)
-        smoothing_row = QHBoxLayout()
-        smoothing_row.addWidget(QLabel("Smoothing"))
-        smoothing_row.addWidget(self.smoothing_slider, 1)
-        smoothing_row.addWidget(self.smoothing_value)
-        side_layout.addLayout(smoothing_row)
-        side_layout.addWidget(self.legend_note)
-        side.setMinimumWidth(220)
-        side.setMaximumWidth(300)
-        return side
+    def add_below(self, widget: QWidget, linked: PlotView | None = None) -> None:
+        """Put `widget` under the step-time plot (in the same splitter); `linked` shares the plots' step axis."""
+        self._splitter.addWidget(widget)
+        if linked is not None:
+            linked.setXLink(self.step_time_plot)
 
     # --- drawing -------------------------------------------------------------
 
@@ -334,6 +323,7 @@ class PlotsWidget(QWidget):
                     self._draw(series)
                     self._stale_text.add(key)
             self._dirty.clear()
+            self.loss_scale.update(self._runs.values())
             for plot in self._plots():  # settle auto-range and the linked x range now: one paint per plot, not two
                 plot.scene().prepareForPaint()
             if not self._dirty:
@@ -350,7 +340,7 @@ class PlotsWidget(QWidget):
         for name in CURVES:
             item = series.items[name]
             item.x_bounds = (float(series.steps.values[0]), float(series.steps.values[-1])) if series.size else (None, None)
-            item.y_bounds = series.bounds.get(name, (None, None))
+            item.y_bounds = self.loss_scale.y_bounds(series, name)
             if item.isVisible():
                 x, y, series.drawn[name] = curve_points(series, name, self._plot_of(name), follow)
                 item.setData(x, y)
@@ -390,6 +380,10 @@ class PlotsWidget(QWidget):
             item.setVisible(series.visible and (self._smoothing > 0 or not name.endswith("_raw")))
 
     def _update_info(self) -> None:
+        newest = next(reversed(self._runs.values()), None)
+        if newest is not None and newest.visible and not newest.size:  # just added: its own words, not the last run's figures
+            self.info_label.setText(f"<b>{html.escape(newest.label)}</b> · no steps yet (building the model, compiling the step)…")
+            return
         visible = [s for s in self._runs.values() if s.visible and s.size]
         if not visible:
             self.info_label.setText("No run shown: press Start (Ctrl+R)." if not self._runs else "All runs hidden.")
@@ -412,6 +406,11 @@ class PlotsWidget(QWidget):
         self._smoothing = value / 100
         self.smoothing_value.setText(f"{self._smoothing:.2f}")
         self._resmooth_pending = True
+        self._dirty.update(self._runs)
+        self._schedule(prompt=True)
+
+    def _on_scale_changed(self) -> None:
+        """Log or linear loss axis: every run's curves again, for the new scale."""
         self._dirty.update(self._runs)
         self._schedule(prompt=True)
 

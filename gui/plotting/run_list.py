@@ -41,12 +41,12 @@ class RunList(QListWidget):
         self.refresh(series)
 
     def refresh(self, series: RunSeries) -> None:
-        """Bring a run's text up to date: its label and steady-state samples/s so far."""
+        """Bring a run's text up to date: its label (number and differences, see `distinct_labels`) and samples/s so far."""
         item = self.item_of(series.key)
         if item is None:
             return
         rate = series.samples_per_s
-        text = series.label + (f"\n{format_value(rate, 'rate')} samples/s" if rate else "")
+        text = (series.shown_label or series.label) + (f"\n{format_value(rate, 'rate')} samples/s" if rate else "")
         self.blockSignals(True)
         item.setText(text)
         item.setToolTip(text)

@@ -8,8 +8,9 @@ smoothing and out of every curve's y range. What a curve was last drawn from
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,6 +19,18 @@ from core.live.decimation import GrowingArray, MinMaxPyramid
 from core.live.smoothing import EmaState, ema
 
 CURVES = ("loss_raw", "loss", "time_raw", "time")
+# What may tell runs apart beyond the label the run form gives them (model, data, target, batch): config key -> words.
+DIFFERENCES = {
+    "learning_rate": lambda v: f"lr {v:g}" if isinstance(v, int | float) else f"lr {v}",
+    "optimizer": str,
+    "precision": str,
+    "xla": lambda v: "XLA" if v else "no XLA",
+    "steps_per_call": lambda v: f"{v} step/call" if v == 1 else f"{v} steps/call",
+    "steps": lambda v: f"{v} step" if v == 1 else f"{v} steps",
+    "epochs": lambda v: f"{v} epoch" if v == 1 else f"{v} epochs",
+    "seed": lambda v: f"seed {v}",
+}
+LEGEND_MAX_CHARS = 40  # about a third of the loss plot's width in a 1024-pixel window
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,10 @@ class RunSeries:
     items: dict[str, pg.PlotDataItem] = field(default_factory=dict)
     drawn: dict[str, Drawn | None] = field(default_factory=dict)
     visible: bool = True
+    number: int | None = None  # the run's id in the history, once known
+    config: dict[str, Any] | None = None  # the run's config (RunConfig.to_dict()), once known
+    shown_label: str = ""  # the label in the run list (`distinct_labels`)
+    legend_label: str = ""  # the shorter one in the plot's legend
     _median: tuple[int, float | None] = (0, None)
 
     @property
@@ -137,3 +154,37 @@ class RunSeries:
         self.widen_bounds("time", steady)
         self.pyramids["loss"].clear()
         self.pyramids["time"].clear()
+
+
+def distinct_labels(runs: Sequence[RunSeries]) -> dict[Hashable, tuple[str, str]]:
+    """Each run's (full, short) label: its history number and what sets it apart from the other runs.
+
+    Full, for the run list: "#12 MLP · digits · default · batch 64 · lr 0.1, TensorBoard"
+    beside "#13 MLP · digits · default · batch 64 · lr 0.01, no hooks". Short, for the
+    legend inside the plot: "#12 · lr 0.1, TensorBoard": the number, the parts of its
+    own label the others lack, and the settings that differ (LEGEND_MAX_CHARS at most).
+    Only settings that differ among the runs whose config is known are named.
+    """
+    words = {run.key: config_words(run.config) for run in runs if run.config is not None}
+    differing = [key for key in [*DIFFERENCES, "hooks"] if len({run_words[key] for run_words in words.values()}) > 1]
+    parts = {run.key: run.label.split(" · ") for run in runs}
+    common = set.intersection(*(set(own) for own in parts.values())) if len(runs) > 1 else set()
+    labels = {}
+    for run in runs:
+        number, own = f"#{run.number}" if run.number is not None else "", parts[run.key]
+        said = [word for key in differing for word in words.get(run.key, {}).get(key, "").split(", ")]
+        details = ", ".join(word for word in said if word and word not in own)  # a hook the form's label names is not repeated
+        full = " · ".join(text for text in (f"{number} {run.label}".strip(), details) if text)
+        short = " · ".join(text for text in (number, *(part for part in own if part not in common), details) if text)
+        short = short if short != number else full
+        labels[run.key] = (full, short if len(short) <= LEGEND_MAX_CHARS else short[: LEGEND_MAX_CHARS - 1] + "…")
+    return labels
+
+
+def config_words(config: dict[str, Any]) -> dict[str, str]:
+    """The settings of DIFFERENCES and the hooks that were on, in words ('' for a setting the config lacks)."""
+    words = {key: "" if config.get(key) is None else describe(config[key]) for key, describe in DIFFERENCES.items()}
+    hooks = (config.get("extra") or {}).get("hooks") or {}
+    named = ("TensorBoard" if name == "tensorboard" else f"profiled {value}" for name, value in sorted(hooks.items()))
+    words["hooks"] = ", ".join(named) or "no hooks"
+    return words

@@ -21,7 +21,6 @@ from PySide6.QtCore import QSettings, Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFileDialog,
     QGroupBox,
     QHBoxLayout,
     QLabel,
@@ -36,7 +35,9 @@ from core.config import MAX_STEPS, ConfigError, RunConfig
 from core.hooks.profiler import ProfilerCapture, run_callbacks_for
 from core.hooks.tensorboard import TensorBoardMissing, TensorBoardProcess, TensorBoardWriter, launch_tensorboard
 from core.training.callbacks import RunCallback
+from gui.dialogs.profile_view import ProfileViewDialog, open_profile_view
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.remembered import FOLDER_LOGS, ask_folder
 from gui.settings import (
     KEY_PROFILE_ENABLED,
     KEY_PROFILE_FIRST,
@@ -89,6 +90,7 @@ class RunOptionsBox(QGroupBox):
         self.setObjectName("runOptionsBox")
         self._settings = settings
         self._callbacks: list[RunCallback] = []
+        self.profile_view: ProfileViewDialog | None = None
         self._server: TensorBoardProcess | None = None
         self._launching = False
         self._cancel_launch = threading.Event()
@@ -109,6 +111,11 @@ class RunOptionsBox(QGroupBox):
         if not self.profile_check.isChecked():
             return None
         return self.first_step_spin.value(), self.last_step_spin.value()
+
+    def with_hooks(self, config: RunConfig) -> RunConfig:
+        """`config` recording the hooks this box turns on (TensorBoard folder, profiled steps), as the run will carry them."""
+        tensorboard = self.log_dir() if self.tensorboard_check.isChecked() else None
+        return config.with_hooks(tensorboard, self.profile_steps())
 
     def callbacks_for(self, config: RunConfig) -> list[RunCallback]:
         """The TensorBoard writer and/or profiler capture for a run of `config`; raises ConfigError when they do not fit."""
@@ -132,12 +139,15 @@ class RunOptionsBox(QGroupBox):
         return "\n".join(lines)
 
     def show_outputs(self, *_: object) -> None:
-        """A run ended: say where its event files and trace are (connected to the run's end)."""
+        """A run ended: say where its event files and trace are, and show a captured profile's op breakdown."""
         text = self.outputs_text()
         self.outputs_label.setText(html.escape(text).replace("\n", "<br>"))
         self.outputs_label.setVisible(bool(text))
         if text:
             log.info("%s", text)
+        for capture in self._callbacks:
+            if isinstance(capture, ProfilerCapture) and capture.captured is not None and capture.trace_dir is not None:
+                self.profile_view = open_profile_view(self.window(), capture.trace_dir, capture.how_to_view())
 
     def set_running(self, running: bool) -> None:
         """Lock the options while a run is in flight (TensorBoard can still be opened)."""
@@ -283,8 +293,8 @@ class RunOptionsBox(QGroupBox):
         self.open_button.setEnabled(not self._launching)
 
     def _browse(self) -> None:
-        start = str(self.log_dir() or default_tensorboard_dir())
-        folder = QFileDialog.getExistingDirectory(self, "Folder for TensorBoard logs", start)
+        fallback = str(self.log_dir() or default_tensorboard_dir())
+        folder = ask_folder(self, FOLDER_LOGS, "Folder for TensorBoard logs", fallback, self._settings)
         if folder:
             self.logdir_edit.setText(folder)
 

@@ -1,18 +1,24 @@
 """What the run form says about a run: the progress bar's text and the last result, as HTML.
 
 Figures are written the way `core.results.FIGURES` defines them, so the form,
-the tables and the exports agree on every number.
+the tables and the exports agree on every number. A completed run's result
+line ends with its verdict (what bounds its speed, % of the measured ceiling
+with the estimate beside it, the evidence) and one line of advice.
 """
 
 from __future__ import annotations
 
 import html
 
+from core.diagnosis.readout import memory_estimate_text, peak_text
 from core.formatting import format_duration, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.controllers.training_worker import FinishedRun
 
 FAILED_COLOR = "#b00020"
+EVIDENCE_COLOR = "#555555"
+DIAGNOSING = "Diagnosing… why is it this fast?"
+BOUND_HEADS = {"unknown": "No single limit found"}
 # How the result line heads each way a run ends; any status not listed reads as a failure.
 STATUS_HEADS: dict[RunStatus, tuple[str, str]] = {
     RunStatus.COMPLETED: ("Completed", "#1b5e20"),
@@ -25,7 +31,7 @@ def _figure(result: RunResult, name: str) -> str:
 
 
 def _steps(count: int) -> str:
-    return f"{format_value(count, 'count')} steps"
+    return f"{format_value(count, 'count')} step{'' if count == 1 else 's'}"
 
 
 def _rate(samples_per_s: float) -> str:
@@ -47,6 +53,11 @@ def status_head(status: RunStatus) -> tuple[str, str]:
     return STATUS_HEADS.get(status, ("Failed", FAILED_COLOR))
 
 
+def diagnosing_text(what: str = "") -> str:
+    """The bar's text while a completed run is diagnosed: 'Diagnosing… why is it this fast? (probe run 1: batch 8 instead of 64, 31 steps)'."""
+    return f"{DIAGNOSING} ({what})" if what else DIAGNOSING
+
+
 def final_progress_text(result: RunResult) -> str:
     """The bar's text once a run has ended: 'Completed: 300 steps · 5,400 samples/s'."""
     text = f"{status_head(result.status)[0]}: {_steps(result.steps_done)}"
@@ -65,16 +76,45 @@ def result_figures(result: RunResult) -> list[str]:
         figures.append(f"warm-up {_figure(result, 'warmup_s')} s")
     if result.final_loss is not None:
         figures.append(f"final loss {_figure(result, 'final_loss')}")
+    memory = _memory_text(result)
+    if memory:
+        figures.append(memory)
     if result.replicas > 1:
         figures.append(f"{result.replicas} replicas")
     return figures
 
 
+def _memory_text(result: RunResult) -> str:
+    """'peak memory 581 MiB (host process RSS peak) · estimate 794 KiB (weights … + gradients … + optimizer state …)'."""
+    estimate = memory_estimate_text(result.memory_estimate)
+    parts = []
+    if result.peak_memory_bytes is not None:
+        source = f" ({html.escape(result.peak_memory_source)})" if result.peak_memory_source else ""
+        parts.append(f"peak memory {_figure(result, 'peak_memory_bytes')}{source}")
+    if estimate:
+        parts.append(f"estimate {html.escape(estimate)}")
+    return ", ".join(parts)
+
+
+def verdict_html(result: RunResult) -> list[str]:
+    """The verdict's lines: the bound and % of the measured ceiling (estimate beside), the advice, the evidence; [] without one."""
+    if not result.bound:
+        return []
+    head = BOUND_HEADS.get(result.bound, f"{result.bound.capitalize()}-bound")
+    lines = [f"<b>Verdict: {html.escape(head)}</b> · {html.escape(peak_text(result))}"]
+    if result.advice:
+        lines.append(f"<b>Try</b>: {html.escape(result.advice)}")
+    if result.bound_evidence:
+        lines.append(f"<span style='color:{EVIDENCE_COLOR}'>{html.escape(result.bound_evidence)}</span>")
+    return lines
+
+
 def result_html(finished: FinishedRun) -> str:
-    """The result line of a finished run: status and figures, its message and warnings, where it was saved."""
+    """The result line of a finished run: status and figures, its verdict, its message and warnings, where it was saved."""
     result = finished.result
     head, color = status_head(result.status)
     lines = [f"<b style='color:{color}'>{head}</b>: " + " · ".join(result_figures(result))]
+    lines.extend(verdict_html(result))
     if result.message:
         lines.append(f"<span style='color:{color}'>{html.escape(result.message)}</span>")
     lines.extend(html.escape(w) for w in result.warnings)

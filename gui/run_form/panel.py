@@ -2,50 +2,45 @@
 
 Every field is checked as it is typed (a red hint under the form says what is
 wrong and what to type), then again by `RunConfig`; Start stays disabled until
-both accept, so nothing unvalidated reaches TensorFlow.
+both accept, so nothing unvalidated reaches TensorFlow. The fields scroll;
+the hint, Start/Stop, the progress bar and the last result stay below them, in
+view however short the window is.
 """
 
 from __future__ import annotations
 
-import html
+import os
+from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette, QResizeEvent
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
     QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QProgressBar,
-    QPushButton,
+    QFrame,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
-from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, ConfigError, RunConfig
+from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
-from core.workloads.models import MODELS
+from core.workloads.workload import model_title
 from gui.controllers.training_worker import FinishedRun
 from gui.run_form.cluster_box import ClusterBox
-from gui.run_form.fields import ParsedField, positive_number, whole_number
+from gui.run_form.controls import RunControls
+from gui.run_form.fields import TrainingFields
+from gui.run_form.hooks_box import RunOptionsBox
 from gui.run_form.model_choice import ModelChoice
-from gui.run_form.outcome import failure_html, final_progress_text, progress_text, result_html
-from gui.run_form.placement import DevicePicker, fill_strategy_combo, unavailable_note
+from gui.run_form.placement import DevicePicker, fill_strategy_combo, strategy_widgets, unavailable_note
 from gui.run_form.tpu_connect import TpuConnect
+from gui.settings import open_settings
 
-DEFAULT_STEPS = 300
-DEFAULT_BATCH = 64
-DEFAULT_LEARNING_RATE = "0.001"
-DEFAULT_OPTIMIZER = "adam"
 TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per call hide that latency
-MAX_EPOCHS = 100_000
-PRECISION_LABELS = {"off": "off (float32)", "float16": "float16 (mixed)", "bfloat16": "bfloat16 (mixed)"}
 
 
 def run_label(config: RunConfig) -> str:
-    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · batch 64'."""
+    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · batch 64 · TensorBoard'."""
     where = config.strategy + (" " + " ".join(config.devices) if config.devices else "")
     if config.strategy == "multi-worker":
         where += f" ×{config.workers}"
@@ -54,7 +49,13 @@ def run_label(config: RunConfig) -> str:
         extras.append(config.precision)
     if config.xla:
         extras.append("XLA")
-    return " · ".join([MODELS[config.model].title, config.dataset, where, *extras])
+    hooks = config.hooks
+    if "tensorboard" in hooks:
+        extras.append("TensorBoard")
+    if "profile" in hooks:
+        extras.append(f"profiled {hooks['profile']}")
+    data = os.path.basename(config.dataset) if config.dataset.lower().endswith(".npz") else config.dataset
+    return " · ".join([model_title(config.model), data, where, *extras])
 
 
 class RunPanel(QWidget):
@@ -65,9 +66,11 @@ class RunPanel(QWidget):
     start_enabled_changed = Signal(bool)
     tpu_probed = Signal(object)  # TpuProbe
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("runPanel")
+        self._settings = settings if settings is not None else open_settings()
+        self._hooks_box: RunOptionsBox | None = None
         self._devices: tuple[DeviceInfo, ...] = ()
         self._devices_known = False
         self._spc_default = "1"  # the steps per call last filled in for the strategy; any other value is the user's
@@ -94,12 +97,25 @@ class RunPanel(QWidget):
         self.model_choice.load_param_counts()
 
     def add_section(self, widget: QWidget) -> None:
-        """Add a box under the form fields, above Start (e.g. the logging & profiling options)."""
+        """Add a box under the form fields, above Start; the logging & profiling box's hooks are recorded with each run."""
         self._sections.addWidget(widget)
+        if isinstance(widget, RunOptionsBox):
+            self._hooks_box = widget
+
+    def open_model_file(self, path: str) -> None:
+        """Open the user's model file (what Model → Open model… does once a file is chosen); described in the background."""
+        self.model_choice.open_model_file(path)
+
+    def apply_settings(self, changes: dict[str, Any]) -> None:
+        """Fill the fields from RunConfig field names (batch_size, precision, xla, steps_per_call, learning_rate, …):
+        what a sweep or autotune found best. None leaves a field as it is; ValueError for a name the form lacks."""
+        self.training.apply(changes)
+        self.validate()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         """Lay out again at the new width: QFormLayout keeps word-wrapped rows at their old heights (squashed text)."""
         super().resizeEvent(event)
+        self._form.invalidate()
         self.layout().invalidate()
 
     def close_down(self) -> None:
@@ -121,35 +137,28 @@ class RunPanel(QWidget):
 
     def show_progress(self, done: int, total: int, samples_per_s: float | None, eta_s: float | None) -> None:
         """Update the progress bar: steps done of total, throughput and time left."""
-        if total > 0:
-            self.progress_bar.setRange(0, total)
-            self.progress_bar.setValue(min(done, total))
-        else:
-            self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat(progress_text(done, total, samples_per_s, eta_s))
+        self.controls.show_progress(done, total, samples_per_s, eta_s)
+
+    def show_diagnosing(self, what: str) -> None:
+        """A completed run is being diagnosed (short probe runs; Stop ends them): a busy bar saying what it does."""
+        self.controls.show_diagnosing(what)
 
     def show_starting(self, label: str) -> None:
         """A run was handed to the worker: a busy bar until its first step."""
-        self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat("Starting: building the model and compiling the step…")
-        self.result_label.setText(f"Running {html.escape(label)}")
+        self.controls.show_starting(label)
 
     def show_result(self, finished: FinishedRun) -> None:
-        """The outcome of a run: headline figures, or the error and what to do."""
-        result = finished.result
-        if self.progress_bar.maximum() == 0:  # still the "starting" busy bar: the run ended before its first step
-            self.progress_bar.setRange(0, max(1, result.steps_done))
-        self.progress_bar.setValue(min(result.steps_done, self.progress_bar.maximum()))
-        self.result_label.setText(result_html(finished))
-        self.progress_bar.setFormat(final_progress_text(result))
+        """The outcome of a run: headline figures, or the error and what to do; a model file's details add what it measured."""
+        self.controls.show_result(finished)
+        self.model_choice.show_measured(finished.result)
 
     def show_error(self, message: str) -> None:
         """The run failed outside TensorFlow's hands (the worker itself): say why."""
-        self.result_label.setText(failure_html("Failed", message))
+        self.controls.show_failure("Failed", message)
 
     def show_not_started(self, message: str) -> None:
         """Say why Start did nothing (an option refused this run), where the result would appear."""
-        self.result_label.setText(failure_html("Not started", message))
+        self.controls.show_failure("Not started", message)
 
     def config(self) -> RunConfig | None:
         """The run the form describes, or None while any field is invalid."""
@@ -183,14 +192,13 @@ class RunPanel(QWidget):
         config, errors = self._read_form()
         self.cluster_box.show_config(config)
         warnings = config.warnings(has_accelerator=any(d.kind != "CPU" for d in self._devices)) if config else []
+        pending = self.model_choice.pending()
+        if pending and errors == [pending]:  # opening a model file: a wait, not a mistake
+            errors, warnings = [], [f"{pending} Start is enabled once it is read."]
         if not self._devices_known and not errors:
             warnings = ["Detecting devices… Start is enabled once TensorFlow has listed them."]
-        self.hint_label.setText("\n".join(errors))
-        self.hint_label.setVisible(bool(errors))
-        self.warning_label.setText("\n".join(warnings))
-        self.warning_label.setStyleSheet("color: #8a6d00;" if self._devices_known else "color: #555;")
-        self.warning_label.setVisible(bool(warnings) and not errors)
-        can_start = not errors and not self._running and self._devices_known
+        self.controls.show_hints(errors, warnings, muted=not self._devices_known)
+        can_start = config is not None and not self._running and self._devices_known
         if can_start != self.start_button.isEnabled():
             self.start_button.setEnabled(can_start)
             self.start_enabled_changed.emit(can_start)
@@ -218,18 +226,35 @@ class RunPanel(QWidget):
         self._build_placement_section(form)
         self._build_training_section(form)
         self._form = form
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
+        fields = QWidget()
+        fields.setObjectName("runFormFields")
+        fields_layout = QVBoxLayout(fields)
+        fields_layout.setContentsMargins(0, 0, 0, 0)
+        fields_layout.addLayout(form)
         self._sections = QVBoxLayout()
-        layout.addLayout(self._sections)
-        self._build_controls_section(layout)
-        self._build_result_section(layout)
-        layout.addStretch(1)
+        fields_layout.addLayout(self._sections)
+        fields_layout.addStretch(1)
+        self.fields_scroll = QScrollArea()
+        self.fields_scroll.setObjectName("runFormScroll")
+        self.fields_scroll.setWidget(fields)
+        self.fields_scroll.setWidgetResizable(True)
+        self.fields_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.fields_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # always there, so the fields' width (and the height of their wrapped text) does not change when it appears
+        self.fields_scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
+        self.fields_scroll.setMinimumHeight(80)
+        self.controls = RunControls()
+        self.hint_label, self.warning_label = self.controls.hint_label, self.controls.warning_label
+        self.start_button, self.stop_button = self.controls.start_button, self.controls.stop_button
+        self.progress_bar, self.result_label = self.controls.progress_bar, self.controls.result_label
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.fields_scroll, 1)
+        layout.addWidget(self.controls)
         self._connect_signals()
 
     def _build_model_section(self, form: QFormLayout) -> None:
         """What to train: the model, what it is, and the data set."""
-        self.model_choice = ModelChoice(self)
+        self.model_choice = ModelChoice(self._settings, self, self)
         self.model_combo = self.model_choice.model_combo
         self.model_info = self.model_choice.model_info
         self.dataset_combo = self.model_choice.dataset_combo
@@ -237,14 +262,7 @@ class RunPanel(QWidget):
 
     def _build_placement_section(self, form: QFormLayout) -> None:
         """Where to train: the strategy, its devices, the multi-worker cluster and the TPU."""
-        self.strategy_combo = QComboBox()
-        self.strategy_combo.setObjectName("strategyCombo")
-        self.strategy_combo.setToolTip("The tf.distribute strategy: where and across how many devices the model trains.")
-        self.strategy_reason = QLabel()
-        self.strategy_reason.setObjectName("strategyReason")
-        self.strategy_reason.setWordWrap(True)
-        self.strategy_reason.setStyleSheet("font-size: 9pt;")
-        self.strategy_reason.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.strategy_combo, self.strategy_reason = strategy_widgets()
         self.device_box = DevicePicker()
         self.device_combo = self.device_box.device_combo
         self.device_list = self.device_box.device_list
@@ -264,106 +282,41 @@ class RunPanel(QWidget):
 
     def _build_training_section(self, form: QFormLayout) -> None:
         """How to train: batch, length, optimizer and the speed knobs."""
-        self.batch_edit = ParsedField("Batch size", whole_number(1, MAX_BATCH_SIZE, DEFAULT_BATCH), str(DEFAULT_BATCH), "batchSizeEdit")
-        self.batch_edit.setToolTip("Global batch: split evenly across replicas.")
-        self.steps_edit = ParsedField("Steps", whole_number(1, MAX_STEPS, DEFAULT_STEPS), str(DEFAULT_STEPS), "stepsEdit")
-        self.steps_edit.setToolTip("How long to train: a number of steps (one batch each) or of epochs.")
-        self.steps_unit = QComboBox()
-        self.steps_unit.setObjectName("stepsUnitCombo")
-        self.steps_unit.setToolTip("Count the run's length in training steps or in passes over the data set.")
-        self.steps_unit.addItems(["steps", "epochs"])
-        self.lr_edit = ParsedField("Learning rate", positive_number(10, "0.001"), DEFAULT_LEARNING_RATE, "learningRateEdit")
-        self.lr_edit.setToolTip("The optimizer's step size, e.g. 0.001 or 1e-3.")
-        self.optimizer_combo = QComboBox()
-        self.optimizer_combo.setObjectName("optimizerCombo")
-        self.optimizer_combo.setToolTip("The Keras optimizer that updates the weights.")
-        self.optimizer_combo.addItems(OPTIMIZERS)
-        self.optimizer_combo.setCurrentText(DEFAULT_OPTIMIZER)
-        self.precision_combo = QComboBox()
-        self.precision_combo.setObjectName("precisionCombo")
-        self.precision_combo.setToolTip("Mixed precision: compute in 16-bit floats, keep weights in float32 (faster on recent GPUs/TPUs).")
-        for name, label in PRECISION_LABELS.items():
-            self.precision_combo.addItem(label, name)
-        self.xla_check = QCheckBox("Compile the step with XLA")
-        self.xla_check.setObjectName("xlaCheck")
-        self.xla_check.setToolTip("Compile the training step with XLA (jit_compile): often faster, with a longer warm-up.")
-        self.spc_edit = ParsedField("Steps per call", whole_number(1, MAX_STEPS_PER_CALL, 1), "1", "stepsPerCallEdit")
-        self.spc_edit.setToolTip("Training steps run inside one call of the compiled function (less Python overhead).")
-        form.addRow("Batch size", self.batch_edit)
-        length_row = QHBoxLayout()
-        length_row.addWidget(self.steps_edit, 1)
-        length_row.addWidget(self.steps_unit)
-        form.addRow("Length", length_row)
-        form.addRow("Learning rate", self.lr_edit)
-        form.addRow("Optimizer", self.optimizer_combo)
-        form.addRow("Precision", self.precision_combo)
-        form.addRow("XLA", self.xla_check)
-        form.addRow("Steps per call", self.spc_edit)
-
-    def _build_controls_section(self, layout: QVBoxLayout) -> None:
-        """What stops a run from starting, Start and Stop, and the progress bar."""
-        self.hint_label = QLabel()
-        self.hint_label.setObjectName("formHint")
-        self.hint_label.setWordWrap(True)
-        self.hint_label.setStyleSheet("color: #c62828;")
-        self.warning_label = QLabel()
-        self.warning_label.setObjectName("formWarning")
-        self.warning_label.setWordWrap(True)
-        self.start_button = QPushButton("Start")
-        self.start_button.setObjectName("startButton")
-        self.start_button.setToolTip("Start the run (Ctrl+R)")
-        self.start_button.setEnabled(False)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop after the step in flight (Esc)")
-        self.stop_button.setEnabled(False)
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setObjectName("progressBar")
-        self.progress_bar.setRange(0, DEFAULT_STEPS)
-        self.progress_bar.setValue(0)
-        self.progress_bar.setFormat("Idle")
-        self.progress_bar.setTextVisible(True)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.start_button)
-        buttons.addWidget(self.stop_button)
-        layout.addWidget(self.hint_label)
-        layout.addWidget(self.warning_label)
-        layout.addLayout(buttons)
-        layout.addWidget(self.progress_bar)
-        self.hint_label.setVisible(False)
-        self.warning_label.setVisible(False)
-
-    def _build_result_section(self, layout: QVBoxLayout) -> None:
-        """The last run's outcome (selectable, to copy figures or an error)."""
-        self.result_label = QLabel()
-        self.result_label.setObjectName("resultLabel")
-        self.result_label.setWordWrap(True)
-        self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.result_label)
+        self.training = TrainingFields(self)
+        self.batch_edit = self.training.batch_edit
+        self.steps_edit = self.training.steps_edit
+        self.steps_unit = self.training.steps_unit
+        self.lr_edit = self.training.lr_edit
+        self.optimizer_combo = self.training.optimizer_combo
+        self.precision_combo = self.training.precision_combo
+        self.xla_check = self.training.xla_check
+        self.spc_edit = self.training.spc_edit
+        self.training.add_rows(form)
 
     def _connect_signals(self) -> None:
         """Wire the fields once all exist: every edit re-validates the form."""
         self.model_choice.changed.connect(self.validate)
+        self.training.changed.connect(self.validate)
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
-        self.steps_unit.currentIndexChanged.connect(self._on_unit_changed)
         self.start_button.clicked.connect(self.request_start)
         self.stop_button.clicked.connect(self.request_stop)
-        for combo in (self.dataset_combo, self.device_combo, self.optimizer_combo, self.precision_combo):
-            combo.currentIndexChanged.connect(self.validate)
-        for field in (self.batch_edit, self.steps_edit, self.lr_edit, self.spc_edit, self.tpu_address_edit):
-            field.textChanged.connect(self.validate)
+        self.device_combo.currentIndexChanged.connect(self.validate)
+        for combo in (self.optimizer_combo, self.precision_combo):
+            combo.currentIndexChanged.connect(self._on_training_choice)
+        self.tpu_address_edit.textChanged.connect(self.validate)
         self.device_list.itemChanged.connect(self.validate)
         self.cluster_box.changed.connect(self.validate)
         self.batch_edit.textChanged.connect(self._show_device_hint)
-        self.xla_check.toggled.connect(self.validate)
         self.tpu.probed.connect(self._on_tpu_probed)
 
     def _form_widgets(self) -> list[QWidget]:
         return [
-            self.model_combo, self.dataset_combo, self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
-            *self.tpu.input_widgets(), self.batch_edit, self.steps_edit, self.steps_unit, self.lr_edit,
-            self.optimizer_combo, self.precision_combo, self.xla_check, self.spc_edit,
+            *self.model_choice.input_widgets(), self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
+            *self.tpu.input_widgets(), *self.training.input_widgets(),
         ]  # fmt: skip
+
+    def _on_training_choice(self) -> None:
+        self.model_choice.set_training(self.optimizer_combo.currentText(), self.precision_combo.currentData())
 
     # --- choices -------------------------------------------------------------
 
@@ -400,17 +353,10 @@ class RunPanel(QWidget):
         self._fill_strategies()
         self.tpu_probed.emit(probe)
 
-    def _on_unit_changed(self) -> None:
-        epochs = self.steps_unit.currentText() == "epochs"
-        self.steps_edit.label = "Epochs" if epochs else "Steps"
-        parse = whole_number(1, MAX_EPOCHS, 1) if epochs else whole_number(1, MAX_STEPS, DEFAULT_STEPS)
-        self.steps_edit.set_parser(parse)
-        self.validate()
-
     # --- reading the form ----------------------------------------------------
 
     def _read_form(self) -> tuple[RunConfig | None, list[str]]:
-        errors = [e for e in (f.error() for f in (self.batch_edit, self.steps_edit, self.lr_edit, self.spc_edit)) if e]
+        errors = self.model_choice.errors() + self.training.errors()
         strategy = self._strategy()
         choice = self._choices.get(strategy)
         if choice is not None and not choice.available:
@@ -420,22 +366,12 @@ class RunPanel(QWidget):
             errors.extend(self.cluster_box.errors())
         if errors:
             return None, errors
-        epochs = self.steps_unit.currentText() == "epochs"
-        length = int(self.steps_edit.value())
         try:
             config = RunConfig(
-                model=self.model_choice.model(),
-                dataset=self.model_choice.dataset(),
+                **self.model_choice.config_fields(),
+                **self.training.values(),
                 strategy=strategy,
                 devices=self.device_box.selected(strategy),
-                batch_size=int(self.batch_edit.value()),
-                steps=DEFAULT_STEPS if epochs else length,
-                epochs=length if epochs else None,
-                learning_rate=float(self.lr_edit.value()),
-                optimizer=self.optimizer_combo.currentText(),
-                precision=self.precision_combo.currentData(),
-                xla=self.xla_check.isChecked(),
-                steps_per_call=int(self.spc_edit.value()),
                 workers=self.cluster_box.workers(),
                 tpu_address=self.tpu.address(),
                 tpu_timeout_s=self.tpu_timeout_s,
@@ -445,4 +381,4 @@ class RunPanel(QWidget):
             )
         except ConfigError as exc:
             return None, [f"Settings rejected: {exc}"]
-        return config, []
+        return (config if self._hooks_box is None else self._hooks_box.with_hooks(config)), []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QStandardItemModel
+from PySide6.QtGui import QPalette, QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
 
 from core.formatting import format_value
@@ -32,6 +32,19 @@ def tpu_batch_note(batch_size: int, cores: int) -> str:
     if batch_size % cores:
         return f"Global batch {batch} does not split evenly over {cores} cores: {best}."
     return f"Global batch {batch} = {format_value(batch_size // cores, 'count')} per core on {cores} cores; {best}."
+
+
+def strategy_widgets() -> tuple[QComboBox, QLabel]:
+    """The strategy menu and the muted note under it (why some strategies cannot run here)."""
+    combo = QComboBox()
+    combo.setObjectName("strategyCombo")
+    combo.setToolTip("The tf.distribute strategy: where and across how many devices the model trains.")
+    reason = QLabel()
+    reason.setObjectName("strategyReason")
+    reason.setWordWrap(True)
+    reason.setStyleSheet("font-size: 9pt;")
+    reason.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+    return combo, reason
 
 
 def fill_strategy_combo(combo: QComboBox, choices: Sequence[StrategyChoice]) -> None:

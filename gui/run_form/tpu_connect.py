@@ -1,11 +1,16 @@
-"""The run form's TPU row: an address, a time limit and Connect, probed in a worker thread.
+"""The run form's TPU row: an address, a time limit and Connect (Cancel while probing), probed in a worker thread.
 
 `probe_tpu` initialises the TPU in a child process and can hang for minutes on
 an address where nothing answers, so it runs through `gui.qt_threads` under the
-time limit the user sets; the GUI thread only shows what came back.
+time limit the user sets (a grpc:// port that refuses fails at once); Cancel
+kills the probe. The GUI thread only shows what came back. Connect and Cancel
+take each other's place, keyboard focus moving with them (a disabled button
+would throw it to the next field of the form).
 """
 
 from __future__ import annotations
+
+import threading
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QWidget
@@ -42,6 +47,11 @@ class TpuConnect(QObject):
         self.connect_button = QPushButton("Connect")
         self.connect_button.setObjectName("tpuConnectButton")
         self.connect_button.setToolTip("Try to initialise the TPU at this address, in a child process (gives up after the time limit).")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("tpuCancelButton")
+        self.cancel_button.setToolTip("Stop trying to connect (the probe's child process is ended).")
+        self.cancel_button.setVisible(False)
+        self._cancel = threading.Event()
         self.timeout_spin = QSpinBox()
         self.timeout_spin.setObjectName("tpuTimeoutSpin")
         self.timeout_spin.setRange(1, MAX_TPU_PROBE_TIMEOUT_S)
@@ -52,6 +62,7 @@ class TpuConnect(QObject):
         self.status_label.setObjectName("tpuStatusLabel")
         self.status_label.setWordWrap(True)
         self.connect_button.clicked.connect(self.connect_tpu)
+        self.cancel_button.clicked.connect(self.cancel)
 
     def add_rows(self, form: QFormLayout) -> None:
         """Lay out the address row (field, time limit, Connect) and the status line under it."""
@@ -59,6 +70,7 @@ class TpuConnect(QObject):
         row.addWidget(self.address_edit, 1)
         row.addWidget(self.timeout_spin)
         row.addWidget(self.connect_button)
+        row.addWidget(self.cancel_button)
         form.addRow("TPU address", row)
         form.addRow("", self.status_label)
 
@@ -84,8 +96,19 @@ class TpuConnect(QObject):
         self._running = running
 
     def close_down(self) -> None:
-        """The window is closing: start no more probes."""
+        """The window is closing: start no more probes, and end the one in flight."""
         self._closed = True
+        self._cancel.set()
+
+    def is_probing(self) -> bool:
+        """Whether a probe is in flight (Cancel shown in Connect's place)."""
+        return self._probing
+
+    def cancel(self) -> None:
+        """End the probe in flight (its child process is killed within a fraction of a second)."""
+        if self._probing:
+            self._cancel.set()  # the button stays enabled: a disabled one would throw keyboard focus to the next field
+            self.status_label.setText("Cancelling…")
 
     def connect_tpu(self) -> None:
         """Probe the TPU at the typed address ('local' when empty) in a worker thread."""
@@ -93,9 +116,11 @@ class TpuConnect(QObject):
             return
         address = self.address() or "local"
         self._probing = True
-        self.connect_button.setEnabled(False)
-        self.status_label.setText(f"Connecting to {address!r}… (gives up after {self.timeout_s:g} s)")
-        worker = FunctionWorker(probe_tpu, address, self.timeout_s)
+        self._cancel = threading.Event()
+        self._swap_buttons(probing=True)
+        self.status_label.setStyleSheet("")
+        self.status_label.setText(f"Connecting to {address!r}… (gives up after {self.timeout_s:g} s; Cancel stops it)")
+        worker = FunctionWorker(probe_tpu, address, self.timeout_s, self._cancel)
         worker.done.connect(self._on_probed)
         worker.failed.connect(self._on_probe_failed)
         worker.finished.connect(self._on_probe_finished)
@@ -114,4 +139,13 @@ class TpuConnect(QObject):
 
     def _on_probe_finished(self) -> None:
         self._probing = False
-        self.connect_button.setEnabled(not self._running)
+        self._swap_buttons(probing=False)
+
+    def _swap_buttons(self, probing: bool) -> None:
+        """Show Cancel in Connect's place while probing (and back), handing keyboard focus over."""
+        shown, hidden = (self.cancel_button, self.connect_button) if probing else (self.connect_button, self.cancel_button)
+        shown.setEnabled(probing or not self._running)
+        shown.setVisible(True)
+        if hidden.hasFocus():
+            shown.setFocus()
+        hidden.setVisible(False)

@@ -30,7 +30,7 @@ def cli(args, env, timeout=240):
 
 
 def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
-    out = cli(["run", "--model", "mlp", "--data", "digits", "--steps", "8", "--steps-per-call", "2", "--json"], cli_env)
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--data", "digits", "--steps", "8", "--steps-per-call", "2", "--json"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     assert RUN_KEYS <= set(result)
@@ -40,7 +40,7 @@ def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
 
 
 def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
-    out = cli(["run", "--model", "mlp", "--strategy", "mirrored", "--devices", "CPU:0,CPU:1", "--logical-cpus", "2",
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--strategy", "mirrored", "--devices", "CPU:0,CPU:1", "--logical-cpus", "2",
                "--steps", "6", "--steps-per-call", "3", "--json", "--no-save"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout)["replicas"] == 2
@@ -56,7 +56,7 @@ def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
     ],
 )
 def test_bad_input_exits_2_with_the_reason_on_stderr(cli_env, args, fragment):
-    out = cli(["run", "--model", "mlp", "--steps", "3", *args], cli_env)
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--steps", "3", *args], cli_env)
     assert out.returncode == 2
     assert fragment in out.stderr and "allowed:" in out.stderr
     assert "Traceback" not in out.stderr
@@ -135,7 +135,8 @@ HISTORY_KEYS = {"id", "started_at", "label", "group", "status", "message", "mode
 
 
 def stored_result() -> RunResult:
-    figures = {f.name: (123_456_789 if f.sql_type == "INTEGER" else 1.5 + i) for i, f in enumerate(FIGURES)}
+    values = {"INTEGER": lambda i: 123_456_789, "REAL": lambda i: 1.5 + i, "TEXT": lambda i: "compute"}
+    figures = {f.name: values[f.sql_type](i) for i, f in enumerate(FIGURES)}
     return RunResult(status=RunStatus.COMPLETED, config=RunConfig(model="mlp", steps=3).to_dict(), steps_done=3,
                      warmup_steps=1, peak_memory_source="process RSS peak", **figures)
 
@@ -189,7 +190,7 @@ def test_bad_tensorboard_folder_is_refused_before_tensorflow_loads(cli_env, tmp_
     ],
 )
 def test_tpu_options_are_checked(cli_env, args, fragment):
-    out = cli(["run", "--model", "mlp", "--steps", "3", *args], cli_env)
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--steps", "3", *args], cli_env)
     assert out.returncode == 2 and fragment in out.stderr and "Traceback" not in out.stderr
 
 
@@ -199,7 +200,7 @@ def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_pa
     proxy = "http://127.0.0.1:9"
     env = dict(cli_env, KERAS_HOME=str(tmp_path / "keras"), https_proxy=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, HTTP_PROXY=proxy,
                no_proxy="", NO_PROXY="")
-    out = cli(["run", "--model", "mlp", "--data", "mnist", "--steps", "3", "--tpu-timeout", "7", "--json"], env)
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--data", "mnist", "--steps", "3", "--tpu-timeout", "7", "--json"], env)
     assert out.returncode == 1
     assert json.loads(out.stdout)["status"] == "failed"
     assert "Downloading data from" in out.stderr

@@ -65,7 +65,7 @@ def test_window_is_shown_before_tensorflow_and_the_charts_load_then_devices_fill
     assert not shown["start_enabled"]
     assert shown["rows"] >= 1 and shown["tf_loaded_after"]
     assert not shown["pyqtgraph_loaded_when_shown"], "the chart panels were built before the window was shown"
-    assert shown["tabs_when_shown"] == shown["tabs_after"] == ["Devices", "Training", "Compare", "History"]
+    assert shown["tabs_when_shown"] == shown["tabs_after"] == ["Devices", "Training", "Compare", "History", "Sweep"]
     assert shown["loss_plot_after"], "the chart panels were not built once the devices were listed"
 
 

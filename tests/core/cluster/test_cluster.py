@@ -29,6 +29,7 @@ from core.cluster.worker import main as worker_main
 from core.config import ConfigError, RunConfig
 from core.results import RunStatus
 from core.runner import run_training
+from core.workloads.model_file import file_sha256
 
 LONG_RUN = 100_000
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -91,13 +92,28 @@ def assert_no_child_processes() -> None:
     assert psutil.Process().children(recursive=True) == []
 
 
+@pytest.fixture(scope="module")
+def lambda_keras(tmp_path_factory, two_cpus) -> Path:
+    """A model file with a Lambda layer: it opens only when trusted, so workers train it only if the trust reaches them."""
+    import keras
+
+    inputs = keras.Input((4,))
+    doubled = keras.layers.Lambda(lambda t: t * 2.0)(inputs)
+    path = tmp_path_factory.mktemp("worker_model") / "lambda.keras"
+    keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(doubled)).save(path)
+    return path
+
+
 @pytest.mark.timeout(120)
-def test_two_local_workers_train_stream_steps_and_exit_cleanly():
+def test_two_local_workers_train_stream_steps_and_exit_cleanly(lambda_keras):
     recorder = Recorder()
     streamed = []
-    result = run_training(cluster_config(24), streamed.extend, callbacks=[recorder])
+    config = cluster_config(24, model=str(lambda_keras), dataset="synthetic", trust=True)  # the user's own model file
+    result = run_training(config, streamed.extend, callbacks=[recorder])
 
     assert result.status == RunStatus.COMPLETED, result.message
+    assert result.config["model_sha256"] == file_sha256(lambda_keras)  # recorded by the supervisor, checked by each worker
+    assert result.memory_estimate["total_bytes"] > 0 and "2 replicas" in result.memory_estimate["note"]
     assert result.replicas == recorder.replicas == 2
     assert [r.step for r in streamed] == list(range(1, 25)) == recorder.steps
     assert list(result.losses) == [r.loss for r in streamed]
@@ -107,6 +123,19 @@ def test_two_local_workers_train_stream_steps_and_exit_cleanly():
     assert [w.exit_code for w in recorder.ended] == [0, 0]
     assert recorder.survivors() == []
     assert_no_child_processes()
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_whose_model_file_differs_fails_the_run_naming_the_file(lambda_keras):
+    recorder = Recorder()
+    config = cluster_config(4, model=str(lambda_keras), dataset="synthetic", trust=True, workers=1, model_sha256="0" * 64)
+    result = run_training(config, callbacks=[recorder])
+
+    assert result.status == RunStatus.FAILED and result.steps_done == 0
+    assert result.message.startswith("Worker 0 (the chief, "), result.message  # the worker's own words, relayed
+    assert f"failed: {lambda_keras}: the file changed since the run was set up" in result.message
+    assert "every host needs the same file at the same path" in result.message
+    assert recorder.survivors() == []
 
 
 @posix_only

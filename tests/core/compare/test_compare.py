@@ -70,7 +70,8 @@ def test_comparison_explains_flops_and_shared_logical_cpus(cpu_vs_mirrored):
     assert comparison.flops_per_step == pytest.approx(3 * 64 * MLP_FORWARD_PER_EXAMPLE, rel=0.01)
     for row in comparison.rows:
         assert row.achieved_flops == pytest.approx(comparison.flops_per_step * row.samples_per_s / 64)
-        assert row.peak_flops > 0 and row.fraction_of_peak == pytest.approx(row.achieved_flops / row.peak_flops)
+        assert row.estimate_flops > 0 and row.fraction_of_estimate == pytest.approx(row.achieved_flops / row.estimate_flops)
+        assert row.result.bound in ("compute", "unknown"), row.result.bound_evidence  # judged without probe runs
     assert any("logical CPU devices share the same physical cores" in w for w in comparison.warnings)
 
 
@@ -80,6 +81,7 @@ def test_rows_dict_and_table(cpu_vs_mirrored):
     assert [row["label"] for row in rows] == ["CPU:0", "mirrored:CPU:0,CPU:1"]
     assert rows[1]["speedup"] == comparison.rows[1].speedup and rows[0]["baseline"] is True
     assert {"samples_per_s", "step_time_median_ms", "scaling_efficiency", "achieved_flops", "fraction_of_peak"} <= rows[0].keys()
+    assert all(row["bound"] and row["bound_evidence"] and row["advice"] for row in rows), "every compared row has a verdict"
     table = format_table(comparison)
     header = table.splitlines()[0]
     for column in (
@@ -321,9 +323,9 @@ def test_comparison_reads_only_the_results_never_the_hardware(monkeypatch):
     older = _result()
     comparison = compare_results([("new", recorded), ("old", older)], flops_per_step=1e9)
     new, old = comparison.rows
-    assert (new.peak_flops, new.peak_flops_how) == (1e12, "from the run")
-    assert new.fraction_of_peak == pytest.approx(1e9 * 1000.0 / 64 / 1e12)
-    assert old.peak_flops is None and old.fraction_of_peak is None and "not recorded" in old.peak_flops_how
+    assert (new.estimate_flops, new.estimate_how) == (1e12, "from the run")
+    assert new.fraction_of_estimate == pytest.approx(1e9 * 1000.0 / 64 / 1e12)
+    assert old.estimate_flops is None and old.fraction_of_estimate is None and "not recorded" in old.estimate_how
 
 
 @pytest.mark.parametrize("native, warned", [(False, True), (True, False), (None, False)])

@@ -35,8 +35,11 @@ def test_machine_peaks_reads_the_cache_and_adds_estimates():
     peaks.save(ceilings.peaks_path(), cached)
     try:
         report = ceilings.machine_peaks()
+        assert ceilings.known_peaks() is report  # what a comparison built later judges its rows against
+        assert ceilings.cached_peaks().device("CPU:0").matmul_flops == {"float32": 75e9}
     finally:
         ceilings.peaks_path().unlink()
+    assert ceilings.cached_peaks() is None and ceilings.known_peaks() is None  # nothing cached: nothing known
     assert report.cached
     cpu = report.device("CPU:0")
     assert cpu.matmul_flops == {"float32": 75e9} and cpu.bandwidth_bytes_per_s == 2.5e10

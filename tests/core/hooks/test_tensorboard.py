@@ -3,6 +3,8 @@
 import json
 import re
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -22,7 +24,7 @@ from core.hooks.tensorboard import (
     launch_tensorboard,
     memory_scalars,
 )
-from core.results import RunStatus
+from core.results import RunStatus, StepRecord
 from core.runner import run_training
 from core.training.callbacks import RunContext
 
@@ -40,7 +42,7 @@ def _get(url: str, timeout: float = 10) -> bytes:
         return response.read()
 
 
-def test_a_real_run_writes_every_step_and_memory_per_call(tmp_path, two_cpus):
+def test_a_real_run_writes_every_step_and_memory_at_each_flush(tmp_path, two_cpus):
     writer = TensorBoardWriter(tmp_path)
     config = RunConfig(model="mlp", steps=10, batch_size=16, steps_per_call=2)
     result = run_training(config, callbacks=[writer])
@@ -56,11 +58,28 @@ def test_a_real_run_writes_every_step_and_memory_per_call(tmp_path, two_cpus):
     step_ms = np.array([float(v) for _, v in tensors["step_time_ms"]])
     np.testing.assert_allclose(step_ms, np.array(result.step_times_s) * 1000, rtol=1e-6)
     np.testing.assert_allclose([float(v) for _, v in tensors["samples_per_s"]], 16 / (step_ms / 1000), rtol=1e-5)
-    # Memory once per call of two steps, at the call's last step; CPU runs report the process RSS.
-    assert [step for step, _ in tensors[HOST_MEMORY_TAG]] == [2, 4, 6, 8, 10]
+    # Memory at the latest step each time the writer thread flushes, and at the run's last step;
+    # CPU runs report the process RSS.
+    memory_steps = [step for step, _ in tensors[HOST_MEMORY_TAG]]
+    assert memory_steps[-1] == 10 and memory_steps == sorted(memory_steps) and set(memory_steps) <= set(range(1, 11))
+    assert not any(t.name == "tensorboard-writer" for t in threading.enumerate())
     assert all(float(v) > 10 * 2**20 for _, v in tensors[HOST_MEMORY_TAG])
     config_text = tensors["config"][0][1].item().decode()
     assert '"batch_size": 16' in config_text
+
+
+def test_steps_reach_the_file_from_the_writer_thread_while_the_run_goes_on(tmp_path):
+    writer = TensorBoardWriter(tmp_path, flush_s=0.05)
+    # model None: a multi-worker run relayed from its workers, so no memory scalar from this process.
+    writer.on_run_start(RunContext(RunConfig(batch_size=32), 10, 1, ("CPU:0",), None))
+    writer.on_steps([StepRecord(1, 2.5, 0.5, True), StepRecord(2, 2.0, 0.25, False)])
+    deadline = time.monotonic() + 10
+    while "loss" not in (tensors := _read_tensors(writer.run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer.on_run_end(None)
+    assert [(step, float(value)) for step, value in tensors["loss"]] == [(1, 2.5), (2, 2.0)]
+    assert [float(value) for _, value in tensors["samples_per_s"]] == [64.0, 128.0]
+    assert HOST_MEMORY_TAG not in _read_tensors(writer.run_dir)
 
 
 def test_run_folders_are_one_per_run_and_shared_within_a_run(tmp_path):

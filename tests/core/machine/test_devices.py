@@ -7,7 +7,6 @@ GPU paths run without a GPU. The TPU probe is only ever pointed at 127.0.0.1.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from core.machine import tpu
 from core.machine.cpu import _cpu_info_cached, cpu_info
 from core.machine.inspect import device_table_rows, inspect_devices, list_devices, refresh_gpu_usage
 from core.machine.tpu import detect_tpu_cheaply, probe_tpu
-from core.machine.types import NA, DeviceInfo, NoteTopic, TpuProbe
+from core.machine.types import NA, DeviceInfo, NoteTopic, TpuProbe, memory_cells
 
 ROOT = Path(__file__).resolve().parents[3]
 GIB = 2**30
@@ -128,11 +127,16 @@ def test_cpus_listed_with_host_memory_and_notes_explain_missing_gpu_and_tpu(two_
     report = inspect_devices(probe_tpu=True)
     cpus = [d for d in report.devices if d.kind == "CPU"]
     assert [d.tf_name for d in cpus] == two_cpus == ["CPU:0", "CPU:1"]
+    # The host RAM counted once: the first logical CPU carries it, the second names the row it shares.
+    first, second = cpus
+    assert first.memory_total == psutil.virtual_memory().total and first.memory_shared_with == ""
+    assert first.memory_used is not None and first.memory_free is not None
+    assert first.memory_used + first.memory_free == first.memory_total
+    assert (second.memory_total, second.memory_used, second.memory_free, second.memory_shared_with) == (None, None, None, "CPU:0")
+    assert memory_cells(second) == ("shared with CPU:0", "", "") and memory_cells(first)[0] == format_bytes(first.memory_total)
     for position, cpu in enumerate(cpus, 1):
         assert cpu.available and cpu.reason == ""
-        assert cpu.memory_total == psutil.virtual_memory().total
-        assert cpu.memory_used is not None and cpu.memory_free is not None
-        assert cpu.memory_used + cpu.memory_free == cpu.memory_total
+        assert cpu.details["RAM shared by"] == "CPU:0, CPU:1"
         assert cpu.details["Logical device"] == f"{position} of 2 (split of one physical CPU)"
         assert cpu.details["Model"] == cpu.name
     for device in report.devices:
@@ -172,11 +176,8 @@ def test_without_a_tpu_hint_no_probe_starts(monkeypatch: pytest.MonkeyPatch) -> 
     assert any(note.topic == NoteTopic.NO_TPU for note in report.note_records)
 
 
-def test_probe_of_silent_address_is_killed_at_the_time_limit() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again: nothing listens there
-    address = f"grpc://127.0.0.1:{port}"
+def test_probe_of_silent_address_is_killed_at_the_time_limit(silent_tpu_address) -> None:
+    address = silent_tpu_address
     start = time.perf_counter()
     result = probe_tpu(address, timeout_s=8)
     wall = time.perf_counter() - start
@@ -193,7 +194,8 @@ def test_table_rows_are_json_ready() -> None:
     decoded = json.loads(json.dumps(rows))
     assert decoded[0]["kind"] == "CPU" and decoded[0]["tf_name"] == "CPU:0"
     assert decoded[0]["memory_total"] == psutil.virtual_memory().total
-    assert set(decoded[0]) == {"kind", "name", "tf_name", "memory_total", "memory_used", "memory_free", "available", "reason", "details"}
+    expected = {"kind", "name", "tf_name", "memory_total", "memory_used", "memory_free", "memory_shared_with", "available", "reason", "details"}
+    assert set(decoded[0]) == expected
 
 
 def test_format_bytes() -> None:
@@ -355,12 +357,12 @@ def test_hinted_tpu_that_fails_the_probe_is_listed_unavailable(monkeypatch: pyte
     assert "Not probed" in next(d for d in report.devices if d.kind == "TPU").reason
 
 
-def test_probe_success_report_becomes_one_row_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_probe_success_report_becomes_one_row_per_core(monkeypatch: pytest.MonkeyPatch, silent_tpu_address) -> None:
     names = [f"/job:worker/replica:0/task:0/device:TPU:{i}" for i in range(8)]
     fake_child = f"print('@@tpu-probe ' + {json.dumps(json.dumps({'stage': 'done', 'ok': True, 'devices': names}))})"
     monkeypatch.setattr(tpu, "_CHILD_SCRIPT", fake_child)  # stands in for a TPU that initialises
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
-    result = probe_tpu("grpc://127.0.0.1:8470", timeout_s=10)
+    result = probe_tpu(silent_tpu_address, timeout_s=10)  # a port that accepts: the (fake) child decides
     assert result.ok and result.message == "TPU v3-8: 8 cores"
     assert [d.tf_name for d in result.devices] == [f"TPU:{i}" for i in range(8)]
     assert result.devices[0].memory_total == 16 * GIB and result.devices[0].details["Cores"] == "8"

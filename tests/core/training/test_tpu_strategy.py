@@ -3,6 +3,7 @@
 No TPU on this machine: these runs use the real probe against addresses where no TPU answers.
 """
 
+import socket
 import threading
 import time
 
@@ -15,7 +16,8 @@ from core.config import RunConfig
 from core.results import RunStatus
 from core.runner import run_training
 
-BOGUS = "grpc://127.0.0.1:1"
+_SILENT = socket.create_server(("127.0.0.1", 0))  # accepts connections and never answers: the probe waits out its limit
+BOGUS = f"grpc://127.0.0.1:{_SILENT.getsockname()[1]}"  # (a refused port fails at once: tests/core/machine/test_tpu_refused.py)
 LIMIT_S = 10
 MARGIN_S = 8  # start-up of the child and killing it
 
@@ -48,7 +50,7 @@ def test_stopping_during_the_probe_ends_the_run_at_once_as_stopped(two_cpus):
     start = time.monotonic()
     result = run_training(RunConfig(model="mlp", strategy="tpu", tpu_address=BOGUS, tpu_timeout_s=60, steps=3), stop_event=stop)
     elapsed = time.monotonic() - start
-    assert result.status == RunStatus.STOPPED and "while the TPU at 'grpc://127.0.0.1:1' was being probed" in result.message
+    assert result.status == RunStatus.STOPPED and f"while the TPU at {BOGUS!r} was being probed" in result.message
     assert elapsed < 1.0 + 3.0, f"took {elapsed:.1f} s after a stop 1 s in"
     assert _no_probe_left()
 

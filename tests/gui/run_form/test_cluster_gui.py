@@ -11,7 +11,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
 from core.cluster.isolation import SWITCH, isolation_problem
-from core.cluster.topology import GRPC_WARNING, ClusterCallback, free_ports, usable_cores, worker_commands
+from core.cluster.topology import GRPC_WARNING, ClusterCallback, usable_cores, worker_commands
 from core.formatting import format_bytes
 from core.machine.types import DeviceInfo, TpuProbe
 from core.results import RunStatus
@@ -39,7 +39,7 @@ class WorkerRecorder(ClusterCallback):
         self.ended = list(workers)
 
 
-def fake_tpu_probe(address: str, timeout_s: float) -> TpuProbe:
+def fake_tpu_probe(address: str, timeout_s: float, stop_event=None) -> TpuProbe:
     """A fake TPU probe: stands in for a TPU v3-8, which this machine does not have."""
     details = {"Type": "TPU v3-8", "Cores": str(TPU_CORES), "Memory per core": "16 GiB (spec)", "Address": address}
     rows = tuple(
@@ -49,7 +49,7 @@ def fake_tpu_probe(address: str, timeout_s: float) -> TpuProbe:
     return TpuProbe(True, f"TPU v3-8: {TPU_CORES} cores (fake)", rows, 0.1)
 
 
-def failed_tpu_probe(address: str, timeout_s: float) -> TpuProbe:
+def failed_tpu_probe(address: str, timeout_s: float, stop_event=None) -> TpuProbe:
     """A fake TPU probe that finds nothing, as after the TPU went away."""
     return TpuProbe(False, f"No TPU answered at {address!r} (fake)", (), 0.1)
 
@@ -220,12 +220,11 @@ def test_read_from_environment_fills_the_cluster_from_tf_config(ready_window, qt
     qtbot.waitUntil(box.read_env_button.isEnabled, timeout=5000)
 
 
-def test_bogus_tpu_address_fails_in_time_and_the_app_stays_usable(ready_window, qtbot):
+def test_bogus_tpu_address_fails_in_time_and_the_app_stays_usable(ready_window, qtbot, silent_tpu_address):
     window = ready_window
     panel = window.run_panel
-    [closed_port] = free_ports(1)
     panel.tpu_timeout_spin.setValue(6)
-    panel.tpu_address_edit.setText(f"grpc://127.0.0.1:{closed_port}")
+    panel.tpu_address_edit.setText(silent_tpu_address)
     with qtbot.waitSignal(panel.tpu_probed, timeout=60_000) as probed:
         qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)
         assert "gives up after 6 s" in panel.tpu_status.text()

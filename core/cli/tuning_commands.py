@@ -1,0 +1,200 @@
+"""`max-batch` and `autotune`: the largest batch that fits, and the fastest settings within a time budget.
+
+`max-batch` trains a few steps per probe in child processes (this process never
+imports TensorFlow), so a probe that runs out of memory is a row of the answer,
+never a crash. `autotune` trains in this process, one short run per point.
+Input is checked before anything starts; progress goes to stderr, the answer
+(a table, or one JSON object) to stdout. Exit 0 when the search finished (a
+largest batch of 0, nothing fits, is an answer); 1 when it was stopped or the
+job itself failed; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
+from core.cli.job_options import checked_model_file
+from core.cli.output import format_columns
+from core.cli.signals import run_interruptibly, stop_on_signals
+from core.compare.targets import TARGET_FORMS, parse_target
+from core.config import MAX_BATCH_SIZE, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
+from core.formatting import NA, format_bytes, format_value
+from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
+from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, check_target, find_max_batch, margin_text, parse_size
+from core.tuning.max_batch_probe import PROBE_STEPS
+from core.tuning.sweep_plan import format_setting
+from core.workloads.workload import is_model_file
+
+TOLERANCE_FIELD = "--tolerance"
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job both searches work on: model, data, target and the settings they keep."""
+    parser.add_argument("--model", required=True, metavar="NAME|FILE", help="a sample model (see `main.py models`) or your model file")
+    parser.add_argument(
+        "--data", default=None, help="synthetic (default), digits, mnist, fashion_mnist, cifar10, imdb; a file's: build_dataset or an .npz"
+    )
+    parser.add_argument("--target", default="default", metavar="T", help="where it runs: default, CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
+    parser.add_argument("--precision", default="off", choices=PRECISIONS)
+    parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
+    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trust", action="store_true", help="let a model file run its own code")
+    parser.add_argument(
+        "--memory-limit",
+        default="",
+        metavar="SIZE",
+        help="host memory budget such as 4GiB (default: half the available RAM); on a GPU, a cap on its memory",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
+
+
+def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `max-batch` subcommand's options."""
+    add_common_arguments(parser)
+    parser.add_argument("--start-batch", type=int, default=64, metavar="N", help="the batch the search starts from (default 64)")
+    parser.add_argument(
+        "--up-to", type=int, default=MAX_BATCH_SIZE, metavar="N", help="the largest batch worth trying, e.g. the data set's size"
+    )
+    parser.add_argument(
+        TOLERANCE_FIELD,
+        default=str(TOLERANCE),
+        metavar="F",
+        help=f"stop when the gap between fits and does not fit is within this fraction (default {TOLERANCE})",
+    )
+
+
+def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `autotune` subcommand's options."""
+    add_common_arguments(parser)
+    parser.add_argument("--batch-size", type=int, default=64, help="your global batch (kept unless --allow-batch-change)")
+    parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="your steps per call: the start")
+    parser.add_argument(
+        "--budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S", help=f"seconds the search may take (default {DEFAULT_BUDGET_S:g})"
+    )
+    parser.add_argument("--allow-batch-change", action="store_true", help="also try larger batches (the learning rate scaled to match)")
+    parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
+    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
+
+
+def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) -> RunConfig:
+    """The job the search works on, on its target; a model file is opened in a child process first."""
+    try:
+        target = parse_target(args.target)
+    except ConfigError as exc:
+        raise ConfigError("--target", args.target, TARGET_FORMS) from exc
+    job = RunConfig(
+        model=args.model,
+        dataset=args.data or "synthetic",
+        batch_size=batch_size,
+        learning_rate=args.lr,
+        optimizer=args.optimizer,
+        precision=args.precision,
+        xla=args.xla,
+        steps_per_call=steps_per_call,
+        seed=args.seed,
+        trust=args.trust,
+    )
+    job = target.config_for(job)
+    return checked_model_file(job, data_given=args.data is not None) if is_model_file(job.model) else job
+
+
+def parse_tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.001 <= value <= 1.0:
+        raise ConfigError(TOLERANCE_FIELD, text, "a fraction from 0.001 to 1, such as 0.03")
+    return value
+
+
+def cmd_max_batch(args: argparse.Namespace) -> int:
+    memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
+    tolerance = parse_tolerance(args.tolerance)
+    for option, value in (("--start-batch", args.start_batch), ("--up-to", args.up_to)):
+        if not 1 <= value <= MAX_BATCH_SIZE:
+            raise ConfigError(option, value, f"a whole number from 1 to {MAX_BATCH_SIZE}")
+    job = job_for(args, args.start_batch)
+    check_target(job)
+    with stop_on_signals() as stop_event:
+        say(f"largest batch of {job.model} on {args.target}: {PROBE_STEPS} steps per probe, each in a child process")
+        result = run_interruptibly(
+            lambda: find_max_batch(job, memory_limit, stop_event=stop_event, on_probe=_print_probe, cap=args.up_to, tolerance=tolerance)
+        )
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_max_batch(result))
+    if result.error:
+        say(f"the search ended early: {result.error}")
+    return EXIT_OK if result.finished else EXIT_RUN_FAILED
+
+
+def _print_probe(batch: int, probe: Probe | None) -> None:
+    if probe is None:
+        say(f"probe: batch {batch:,} ...")
+    else:
+        verdict = "fits" if probe.fits else f"does not fit: {probe.error or probe.reason}"
+        say(f"  batch {batch:,}: {verdict} (peak {format_bytes(probe.peak_bytes)}, {probe.seconds:.1f} s)")
+
+
+def format_max_batch(result: MaxBatchResult) -> str:
+    rows = [[f"{p.batch:,}", "yes" if p.fits else "no", format_bytes(p.peak_bytes), f"{p.seconds:.1f} s", p.reason] for p in result.probes]
+    lines = [format_columns(["batch", "fits", "peak memory", "time", "why not"], rows), ""]
+    per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NA
+    lines.append(f"largest batch: {result.max_batch:,} ({margin_text(result)})")
+    lines.append(f"memory per example: {per_example}; limit: {result.limit_kind} {format_bytes(result.memory_limit)}")
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def cmd_autotune(args: argparse.Namespace) -> int:
+    from core.cli.machine_commands import configure_tensorflow
+
+    budget_s = check_budget(args.budget_s)
+    memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
+    if args.max_batch is not None and args.max_batch < args.batch_size:
+        raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
+    job = job_for(args, args.batch_size, args.steps_per_call)
+    with stop_on_signals() as stop_event:
+        configure_tensorflow(args.logical_cpus, args.verbose)
+        from core.training.engine import check_against_machine
+
+        check_against_machine(job)
+        say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
+        result = run_interruptibly(
+            lambda: autotune(job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit)
+        )
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
+    if result.error:
+        say(f"the job itself failed: {result.error}")
+    return EXIT_RUN_FAILED if result.stopped or result.error else EXIT_OK
+
+
+def _print_point(point: TunePoint) -> None:
+    rate = format_value(point.samples_per_s, "rate", NA)
+    say(f"  {point.stage}: {settings_text(point.settings)}: {point.status} {rate} samples/s {point.message}".rstrip())
+
+
+def format_autotune(result: AutotuneResult) -> str:
+    rows = [[p.stage, settings_text(p.settings), p.status, format_value(p.samples_per_s, "rate", NA), p.message] for p in result.points]
+    lines = [format_columns(["stage", "settings", "status", "samples/s", "note"], rows), ""]
+    lines.append(f"best: {settings_text(result.best)}: {format_value(result.samples_per_s, 'rate', NA)} samples/s")
+    lines.append(
+        f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): {_times(result.gain_over_keras_defaults)}"
+    )
+    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget")
+    lines += [f"left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _times(gain: float | None) -> str:
+    return f"{gain:.2f}x" if gain is not None else NA
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,59 @@
+"""A run's verdict, % of peak and memory estimate in words: the same text in the CLI, the window and the tables.
+
+Reads only a finished `RunResult` (no hardware, no TensorFlow), so the GUI
+thread may call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core.formatting import format_bytes, format_si, format_value
+from core.results import RunResult
+from core.training.flops import recorded_peak_flops
+
+MEMORY_PARTS = (("weight_bytes", "weights"), ("gradient_bytes", "gradients"), ("optimizer_bytes", "optimizer state"))
+
+
+def measured_ceiling(result: RunResult) -> float | None:
+    """The measured FLOP/s ceiling the run was judged against (achieved / % of it), or None."""
+    if result.achieved_flops is None or not result.pct_of_measured_peak:
+        return None
+    return result.achieved_flops / (result.pct_of_measured_peak / 100)
+
+
+def estimate_share(result: RunResult) -> tuple[float | None, float | None]:
+    """(the datasheet/ISA estimate the run recorded for its devices, achieved FLOP/s as a fraction of it); None where unknown."""
+    estimate, _ = recorded_peak_flops(result.environment)
+    share = result.achieved_flops / estimate if result.achieved_flops is not None and estimate else None
+    return estimate, share
+
+
+def peak_text(result: RunResult) -> str:
+    """'6% of the measured 26.7 GFLOP/s ceiling (datasheet/ISA estimate 157 GFLOP/s: 1%)', or why there is no figure."""
+    estimate, share = estimate_share(result)
+    beside = f"datasheet/ISA estimate {format_si(estimate, 'FLOP/s')}: {format_value(share, 'fraction')}" if estimate else ""
+    ceiling = measured_ceiling(result)
+    if ceiling is None:
+        text = "no measured ceiling" if result.achieved_flops is not None else "FLOP/s unknown"
+        return f"{text} ({beside})" if beside else text
+    text = f"{format_value(result.pct_of_measured_peak, 'pct')} of the measured {format_si(ceiling, 'FLOP/s')} ceiling"
+    return f"{text} ({beside})" if beside else text
+
+
+def memory_estimate_text(estimate: Mapping[str, Any]) -> str:
+    """'796 KiB (weights 199 KiB + gradients 199 KiB + optimizer state 397 KiB)', '' without an estimate."""
+    if not estimate or estimate.get("total_bytes") is None:
+        return ""
+    parts = " + ".join(f"{label} {format_bytes(estimate.get(key))}" for key, label in MEMORY_PARTS if estimate.get(key) is not None)
+    return f"{format_bytes(estimate['total_bytes'])} ({parts})" if parts else format_bytes(estimate["total_bytes"])
+
+
+def verdict_line(result: RunResult) -> str:
+    """'overhead-bound: <evidence> Advice: <advice>' for tooltips and exports; '' for a run without a verdict."""
+    if not result.bound:
+        return ""
+    head = "no single limit found" if result.bound == "unknown" else f"{result.bound}-bound"
+    advice = f" Advice: {result.advice}" if result.advice else ""
+    return f"{head}: {result.bound_evidence}{advice}"

@@ -1,0 +1,176 @@
+"""Accelerator use beside step time: a run's GPUs sampled (NVML, ~10 Hz) from its start to its end.
+
+`DeviceUseHook` starts a `GpuSampler` when the run is set up and stops it when
+the run ends; the steady-state mean utilisation (after the warm-up call) goes
+into the result as `mean_utilization`. Each sample is placed on the run's step
+axis by the call it fell in, so a plot can draw utilisation under step time.
+TensorFlow's memory figures are read between calls, at most every
+TF_MEMORY_INTERVAL_S, and shown beside the driver's (`memory_views`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from core.machine.gpu import load_nvml, run_gpu_handles
+from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView
+from core.machine.types import try_read
+from core.training.callbacks import RunCallback, RunContext
+
+if TYPE_CHECKING:
+    from core.config import RunConfig
+    from core.results import RunResult, StepRecord
+
+TF_MEMORY_INTERVAL_S = 0.5
+FindGpus = Callable[[Any, Sequence[str]], list[tuple[str, Any]]]  # (nvml, run's device names) -> (name, handle)
+
+
+@dataclass(frozen=True)
+class DeviceUseSeries:
+    """Samples placed on the step axis: `steps` (fractional) and, per GPU (columns), utilisation and memory in %."""
+
+    gpu_names: tuple[str, ...]
+    steps: np.ndarray
+    utilization: np.ndarray
+    memory_pct: np.ndarray
+
+
+class DeviceUseHook(RunCallback):
+    """Samples the run's GPUs from `on_run_start` to the run's end; inactive when the run has none NVML knows."""
+
+    def __init__(self, nvml: Any, find_gpus: FindGpus | None = None, interval_s: float = SAMPLE_INTERVAL_S) -> None:
+        self.nvml = nvml
+        self._find_gpus = find_gpus or run_gpu_handles
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._sampler: GpuSampler | None = None
+        self.gpu_names: tuple[str, ...] = ()
+        self._calls: list[tuple[float, float]] = []  # (call end, last step), from (run start, 0)
+        self._tf_memory: dict[str, tuple[int | None, int | None]] = {}
+        self._tf_read_at = -float("inf")
+        self._growth: bool | None = None
+        self.finished = False
+
+    @property
+    def active(self) -> bool:
+        """True once the run started on at least one GPU the driver reports."""
+        return self._sampler is not None
+
+    def on_run_start(self, context: RunContext) -> None:
+        found = self._find_gpus(self.nvml, context.device_names)
+        if not found:
+            self.finished = True
+            return
+        self.gpu_names = tuple(name for name, _ in found)
+        self._growth = _memory_growth()
+        self._sampler = GpuSampler(self.nvml, [handle for _, handle in found], self._interval_s)
+        with self._lock:
+            self._calls = [(time.perf_counter(), 0.0)]
+        self._sampler.start()
+        self._read_tf_memory(force=True)
+
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
+        if self._sampler is None or not records:
+            return
+        with self._lock:
+            self._calls.append((time.perf_counter(), float(records[-1].step)))
+        if records[-1].warmup:
+            self._sampler.restart_mean()
+        self._read_tf_memory()
+
+    def amend_result(self, result: RunResult) -> RunResult:
+        self._finish()
+        mean = self.mean_utilization()
+        return dataclasses.replace(result, mean_utilization=mean) if mean is not None else result
+
+    def on_run_end(self, result: RunResult) -> None:
+        self._finish()
+
+    def mean_utilization(self) -> float | None:
+        """Mean utilisation (%) of the run's GPUs since the warm-up call ended; None without samples."""
+        return self._sampler.mean_utilization() if self._sampler is not None else None
+
+    def series(self) -> DeviceUseSeries:
+        """The samples taken within the run's calls so far, on the step axis (safe from any thread)."""
+        sampler = self._sampler
+        count = len(self.gpu_names)
+        if sampler is None:
+            return DeviceUseSeries(self.gpu_names, np.empty(0), np.empty((0, count)), np.empty((0, count)))
+        with self._lock:
+            ends, steps = (np.array(column, dtype=np.float64) for column in zip(*self._calls, strict=True))
+        readings = [r for r in sampler.readings() if r.time_s <= ends[-1]]
+        times = np.array([r.time_s for r in readings], dtype=np.float64)
+        utilization = np.array([[_nan(v) for v in r.utilization] for r in readings], dtype=np.float64).reshape(-1, count)
+        totals = np.array([_nan(t) for t in sampler.memory_total], dtype=np.float64)
+        held = [[p if p is not None else u for p, u in zip(r.process_memory, r.memory_used, strict=True)] for r in readings]
+        memory = np.array([[_nan(v) for v in row] for row in held], dtype=np.float64).reshape(-1, count)
+        return DeviceUseSeries(self.gpu_names, np.interp(times, ends, steps), utilization, 100.0 * memory / totals)
+
+    def memory_views(self) -> list[MemoryView]:
+        """Each GPU's memory as TensorFlow and as the driver see it, from the latest readings."""
+        sampler = self._sampler
+        if sampler is None:
+            return []
+        readings = sampler.readings()
+        latest = readings[-1] if readings else None
+        views = []
+        for i, name in enumerate(self.gpu_names):
+            in_use, peak = self._tf_memory.get(name, (None, None))
+            views.append(
+                MemoryView(
+                    device=name,
+                    tf_in_use=in_use,
+                    tf_peak=peak,
+                    process_reserved=latest.process_memory[i] if latest else None,
+                    device_used=latest.memory_used[i] if latest else None,
+                    device_total=sampler.memory_total[i],
+                    growth=self._growth,
+                )
+            )
+        return views
+
+    def _finish(self) -> None:
+        if self._sampler is not None and not self.finished:
+            self._read_tf_memory(force=True)
+            self._sampler.stop()
+        self.finished = True
+
+    def _read_tf_memory(self, force: bool = False) -> None:
+        """TensorFlow's allocator figures for the run's GPUs, at most every TF_MEMORY_INTERVAL_S (in the training thread)."""
+        now = time.perf_counter()
+        if not force and now - self._tf_read_at < TF_MEMORY_INTERVAL_S:
+            return
+        self._tf_read_at = now
+        import tensorflow as tf
+
+        for name in self.gpu_names:
+            info = try_read(lambda n=name: tf.config.experimental.get_memory_info(n)) or {}
+            self._tf_memory[name] = (info.get("current"), info.get("peak"))
+
+
+def device_use_hook_for(config: RunConfig) -> DeviceUseHook | None:
+    """A hook sampling the run's GPUs, or None where there is nothing to sample (no NVML, a multi-worker run)."""
+    nvml, _ = load_nvml()
+    if nvml is None or config.strategy == "multi-worker":
+        return None
+    return DeviceUseHook(nvml)
+
+
+def _memory_growth() -> bool | None:
+    """Whether TensorFlow's memory growth is on for every GPU (None when it has none or cannot say)."""
+    import tensorflow as tf
+
+    gpus = try_read(lambda: tf.config.list_physical_devices("GPU")) or []
+    states = [try_read(lambda g=gpu: tf.config.experimental.get_memory_growth(g)) for gpu in gpus]
+    return None if not states or None in states else all(states)
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)

@@ -1,0 +1,329 @@
+"""The largest batch that fits: `find_max_batch(config, memory_limit) -> MaxBatchResult`.
+
+The search doubles the batch until a probe does not fit, then narrows the gap
+between the largest batch that fit and the smallest that did not until it is
+within TOLERANCE; every probe is a few training steps in a child process
+(`core.tuning.max_batch_probe`), so running out of memory ends a child, never
+the caller. Once two probes that fit show how memory grows with the batch, the
+next probe aims at the batch the budget is predicted to hold (a straight line
+through them; at most MAX_JUMP times the last batch that fit), which saves most
+of the doublings and halvings; a guess that misses is followed by a plain
+halving of the gap, so the search never does worse than bisection.
+
+The answer keeps a safety margin below the largest batch that fit: MARGIN (5%,
+the `margin` Lightning's BatchSizeFinder added after users ran out of memory
+right after its search, Lightning-AI/pytorch-lightning#21163). Memory per
+example is the growth of the peak from the smallest to the largest batch that
+fit, divided by the batches between them.
+
+On the CPU the limit is the host memory budget (`memory_limit`, default half
+of the available RAM), enforced on each child; on a GPU it is the device's
+memory, or `memory_limit` as a cap on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import MAX_BATCH_SIZE, ConfigError, RunConfig
+from core.tuning.max_batch_probe import PROBE_TIMEOUT_S, Probe, ProbeLimits, run_probe
+
+MARGIN = 0.05
+TOLERANCE = 0.03
+"""The search ends once the smallest batch that did not fit is within 3% of the largest that did."""
+MAX_PROBES = 30
+MAX_JUMP = 16
+MIN_RISE = 0.05
+"""A predicted batch is trusted once the fitting probes' peaks rose by 5% of the memory left above the first one."""
+MEMORY_LIMIT_FIELD = "--memory-limit"
+SIZE_ALLOWED = "a size such as 512MiB or 4GiB"
+MIN_MEMORY_LIMIT = 2**20
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6, "mib": 2**20}
+_UNITS |= {"g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12, "tib": 2**40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+UNSUPPORTED_STRATEGIES = {
+    "multi-worker": "the search probes one process on this machine: pick a device or mirrored target",
+    "tpu": "the search probes this machine's CPU or GPUs: pick a device or mirrored target",
+}
+
+OnProbe = Callable[[int, "Probe | None"], None]
+"""Called with (batch, None) when a probe starts and (batch, its Probe) when it ends."""
+ProbeRunner = Callable[[RunConfig, int, ProbeLimits, "threading.Event | None"], Probe]
+
+
+@dataclass(frozen=True)
+class MaxBatchResult:
+    """The largest batch that fits (0: none did), memory per example, every probe, and how the search ended."""
+
+    max_batch: int
+    bytes_per_example: float | None
+    probes: tuple[Probe, ...]
+    memory_limit: int
+    limit_kind: str
+    largest_fitting: int = 0
+    smallest_failing: int | None = None
+    margin: float = MARGIN
+    stopped: bool = False
+    error: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def finished(self) -> bool:
+        """True when the search ended with an answer (not stopped, no probe failed for a reason other than memory)."""
+        return not self.stopped and not self.error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_batch": self.max_batch,
+            "bytes_per_example": None if self.bytes_per_example is None else round(self.bytes_per_example, 1),
+            "probes": [probe.to_dict() for probe in self.probes],
+            "memory_limit": self.memory_limit,
+            "limit": self.limit_kind,
+            "largest_fitting": self.largest_fitting,
+            "smallest_failing": self.smallest_failing,
+            "margin": self.margin,
+            "stopped": self.stopped,
+            "error": self.error,
+            "notes": list(self.notes),
+        }
+
+
+def margin_text(result: MaxBatchResult) -> str:
+    """'5% below 1,024, the largest that fit', or why there is no margin."""
+    if result.margin:
+        return f"{result.margin:.0%} below {result.largest_fitting:,}, the largest that fit"
+    return "every batch tried fit" if result.largest_fitting else "none fit"
+
+
+def parse_size(text: str, field_name: str = MEMORY_LIMIT_FIELD) -> int:
+    """'4GiB' -> 4294967296 (KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB of 1000); ConfigError otherwise."""
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _UNITS:
+        raise ConfigError(field_name, text, SIZE_ALLOWED)
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size < MIN_MEMORY_LIMIT:
+        raise ConfigError(field_name, text, f"{SIZE_ALLOWED} (at least 1MiB)")
+    return size
+
+
+def default_memory_limit() -> int:
+    """Half of the memory available now (psutil): the host budget when the user sets none."""
+    import psutil
+
+    return int(psutil.virtual_memory().available // 2)
+
+
+def check_target(config: RunConfig) -> None:
+    """ConfigError when the search cannot probe this target."""
+    if config.strategy in UNSUPPORTED_STRATEGIES:
+        raise ConfigError("--target", config.strategy, UNSUPPORTED_STRATEGIES[config.strategy])
+
+
+def find_max_batch(
+    config: RunConfig,
+    memory_limit: int | None = None,
+    start: int | None = None,
+    stop_event: threading.Event | None = None,
+    on_probe: OnProbe | None = None,
+    cap: int = MAX_BATCH_SIZE,
+    tolerance: float = TOLERANCE,
+    probe: ProbeRunner | None = None,
+) -> MaxBatchResult:
+    """Search the largest batch of `config` that fits, from `start` (default: the job's batch) up to `cap`.
+
+    `memory_limit` is the host budget in bytes on the CPU (None: half of the
+    available RAM) and the cap on each GPU's memory on a GPU (None: all of it).
+    `probe` runs one probe (default: a child process, `run_probe`). Stops
+    between probes and kills the probe in flight when `stop_event` is set.
+    """
+    check_target(config)
+    search = _Search(config, memory_limit, default_memory_limit(), granularity(config), cap, tolerance)
+    search.on_accelerator = target_on_accelerator(config)
+    runner = probe or _child_probe
+    batch: int | None = min(cap, max(search.granularity, start or config.batch_size))
+    while batch is not None and len(search.probes) < MAX_PROBES:
+        if stop_event is not None and stop_event.is_set():
+            search.stopped = True
+            break
+        if on_probe is not None:
+            on_probe(batch, None)
+        found = search.add(runner(config, batch, search.limits(), stop_event))
+        if on_probe is not None:
+            on_probe(batch, found)
+        if found.stopped or found.error:
+            break
+        batch = search.next_batch()
+    return search.result()
+
+
+def _child_probe(config: RunConfig, batch: int, limits: ProbeLimits, stop_event: threading.Event | None) -> Probe:
+    return run_probe(config, batch, limits, stop_event, PROBE_TIMEOUT_S)
+
+
+def target_on_accelerator(config: RunConfig) -> bool:
+    """Whether the job will train on a GPU or TPU, without starting TensorFlow here (a probe's answer corrects it).
+
+    Named devices say it; else TensorFlow, if this process has imported it;
+    else whether the NVIDIA driver lists a GPU (/proc/driver/nvidia/gpus).
+    """
+    if config.strategy == "tpu" or config.devices:
+        return config.strategy == "tpu" or any(not device.startswith("CPU") for device in config.devices)
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+        return False
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "config"):
+        return bool(tf.config.list_physical_devices("GPU"))
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
+
+
+def granularity(config: RunConfig) -> int:
+    """Batches must divide among the replicas: the devices of a mirrored job (1 otherwise, until a probe says more)."""
+    return len(config.devices) if config.strategy == "mirrored" and config.devices else 1
+
+
+class _Search:
+    """The probes so far and what they imply: the bracket, the limits, the next batch."""
+
+    def __init__(self, config: RunConfig, memory_limit: int | None, host_default: int, step: int, cap: int, tolerance: float):
+        self.config = config
+        self.memory_limit = memory_limit
+        self.host_default = host_default
+        self.granularity = step
+        self.cap = cap
+        self.tolerance = tolerance
+        self.probes: list[Probe] = []
+        self.on_accelerator = False
+        self.stopped = False
+        self.expected: bool | None = None  # what the last probe, if the line guided it, was predicted to do
+
+    @property
+    def lo(self) -> int:
+        return max((p.batch for p in self.probes if p.fits), default=0)
+
+    @property
+    def hi(self) -> int | None:
+        return min((p.batch for p in self.probes if not p.fits), default=None)
+
+    def limits(self) -> ProbeLimits:
+        """Host budget and device cap for the next probe: on a GPU the host keeps its default budget."""
+        if self.on_accelerator:
+            return ProbeLimits(self.host_default, self.memory_limit)
+        return ProbeLimits(self.memory_limit or self.host_default)
+
+    def add(self, probe: Probe) -> Probe:
+        """Record a probe (a stopped one ends the search instead); its answer says where the job really ran."""
+        if probe.stopped:
+            self.stopped = True
+            return probe
+        if not probe.error and probe.peak_bytes is not None and probe.fits:
+            self.on_accelerator = probe.on_accelerator
+        if probe.replicas > 1:
+            self.granularity = max(self.granularity, probe.replicas)
+        self.probes.append(probe)
+        return probe
+
+    def budget(self) -> int | None:
+        """The bytes the memory figure must stay under: the host budget on the CPU, the device cap (if any) on a GPU."""
+        if self.on_accelerator:
+            return self.memory_limit
+        return self.memory_limit or self.host_default
+
+    def next_batch(self) -> int | None:
+        """The next batch to probe, or None when the search is done."""
+        lo, hi = self.lo, self.hi
+        guess = predicted_batch(self.fitting_points(), self.budget()) if self._guess_held() else None
+        self.expected = None
+        if hi is None:
+            if lo >= self.cap:
+                return None
+            if guess is None:
+                return self._round(min(self.cap, lo * 2))
+            aim, self.expected = self._aim(guess, lo)
+            return self._round(min(self.cap, lo * MAX_JUMP, max(aim, lo + self.granularity)))
+        if lo == 0:
+            return None if hi <= self.granularity else self._round(hi // 2)
+        if hi - lo <= max(self.granularity, self.tolerance * lo):
+            return None
+        if guess is None:
+            return self._inside((lo + hi) // 2, lo, hi)
+        aim, self.expected = self._aim(min(max(guess, lo), hi), lo)
+        return self._inside(aim, lo, hi)
+
+    def _aim(self, guess: int, lo: int) -> tuple[int, bool]:
+        """(the batch to probe for a predicted limit `guess`, whether it should fit): just below the guess, or just above lo."""
+        aim = int(guess * (1 - self.tolerance / 2))
+        if aim <= lo * (1 + self.tolerance / 2):
+            return max(lo + self.granularity, int(lo * (1 + self.tolerance))), False
+        return aim, True
+
+    def _guess_held(self) -> bool:
+        """False right after a guided probe came out other than predicted: the next one halves the gap instead."""
+        return self.expected is None or not self.probes or self.probes[-1].fits == self.expected
+
+    def _round(self, batch: int) -> int:
+        return max(self.granularity, batch // self.granularity * self.granularity)
+
+    def _inside(self, batch: int, lo: int, hi: int) -> int | None:
+        """`batch` rounded to the granularity, strictly between lo and hi (None when no such batch is left)."""
+        rounded = self._round(min(max(batch, lo + 1), hi - 1))
+        return rounded if lo < rounded < hi else None
+
+    def fitting_points(self) -> list[tuple[int, int]]:
+        return sorted((p.batch, p.peak_bytes) for p in self.probes if p.fits and p.peak_bytes)
+
+    def result(self) -> MaxBatchResult:
+        lo, hi = self.lo, self.hi
+        errors = [p.error for p in self.probes if p.error]
+        answer = lo if hi is None else self._round(int(lo * (1 - MARGIN))) if lo else 0
+        notes = []
+        if hi is None and lo >= self.cap and not self.stopped:
+            notes.append(f"every batch up to {self.cap:,} fit: the search stops there (no margin needed)")
+        if lo == 0 and hi is not None and not errors:
+            notes.append("no batch fit, not even the smallest: the runtime and the model alone need more than the limit")
+        kind = "device memory" if self.on_accelerator else "host memory budget"
+        return MaxBatchResult(
+            max_batch=answer,
+            bytes_per_example=bytes_per_example(self.fitting_points()),
+            probes=tuple(self.probes),
+            memory_limit=(self.budget() or 0),
+            limit_kind=kind,
+            largest_fitting=lo,
+            smallest_failing=hi,
+            margin=MARGIN if lo and hi is not None else 0.0,
+            stopped=self.stopped,
+            error=errors[0] if errors else "",
+            notes=tuple(notes),
+        )
+
+
+def bytes_per_example(points: Sequence[tuple[int, int]]) -> float | None:
+    """Peak growth per example between the smallest and the largest batch that fit; None with fewer than two."""
+    if len(points) < 2 or points[-1][0] == points[0][0]:
+        return None
+    (small, small_peak), (large, large_peak) = points[0], points[-1]
+    return max(0.0, (large_peak - small_peak) / (large - small))
+
+
+def predicted_batch(points: Sequence[tuple[int, int]], budget: int | None) -> int | None:
+    """The batch whose peak would reach `budget` on the line through the fitting probes; None until it can be trusted.
+
+    Uses the largest batch that fit and the one farthest below it; trusted once
+    the peak rose by MIN_RISE of the memory left above the smaller one.
+    """
+    if budget is None or len(points) < 2:
+        return None
+    (small, small_peak), (large, large_peak) = points[0], points[-1]
+    rise = large_peak - small_peak
+    if large <= small or rise <= MIN_RISE * max(1, budget - small_peak):
+        return None
+    slope = rise / (large - small)
+    return int(large + (budget - large_peak) / slope)

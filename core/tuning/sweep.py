@@ -1,0 +1,217 @@
+"""Setting sweeps, headless: the same job at each point of a plan, one normal run per point, side by side.
+
+Every point trains the same model, data, steps and seed on the same target
+through `core.runner.run_training` (warm-up reported apart, as in any run), so
+the rows differ only in the settings swept. A point that fails (out of memory,
+a NaN loss, a combination the target refuses) is a failed row with its reason,
+and the sweep goes on; Stop ends the point in flight after its step call and
+skips the rest. Each point is recorded in the history as it trains, under one
+group ('sweep 3: batch × precision').
+
+The rows' results are ordinary `RunResult`s of runs that differ in one setting,
+so they can stand in for a verdict's probe runs
+(`core.diagnosis.probes.diagnose(..., others=sweep.results())`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from core.config import ConfigError, RunConfig
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunCallback
+from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
+from core.workloads.workload import model_title
+
+if TYPE_CHECKING:
+    from core.history.recorder import HistoryRecorder
+
+OnProgress = Callable[[int, int, str], None]
+OnSteps = Callable[[Sequence[StepRecord]], None]
+OnRow = Callable[[int, "SweepRow"], None]
+Recorders = Callable[[RunConfig, str, str], "HistoryRecorder | None"]
+"""(the point's job, its history label, the sweep's group) -> its recorder, or None: not recorded."""
+
+LINEAR_SCALING_NOTE = (
+    "Linear scaling rule: at a larger batch, try learning rate x batch / {base} (the batch the learning rate was set for), "
+    "reached by a linear warm-up over the first few epochs (Goyal et al. 2017; the TPU performance guide)."
+)
+ROW_FIGURES = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One point of a sweep: its settings, the run's result, where the history keeps it, and the scaled learning rate."""
+
+    settings: dict[str, Any]
+    result: RunResult
+    run_id: int | None = None
+    suggested_learning_rate: float | None = None
+
+    @property
+    def status(self) -> RunStatus:
+        return self.result.status
+
+    @property
+    def label(self) -> str:
+        return point_label(self.settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: settings, status, message, the row's figures, the suggested learning rate and the history id."""
+        return {
+            "settings": dict(self.settings),
+            "label": self.label,
+            "status": self.status.value,
+            "message": self.result.message,
+            **{name: getattr(self.result, name) for name in ROW_FIGURES},
+            "steps": self.result.steps_done,
+            "suggested_learning_rate": self.suggested_learning_rate,
+            "run_id": self.run_id,
+        }
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A finished (or stopped) sweep: its plan, one row per point in plan order, and the fastest completed row."""
+
+    plan: SweepPlan
+    rows: tuple[SweepRow, ...]
+    group: str = ""
+
+    @property
+    def best(self) -> int | None:
+        """The index of the completed row with the most samples/s (None when no row completed)."""
+        return best_index(self.rows)
+
+    @property
+    def stopped(self) -> bool:
+        """True when Stop cut the sweep short."""
+        return any(row.status in (RunStatus.STOPPED, RunStatus.SKIPPED) for row in self.rows)
+
+    def results(self) -> list[RunResult]:
+        """The points' results, e.g. as `others` for `core.diagnosis.probes.diagnose`."""
+        return [row.result for row in self.rows]
+
+    def lr_note(self) -> str:
+        """How the suggested learning rates are made (empty when the batch was not swept)."""
+        return LINEAR_SCALING_NOTE.format(base=self.plan.base.batch_size) if _batch_swept(self.plan) else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sweep as `main.py sweep --json` prints it: what was swept, the rows, and `best`."""
+        base = self.plan.base
+        swept = {axis.name for axis in self.plan.axes}
+        return {
+            "model": base.model,
+            "dataset": base.dataset,
+            "target": target_text(base),
+            "steps": base.steps,
+            "learning_rate": base.learning_rate,
+            "base_batch_size": base.batch_size,
+            "fixed": {name: getattr(base, name) for name in AXES if name not in swept},
+            "axes": [{"name": axis.name, "values": list(axis.values)} for axis in self.plan.axes],
+            "left_out": [item.to_dict() for item in self.plan.left_out],
+            "group": self.group,
+            "rows": [row.to_dict() for row in self.rows],
+            "best": self.best,
+            "lr_note": self.lr_note(),
+        }
+
+
+def best_index(rows: Sequence[SweepRow | None]) -> int | None:
+    """The index of the completed row with the most samples/s, or None (rows not run yet may be None)."""
+    done = [
+        (row.result.samples_per_s, index)
+        for index, row in enumerate(rows)
+        if row is not None and row.status == RunStatus.COMPLETED and row.result.samples_per_s
+    ]
+    return max(done)[1] if done else None
+
+
+def suggested_learning_rate(plan: SweepPlan, settings: dict[str, Any]) -> float | None:
+    """The linear scaling rule's learning rate at the point's batch: lr x batch / base batch (None when the batch is not swept)."""
+    if not _batch_swept(plan):
+        return None
+    return plan.base.learning_rate * settings["batch_size"] / plan.base.batch_size
+
+
+def history_label(config: RunConfig, settings: dict[str, Any]) -> str:
+    """'Small CNN · synthetic · CPU:0 · batch 32 · bfloat16 · sweep': how a point shows in the history."""
+    return " · ".join([model_title(config.model), str(config.dataset), target_text(config), point_label(settings), "sweep"])
+
+
+def run_sweep(
+    plan: SweepPlan,
+    on_progress: OnProgress | None = None,
+    on_steps: OnSteps | None = None,
+    stop_event: threading.Event | None = None,
+    on_row: OnRow | None = None,
+    callbacks: Sequence[RunCallback] = (),
+    recorders: Recorders | None = None,
+    group: str = "",
+) -> Sweep:
+    """Run every point of `plan` in turn and put the rows side by side.
+
+    on_progress(index, total, label) before a point trains, on_steps(records)
+    while it trains, on_row(index, row) after each point (skipped ones too).
+    Setting `stop_event` ends the point in flight after its step call; the
+    rest become "skipped" rows (not runs in the history). `recorders` gives
+    each point its history recorder, labelled and grouped: begun before it
+    trains, finished with its result (a point that never reached the engine too).
+    """
+    stop_event = stop_event or threading.Event()
+    points = plan.points()
+    rows: list[SweepRow] = []
+    for index, settings in enumerate(points):
+        if stop_event.is_set():
+            row = SweepRow(settings, _unrun(plan, settings, RunStatus.SKIPPED, "Not run: the sweep was stopped first."))
+        else:
+            if on_progress is not None:
+                on_progress(index, len(points), point_label(settings))
+            row = run_point(plan, settings, on_steps, stop_event, callbacks, recorders, group)
+        rows.append(row)
+        if on_row is not None:
+            on_row(index, row)
+    return Sweep(plan, tuple(rows), group)
+
+
+def run_point(
+    plan: SweepPlan,
+    settings: dict[str, Any],
+    on_steps: OnSteps | None = None,
+    stop_event: threading.Event | None = None,
+    callbacks: Sequence[RunCallback] = (),
+    recorders: Recorders | None = None,
+    group: str = "",
+) -> SweepRow:
+    """Train one point; a point that cannot run is a failed row with the reason, never an exception."""
+    from core.runner import run_training
+
+    try:
+        config = plan.config_at(settings)
+    except ConfigError as exc:
+        config, result = None, _unrun(plan, settings, RunStatus.FAILED, str(exc))
+    recorder = recorders(config or plan.base, history_label(config or plan.base, settings), group) if recorders else None
+    if config is not None:
+        try:
+            if recorder is not None:
+                recorder.begin()
+            listeners = [*callbacks, *([recorder] if recorder is not None else [])]
+            result = run_training(config, on_steps, stop_event, listeners)
+        except Exception as exc:  # one point that cannot run must not lose the others
+            from core.training.engine import explain_failure
+
+            result = _unrun(plan, settings, RunStatus.FAILED, explain_failure(exc))
+    run_id = recorder.finish(result) if recorder is not None else None  # a no-op write when the engine has finished it
+    return SweepRow(settings, result, run_id, suggested_learning_rate(plan, settings))
+
+
+def _unrun(plan: SweepPlan, settings: dict[str, Any], status: RunStatus, message: str) -> RunResult:
+    """The result of a point that never trained: its intended config and why it did not run."""
+    return RunResult(status=status, config={**plan.base.to_dict(), **settings}, message=message)
+
+
+def _batch_swept(plan: SweepPlan) -> bool:
+    return any(axis.name == "batch_size" for axis in plan.axes)

@@ -1,0 +1,167 @@
+"""One setting sweep at a time: its thread, stop flag, live progress and the rows as they finish.
+
+The sweep thread plans the sweep (which precisions the target runs usefully
+needs TensorFlow and the CPU's flags), then runs `core.tuning.sweep.run_sweep`:
+one normal run per point, each recorded in the history as it trains under the
+sweep's group. Steps go to a `StepBuffer` that a GUI timer drains for the
+progress line; rows, the plan and the final sweep come back as signals (one per
+point, never one per step).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from core.config import ConfigError, RunConfig
+from core.history.recorder import HistoryRecorder
+from core.live.rate_limit import RateLimit
+from core.live.step_buffer import StepBuffer
+from core.tuning.sweep import Sweep, SweepRow, run_sweep
+from core.tuning.sweep_plan import SweepPlan, next_sweep_group, plan_sweep
+from gui.controllers.base import JobController
+from gui.controllers.history import JobHistory
+from gui.controllers.training_worker import PlanCallback, explain
+
+POLL_INTERVAL_MS = 100
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """What to sweep: the run form's job, each setting's values (one: fixed; two or more: an axis), slow precisions too or not."""
+
+    base: RunConfig
+    values: Mapping[str, Sequence[Any]]
+    keep_slow: bool = False
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """A sweep that ran (completed or stopped), and why its points are not all in the history ("" when they are)."""
+
+    sweep: Sweep
+    history_error: str = ""
+
+
+class SweepHistory(JobHistory):
+    """The history as a sweep's thread writes it: a JobHistory that also lists the groups in use (to number the sweep)."""
+
+    def groups(self) -> list[str]:
+        return self._store.groups() if self._store is not None else []
+
+
+class SweepWorker(QObject):
+    """Plans and runs one sweep in a worker thread. Stop by setting `stop_event`: the point in flight ends, the rest are skipped."""
+
+    planned = Signal(object)  # SweepPlan
+    progress = Signal(int, int, str)  # point index, points, label
+    row_done = Signal(int, object)  # point index, SweepRow
+    sweep_ready = Signal(object)  # SweepOutcome
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self, job: SweepJob, buffer: StepBuffer, stop_event: threading.Event):
+        super().__init__()
+        self.job = job
+        self.buffer = buffer
+        self.stop_event = stop_event
+        self._recorders: list[HistoryRecorder] = []
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            with SweepHistory() as history:
+                plan = plan_sweep(self.job.base, self.job.values, keep_slow=self.job.keep_slow)
+                self.planned.emit(plan)
+                sweep = self._sweep(plan, history)
+            errors = [recorder.error for recorder in self._recorders if recorder.error]
+            self.sweep_ready.emit(SweepOutcome(sweep, history.error or (errors[0] if errors else "")))
+        except ConfigError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # reported to the GUI, never lost in the thread
+            self.failed.emit(explain(exc))
+            traceback.print_exc()
+        finally:
+            self.finished.emit()
+
+    def _sweep(self, plan: SweepPlan, history: SweepHistory) -> Sweep:
+        group = next_sweep_group(history.groups(), plan) if history.is_open else ""
+
+        def recorder(config: RunConfig, label: str, group_name: str) -> HistoryRecorder:
+            made = history.recorder(config, label, group_name)
+            self._recorders.append(made)
+            return made
+
+        return run_sweep(
+            plan,
+            self.progress.emit,
+            self.buffer.append,
+            self.stop_event,
+            self.row_done.emit,
+            [PlanCallback(self.buffer.set_plan)],
+            recorder if history.is_open else None,
+            group,
+        )
+
+
+class SweepController(JobController):
+    """Starts, stops and follows sweeps; says which point is training and how far it is."""
+
+    planned = Signal(object)  # SweepPlan
+    progress = Signal(int, int, str)  # points done, points, "point 2 of 4: batch 32 · float32 · step 3 of 6"
+    row_done = Signal(int, object)  # point index, SweepRow
+    sweep_ready = Signal(object)  # SweepOutcome
+    failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(POLL_INTERVAL_MS, parent)
+        self._buffer: StepBuffer | None = None
+        self._point = (0, 0, "")
+        self._done = 0
+        self._rate = RateLimit()
+
+    def start(self, job: SweepJob) -> bool:
+        """Run `job` in a worker thread; False (and nothing happens) while one is in flight."""
+        if self.is_running():
+            return False
+        self._buffer = StepBuffer()
+        self._point = (0, 0, "")
+        worker = SweepWorker(job, self._buffer, self._new_stop_event())
+        worker.planned.connect(self.planned)
+        worker.progress.connect(self._on_progress)
+        worker.row_done.connect(self._on_row_done)
+        worker.sweep_ready.connect(self.sweep_ready)
+        worker.failed.connect(self.failed)
+        self._launch(worker, "sweep")
+        return True
+
+    def _on_progress(self, index: int, total: int, label: str) -> None:
+        self._poll()
+        self._point = (index, total, label)
+        self._done = 0
+        self._rate.reset()
+        self.progress.emit(index, total, f"point {index + 1} of {total}: {label} · building the model and compiling the step…")
+
+    def _on_row_done(self, index: int, row: SweepRow) -> None:
+        self._poll()
+        self.row_done.emit(index, row)
+
+    def _poll(self) -> None:
+        if self._buffer is None:
+            return
+        steps = len(self._buffer.drain())
+        index, total, label = self._point
+        self._done += steps
+        if steps and total and self._rate.ready():
+            planned = self._buffer.total_steps
+            of = f" of {planned:,}" if planned else ""
+            self.progress.emit(index, total, f"point {index + 1} of {total}: {label} · step {self._done:,}{of}")
+
+    def _job_ended(self) -> None:
+        self._poll()
+        self._buffer = None

@@ -1,0 +1,148 @@
+"""One tuning search at a time, off the GUI thread: the largest batch that fits, or the fastest settings.
+
+The worker thread runs `core.tuning.max_batch.find_max_batch` (each probe a
+child process, so running out of memory never reaches the app) or
+`core.tuning.autotune.autotune` (short runs in this process). Each probe or
+point comes back as one signal when it ends; a GUI timer says how long the
+one in flight has been going. Stop sets the job's event: a probe's child is
+killed at once, an autotune point stops after its step call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from core.config import MAX_BATCH_SIZE, ConfigError, RunConfig
+from core.tuning.autotune import TunePoint, autotune
+from core.tuning.max_batch import Probe, find_max_batch
+from gui.controllers.base import JobController
+from gui.controllers.training_worker import explain
+
+POLL_INTERVAL_MS = 250
+MAX_BATCH = "max-batch"
+AUTOTUNE = "autotune"
+
+
+@dataclass(frozen=True)
+class TuningJob:
+    """What to search: `kind` (MAX_BATCH or AUTOTUNE) for `config`, with its memory budget, time budget and batch bounds.
+
+    `up_to` is the largest batch a largest-batch search tries; `max_batch` bounds autotune's batch stage.
+    """
+
+    kind: str
+    config: RunConfig
+    memory_limit: int | None = None
+    budget_s: float = 120.0
+    allow_batch_change: bool = False
+    max_batch: int | None = None
+    up_to: int = MAX_BATCH_SIZE
+
+
+class TuningWorker(QObject):
+    """Runs one search in a worker thread; every exception becomes `failed`, and `finished` always fires."""
+
+    probe_started = Signal(int)  # batch
+    probe_done = Signal(object)  # Probe
+    point_done = Signal(object)  # TunePoint
+    result_ready = Signal(object)  # MaxBatchResult | AutotuneResult
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self, job: TuningJob, stop_event: threading.Event):
+        super().__init__()
+        self.job = job
+        self.stop_event = stop_event
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            job = self.job
+            if job.kind == MAX_BATCH:
+                result = find_max_batch(job.config, job.memory_limit, stop_event=self.stop_event, on_probe=self._on_probe, cap=job.up_to)
+            else:
+                result = autotune(
+                    job.config, job.budget_s, job.allow_batch_change, job.max_batch, self.stop_event, self.point_done.emit, job.memory_limit
+                )
+            self.result_ready.emit(result)
+        except ConfigError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # reported to the GUI, never lost in the thread
+            self.failed.emit(explain(exc))
+            traceback.print_exc()
+        finally:
+            self.finished.emit()
+
+    def _on_probe(self, batch: int, probe: Probe | None) -> None:
+        if probe is None:
+            self.probe_started.emit(batch)
+        else:
+            self.probe_done.emit(probe)
+
+
+class TuningController(JobController):
+    """Starts, stops and follows one search; `progress` says what is in flight, about four times a second."""
+
+    progress = Signal(str, float)  # what is in flight, the share of the time budget used (-1: no budget)
+    probe_done = Signal(object)  # Probe
+    point_done = Signal(object)  # TunePoint
+    result_ready = Signal(object)  # MaxBatchResult | AutotuneResult
+    failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(POLL_INTERVAL_MS, parent)
+        self._job: TuningJob | None = None
+        self._started = 0.0
+        self._in_flight = ""
+        self._in_flight_since = 0.0
+        self._done = 0
+
+    def start(self, job: TuningJob) -> bool:
+        """Run `job` in a worker thread; False (and nothing happens) while a search is in flight."""
+        if self.is_running():
+            return False
+        self._job, self._done = job, 0
+        self._started = self._in_flight_since = time.monotonic()
+        self._in_flight = "starting the first probe" if job.kind == MAX_BATCH else "measuring your settings"
+        worker = TuningWorker(job, self._new_stop_event())
+        worker.probe_started.connect(self._on_probe_started)
+        worker.probe_done.connect(self._on_probe_done)
+        worker.point_done.connect(self._on_point_done)
+        worker.result_ready.connect(self.result_ready)
+        worker.failed.connect(self.failed)
+        self._launch(worker, f"tuning-{job.kind}")
+        self._poll()
+        return True
+
+    @Slot(int)
+    def _on_probe_started(self, batch: int) -> None:
+        self._done += 1
+        self._in_flight, self._in_flight_since = f"probe {self._done}: batch {batch:,} in a child process", time.monotonic()
+        self._poll()
+
+    @Slot(object)
+    def _on_probe_done(self, probe: Probe) -> None:
+        self.probe_done.emit(probe)
+
+    @Slot(object)
+    def _on_point_done(self, point: TunePoint) -> None:
+        self._done += 1
+        self._in_flight, self._in_flight_since = f"point {self._done + 1}: measuring the next setting", time.monotonic()
+        self.point_done.emit(point)
+        self._poll()
+
+    def _poll(self) -> None:
+        if self._job is None:
+            return
+        elapsed = time.monotonic() - self._started
+        text = f"{self._in_flight} · {time.monotonic() - self._in_flight_since:.0f} s (search {elapsed:.0f} s)"
+        share = min(1.0, elapsed / self._job.budget_s) if self._job.kind == AUTOTUNE else -1.0
+        self.progress.emit(text, share)
+
+    def _job_ended(self) -> None:
+        self._job = None

@@ -1,0 +1,116 @@
+"""Samples/s and median step time against the first swept setting, one line per value of the second; the best starred.
+
+The first setting's values sit at even spacing along x (batch sizes double,
+precisions are names), labelled as the table writes them. Importing this
+module imports pyqtgraph: the Sweep tab builds it on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QHBoxLayout, QWidget
+
+from core.results import RunStatus
+from core.tuning.sweep import SweepRow
+from core.tuning.sweep_plan import SweepAxis, SweepPlan, format_setting
+
+LINE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+BEST_COLOR = "#f2b600"
+BEST_SIZE = 22
+HEADROOM = 1.35  # room above the highest point for the legend
+
+
+class SweepChart(QWidget):
+    """Two plots side by side: samples/s (higher is better) and median step time (lower is better)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("sweepChart")
+        self.rate_plot = _plot("sweepRatePlot", "Samples/s (★ best)", "samples/s")
+        self.time_plot = _plot("sweepStepTimePlot", "Median step time", "ms")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.rate_plot, 1)
+        layout.addWidget(self.time_plot, 1)
+        self._series: dict[str, list[float | None]] = {}
+        self._best: tuple[float, float] | None = None
+
+    def series(self) -> dict[str, list[float | None]]:
+        """Samples/s per line (named by the second setting's value, or 'samples/s'), one value per x position."""
+        return {name: list(values) for name, values in self._series.items()}
+
+    def best_point(self) -> tuple[float, float] | None:
+        """(x position, samples/s) of the star, or None."""
+        return self._best
+
+    def show_sweep(self, plan: SweepPlan | None, rows: Sequence[SweepRow | None], best: int | None) -> None:
+        """Redraw from the plan and the rows so far (None: not run yet)."""
+        for plot in (self.rate_plot, self.time_plot):
+            plot.getPlotItem().clear()
+        self._series, self._best = {}, None
+        if plan is not None:
+            self._draw(plan.axes, rows, best)
+
+    def _draw(self, axes: Sequence[SweepAxis], rows: Sequence[SweepRow | None], best: int | None) -> None:
+        across = axes[0]
+        lines = axes[1].values if len(axes) == 2 else (None,)
+        ticks = [[(x, format_setting(across.name, value)) for x, value in enumerate(across.values)]]
+        for plot in (self.rate_plot, self.time_plot):
+            plot.getPlotItem().getAxis("bottom").setTicks(ticks)
+            plot.getPlotItem().setLabel("bottom", across.title)
+            plot.getPlotItem().setXRange(-0.5, len(across.values) - 0.5, padding=0)
+        tops = {self.rate_plot: 0.0, self.time_plot: 0.0}
+        for line_index, line_value in enumerate(lines):
+            indices = [x * len(lines) + line_index for x in range(len(across.values))]
+            picked = [rows[i] if i < len(rows) else None for i in indices]
+            name = format_setting(axes[1].name, line_value) if line_value is not None else None
+            color = LINE_COLORS[line_index % len(LINE_COLORS)]
+            for plot, figure in ((self.rate_plot, "samples_per_s"), (self.time_plot, "step_time_median_ms")):
+                values = [_figure(row, figure) for row in picked]
+                _line(plot, values, color, name)
+                tops[plot] = max([tops[plot], *filter(None, values)])
+                if best in indices:
+                    _star(plot, indices.index(best), values[indices.index(best)])
+                if figure == "samples_per_s":
+                    self._series[name or "samples/s"] = values
+                    if best in indices:
+                        self._best = (float(indices.index(best)), values[indices.index(best)])
+        for plot, top in tops.items():
+            plot.getPlotItem().setYRange(0, top * HEADROOM if top > 0 else 1.0, padding=0)
+
+
+def _plot(object_name: str, title: str, unit: str) -> pg.PlotWidget:
+    plot = pg.PlotWidget()
+    plot.setObjectName(object_name)
+    item = plot.getPlotItem()
+    item.setTitle(title, size="10pt")
+    item.setLabel("left", unit)
+    item.getAxis("left").enableAutoSIPrefix(False)
+    item.showGrid(x=False, y=True, alpha=0.25)
+    item.setMenuEnabled(False)
+    item.hideButtons()
+    item.addLegend(offset=(10, 10))
+    plot.setMinimumHeight(180)
+    return plot
+
+
+def _figure(row: SweepRow | None, name: str) -> float | None:
+    if row is None or row.status != RunStatus.COMPLETED:
+        return None
+    return getattr(row.result, name)
+
+
+def _star(plot: pg.PlotWidget, x: int, value: float) -> None:
+    star = pg.ScatterPlotItem([x], [value], symbol="star", size=BEST_SIZE, brush=pg.mkBrush(BEST_COLOR), pen=pg.mkPen("k"))
+    plot.getPlotItem().addItem(star)
+
+
+def _line(plot: pg.PlotWidget, values: Sequence[float | None], color: str, name: str | None) -> None:
+    """A line through the points that have a value (a failed point leaves a gap), each point a dot."""
+    xs = [x for x, value in enumerate(values) if value is not None]
+    ys = [value for value in values if value is not None]
+    if xs:
+        pen = pg.mkPen(color, width=2)
+        plot.getPlotItem().plot(xs, ys, pen=pen, symbol="o", symbolSize=8, symbolBrush=color, symbolPen=color, name=name)

@@ -1,0 +1,124 @@
+"""The Sweep tab's table: one row per point, its settings, status and figures, the best marked.
+
+When the batch is swept, the learning rate the linear scaling rule suggests
+(lr x batch / the run form's batch) sits beside it. Cells keep their number in
+ROLE_VALUE; find a column with `column_index(key)`: a setting ("batch_size"),
+"suggested_learning_rate", "status" or a figure name ("samples_per_s", ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
+
+from core.results import FIGURES_BY_NAME, RunStatus
+from core.tuning.sweep import SweepRow
+from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting
+
+ROLE_VALUE = Qt.ItemDataRole.UserRole
+BEST_MARK = "★ best"
+FAILED_COLOR = "#b00020"
+PENDING_COLOR = "#808080"
+FIGURE_KEYS = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes")
+LR_KEY = "suggested_learning_rate"
+LR_TIP = "The linear scaling rule's learning rate at this batch: lr x batch / the run form's batch (reach it with a warm-up)."
+
+
+class SweepTable(QTableWidget):
+    """Rows in the sweep's order; pending points greyed, failed ones red with the reason as tooltip."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("sweepTable")
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.verticalHeader().setVisible(False)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.setWordWrap(False)
+        self._keys: list[str] = []
+
+    def column_index(self, key: str) -> int:
+        """The column of `key`, or -1."""
+        return self._keys.index(key) if key in self._keys else -1
+
+    def selected_index(self) -> int | None:
+        """The row picked by the user, or None."""
+        rows = self.selectionModel().selectedRows()
+        return rows[0].row() if rows else None
+
+    def show_sweep(self, plan: SweepPlan | None, rows: Sequence[SweepRow | None], best: int | None) -> None:
+        """Fill the table: one row per point of `plan` (None in `rows`: not run yet)."""
+        self.clearContents()
+        if plan is None:
+            self._keys = []
+            self.setColumnCount(0)
+            self.setRowCount(0)
+            return
+        self._keys = _columns(plan)
+        self.setColumnCount(len(self._keys))
+        self.setHorizontalHeaderLabels([_title(key) for key in self._keys])
+        for column, key in enumerate(self._keys):
+            self.horizontalHeaderItem(column).setToolTip(LR_TIP if key == LR_KEY else _tip(key))
+        points = plan.points()
+        self.setRowCount(len(points))
+        for index, settings in enumerate(points):
+            row = rows[index] if index < len(rows) else None
+            for column, key in enumerate(self._keys):
+                self.setItem(index, column, _cell(key, settings, row, index == best))
+
+
+def _columns(plan: SweepPlan) -> list[str]:
+    keys: list[str] = []
+    for axis in plan.axes:
+        keys.append(axis.name)
+        if axis.name == "batch_size":
+            keys.append(LR_KEY)
+    return [*keys, "status", *FIGURE_KEYS]
+
+
+def _title(key: str) -> str:
+    if key in AXIS_TITLES:
+        return AXIS_TITLES[key].capitalize()
+    if key == LR_KEY:
+        return "Suggested LR"
+    if key == "status":
+        return "Status"
+    return FIGURES_BY_NAME[key].title
+
+
+def _tip(key: str) -> str:
+    return FIGURES_BY_NAME[key].description if key in FIGURES_BY_NAME else ""
+
+
+def _cell(key: str, settings: dict[str, Any], row: SweepRow | None, is_best: bool) -> QTableWidgetItem:
+    value: Any = None
+    tip = ""
+    if key in settings:
+        value, text = settings[key], format_setting(key, settings[key])
+    elif row is None:
+        text = "pending" if key == "status" else ""
+    elif key == LR_KEY:
+        value = row.suggested_learning_rate
+        text = "" if value is None else f"{value:.3g}"
+    elif key == "status":
+        value, text, tip = row.status.value, row.status.value + (f"  {BEST_MARK}" if is_best else ""), row.result.message
+    else:
+        value = getattr(row.result, key)
+        text = FIGURES_BY_NAME[key].format(value)
+    item = QTableWidgetItem(text)
+    item.setData(ROLE_VALUE, value)
+    item.setToolTip(tip or (row.result.message if row is not None else ""))
+    if row is None:
+        item.setForeground(QBrush(QColor(PENDING_COLOR)))
+    elif row.status in (RunStatus.FAILED, RunStatus.SKIPPED):
+        item.setForeground(QBrush(QColor(FAILED_COLOR)))
+    if is_best:
+        font = QFont(item.font())
+        font.setBold(True)
+        item.setFont(font)
+    return item

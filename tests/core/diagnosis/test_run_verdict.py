@@ -1,0 +1,56 @@
+"""The diagnosis every completed run gets: which runs are judged, a stop, multi-worker runs, the history's held end."""
+
+import threading
+
+from core.config import RunConfig
+from core.diagnosis.run_verdict import NO_PROBES, STOPPED, HoldRunEnd, diagnose_run
+from core.machine.peaks import DevicePeaks, PeaksReport
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunCallback
+
+PEAKS = PeaksReport({"cpu": "test CPU"}, (DevicePeaks("CPU:0", "CPU", "test CPU", {"float32": 80e9}),))
+
+
+def _result(status=RunStatus.COMPLETED, **config) -> RunResult:
+    config = RunConfig(**{"model": "mlp", "batch_size": 64, "steps": 100, **config})
+    return RunResult(status=status, config=config.to_dict(), steps_done=100, replicas=2 if config.strategy == "multi-worker" else 1,
+                     warmup_steps=1, step_time_median_ms=2.0, samples_per_s=32_000.0, environment={"devices": ["CPU:0"]})
+
+
+def test_only_a_completed_run_is_judged_and_a_stop_leaves_it_without_verdict():
+    stopped = _result(RunStatus.STOPPED)
+    assert diagnose_run(RunConfig(), stopped, peaks=PEAKS) == (stopped, [])
+    stop = threading.Event()
+    stop.set()
+    judged, probes = diagnose_run(RunConfig(), _result(), stop_event=stop, peaks=PEAKS)
+    assert judged.bound is None and STOPPED in judged.warnings and probes == []
+
+
+def test_a_multi_worker_run_is_judged_without_probe_runs(two_cpus):
+    config = RunConfig(model="mlp", batch_size=64, steps=100, strategy="multi-worker")
+    heard: list[str] = []
+    judged, probes = diagnose_run(config, _result(strategy="multi-worker"), peaks=PEAKS, announce=heard.append)
+    assert probes == [] and heard == ["timing the input pipeline alone"]
+    assert judged.bound in ("compute", "unknown") and judged.bound_evidence.endswith(NO_PROBES["multi-worker"])
+
+
+def test_hold_run_end_passes_every_hook_but_the_end():
+    class Heard(RunCallback):
+        def __init__(self):
+            self.calls = []
+
+        def on_call_begin(self, first_step, steps):
+            self.calls.append("call")
+
+        def on_steps(self, records):
+            self.calls.append("steps")
+
+        def on_run_end(self, result):
+            self.calls.append("end")
+
+    inner = Heard()
+    held = HoldRunEnd(inner)
+    held.on_call_begin(1, 2)
+    held.on_steps([StepRecord(1, 0.5, 0.01)])
+    held.on_run_end(_result())
+    assert inner.calls == ["call", "steps"]

@@ -1,0 +1,30 @@
+"""Step statistics: warm-up and the steps a hook set apart (the profiler's) stay out of the steady state."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.training.metrics import summarize
+
+# step:   1 (warm-up)  2     3     4 (profiled) 5 (profiled) 6 (stop paid) 7     8
+TIMES = [2.0, 0.010, 0.012, 0.300, 0.310, 0.500, 0.011, 0.013]
+
+
+def test_set_apart_steps_are_counted_and_timed_but_left_out_of_the_steady_state():
+    stats = summarize(TIMES, warmup_steps=1, global_batch_size=16, set_apart=[(4, 5), (6, 6)])
+    steady = [0.010, 0.012, 0.011, 0.013]
+    assert (stats.warmup_steps, stats.warmup_s) == (1, 2.0)
+    assert stats.apart_steps == 3 and stats.apart_s == pytest.approx(1.11)
+    assert stats.steady_steps == 4
+    assert stats.median_ms == pytest.approx(11.5)
+    assert stats.samples_per_s == pytest.approx(16 * 4 / sum(steady))
+    assert set(stats.result_fields()) == {"warmup_s", "warmup_steps", "step_time_median_ms", "step_time_p95_ms", "step_time_spread", "samples_per_s"}
+
+
+def test_a_range_over_the_warm_up_does_not_count_it_twice_and_nothing_set_apart_changes_nothing():
+    stats = summarize(TIMES, warmup_steps=1, global_batch_size=16, set_apart=[(1, 2)])
+    assert (stats.warmup_steps, stats.apart_steps, stats.steady_steps) == (1, 1, 6)
+    plain = summarize(TIMES, warmup_steps=1, global_batch_size=16)
+    assert plain.apart_steps == 0 and plain.apart_s is None and plain.steady_steps == 7
+    everything = summarize(TIMES, warmup_steps=1, global_batch_size=16, set_apart=[(2, 8)])
+    assert everything.steady_steps == 0 and everything.samples_per_s is None and everything.apart_steps == 7

@@ -1,0 +1,95 @@
+"""The largest-batch search: its arithmetic on memory curves, sizes, and Stop killing the probe's child process."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import psutil
+import pytest
+
+from core.config import ConfigError, RunConfig
+from core.tuning.max_batch import MARGIN, TOLERANCE, bytes_per_example, find_max_batch, parse_size
+from core.tuning.max_batch_probe import Probe
+
+MiB = 2**20
+
+
+def memory_curve(base: float, per_example: float, noise: float, seed: int = 0):
+    """A stand-in for the child's measurement, so the search's arithmetic alone is checked: peak = base + per_example x batch ± noise."""
+    rng = random.Random(seed)
+
+    def probe(config, batch, limits, stop_event):
+        peak = int(base + per_example * batch + rng.uniform(-noise, noise))
+        return Probe(batch, peak <= limits.host_bytes, peak)
+
+    return probe
+
+
+@pytest.mark.parametrize(
+    ("base", "per_example", "budget", "start"),
+    [
+        (600 * MiB, 3_000, 2048 * MiB, 64),
+        (650 * MiB, 380_000, 2048 * MiB, 64),
+        (600 * MiB, 3_000, 900 * MiB, 16_384),
+        (600 * MiB, 380_000, 700 * MiB, 512),
+    ],
+)
+def test_the_search_lands_just_below_the_true_limit_never_above(base, per_example, budget, start) -> None:
+    for seed in range(3):
+        result = find_max_batch(RunConfig(model="mlp"), budget, start=start, probe=memory_curve(base, per_example, 4 * MiB, seed))
+        true_largest = int((budget - base - 4 * MiB) / per_example)  # fits whatever the noise
+        assert result.finished and result.limit_kind == "host memory budget" and result.memory_limit == budget
+        assert 0.9 * true_largest <= result.max_batch <= true_largest
+        assert result.max_batch == int(result.largest_fitting * (1 - MARGIN))
+        assert result.smallest_failing - result.largest_fitting <= TOLERANCE * result.largest_fitting
+        assert len(result.probes) <= 14
+        fitting = [p.batch for p in result.probes if p.fits]
+        assert abs(result.bytes_per_example - per_example) <= 2 * 4 * MiB / (
+            max(fitting) - min(fitting)
+        )  # the noise over the batches between
+
+
+def test_nothing_fits_gives_zero_and_a_start_that_does_not_fit_is_halved() -> None:
+    none_fit = find_max_batch(RunConfig(model="mlp"), 500 * MiB, start=8, probe=memory_curve(600 * MiB, 3_000, 0))
+    assert none_fit.max_batch == 0 and none_fit.finished and [p.batch for p in none_fit.probes] == [8, 4, 2, 1]
+    assert "no batch fit" in none_fit.notes[0]
+    halved = find_max_batch(RunConfig(model="mlp"), 700 * MiB, start=4096, probe=memory_curve(600 * MiB, 380_000, 0))
+    assert halved.probes[0].batch == 4096 and not halved.probes[0].fits and 0 < halved.max_batch < 276
+
+
+def test_sizes_are_read_in_binary_and_decimal_units_and_bad_ones_say_what_is_allowed() -> None:
+    assert parse_size("4GiB") == 4 * 2**30 and parse_size("512 MiB") == 512 * MiB and parse_size("1.5GB") == 1_500_000_000
+    assert bytes_per_example([(64, 100), (64, 120)]) is None
+    for bad in ("4XB", "", "-1GiB", "0.5KiB"):
+        with pytest.raises(ConfigError, match="a size such as 512MiB or 4GiB"):
+            parse_size(bad)
+    with pytest.raises(ConfigError, match="--memory-limit: got '4XB'"):
+        parse_size("4XB")
+
+
+def test_stop_kills_the_probe_in_flight_and_its_child_process() -> None:
+    stop_event = threading.Event()
+    started = threading.Event()
+    outcome = {}
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+
+    def search() -> None:
+        outcome["result"] = find_max_batch(RunConfig(model="mlp"), 2**30, stop_event=stop_event, on_probe=lambda b, p: p or started.set())
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    assert started.wait(30)
+    deadline = time.monotonic() + 30
+    children = []
+    while not children and time.monotonic() < deadline:
+        children = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+        time.sleep(0.02)
+    assert children, "the probe's child process never appeared"
+    stop_event.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+    result = outcome["result"]
+    assert result.stopped and not result.finished and result.probes == ()

@@ -1,0 +1,147 @@
+"""Setting sweeps: real runs per point, recorded in a real history as one group; failed points and Stop keep the sweep going or end it cleanly."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from core.config import ConfigError, RunConfig
+from core.diagnosis.evidence import differs_only_in, matching_points
+from core.history.recorder import HistoryRecorder
+from core.history.store import RunStore
+from core.results import RunStatus
+from core.tuning.sweep import run_sweep
+from core.tuning.sweep_plan import BFLOAT16_WITHOUT_AVX512, FLOAT16_ON_CPU, next_sweep_group, parse_values, plan_sweep
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    with RunStore.open(tmp_path_factory.mktemp("sweep") / "history.sqlite3") as opened:
+        yield opened
+
+
+def recorders(store: RunStore):
+    return lambda config, label, group: HistoryRecorder(store, config, label, group, flush_interval_s=0)
+
+
+@pytest.fixture(scope="module")
+def mlp_sweep(two_cpus, store):
+    """The MLP at batch 16, 32 x steps per call 1, 4: four real 6-step runs, recorded."""
+    plan = plan_sweep(RunConfig(model="mlp", steps=6, batch_size=16), {"batch_size": (16, 32), "steps_per_call": (1, 4)})
+    group = next_sweep_group(store.groups(), plan)
+    announced = []
+    sweep = run_sweep(plan, on_progress=lambda *args: announced.append(args), recorders=recorders(store), group=group)
+    return sweep, announced
+
+
+def test_a_two_setting_sweep_runs_every_point_and_records_it_as_one_group(mlp_sweep, store) -> None:
+    sweep, announced = mlp_sweep
+    assert [row.settings for row in sweep.rows] == [
+        {"batch_size": 16, "steps_per_call": 1},
+        {"batch_size": 16, "steps_per_call": 4},
+        {"batch_size": 32, "steps_per_call": 1},
+        {"batch_size": 32, "steps_per_call": 4},
+    ]
+    assert [label for _, _, label in announced] == [
+        "batch 16 · 1 step/call",
+        "batch 16 · 4 steps/call",
+        "batch 32 · 1 step/call",
+        "batch 32 · 4 steps/call",
+    ]
+    assert all(row.status == RunStatus.COMPLETED and row.result.steps_done == 6 for row in sweep.rows)
+    rates = [row.result.samples_per_s for row in sweep.rows]
+    assert sweep.best == rates.index(max(rates))
+    assert [row.suggested_learning_rate for row in sweep.rows] == pytest.approx([1e-3, 1e-3, 2e-3, 2e-3])
+
+    assert sweep.group == "sweep 1: batch × steps per call" and store.groups() == [sweep.group]
+    stored = {summary.id: summary for summary in store.list_runs()}
+    for row in sweep.rows:
+        assert stored[row.run_id].group == sweep.group and stored[row.run_id].status == RunStatus.COMPLETED
+        assert stored[row.run_id].label == f"MLP · synthetic · default · {row.label} · sweep"
+        assert store.load(row.run_id).config["batch_size"] == row.settings["batch_size"]
+    assert next_sweep_group(store.groups(), sweep.plan) == "sweep 2: batch × steps per call"
+
+    data = sweep.to_dict()
+    assert data["best"] == sweep.best and len(data["rows"]) == 4
+    assert {
+        "settings",
+        "status",
+        "samples_per_s",
+        "step_time_median_ms",
+        "final_loss",
+        "peak_memory_bytes",
+        "suggested_learning_rate",
+    } <= set(data["rows"][0])
+    assert data["rows"][0]["peak_memory_bytes"] > 0 and data["rows"][3]["final_loss"] > 0
+
+
+def test_sweep_rows_are_evidence_for_a_verdict(mlp_sweep) -> None:
+    """A sweep's runs differ in one setting, so `core.diagnosis` can use them in place of probe runs."""
+    sweep, _ = mlp_sweep
+    first, more_per_call, bigger_batch, _ = sweep.results()
+    assert differs_only_in(first.config, more_per_call.config, "steps_per_call")
+    assert differs_only_in(first.config, bigger_batch.config, "batch_size")
+    assert [p.batch_size for p in matching_points(first, sweep.results(), "batch_size")] == [32]
+    assert [p.steps_per_call for p in matching_points(first, sweep.results(), "steps_per_call")] == [4]
+
+
+def test_a_failed_point_is_a_row_and_stop_ends_the_point_in_flight_then_skips_the_rest(two_cpus, store) -> None:
+    base = RunConfig(model="mlp", strategy="mirrored", devices=tuple(two_cpus), steps=6, batch_size=16)
+    plan = plan_sweep(base, {"batch_size": (15, 16, 24, 32)})
+    stop_event = threading.Event()
+    current = {}
+
+    def stop_during_third_point(records) -> None:
+        if current.get("index") == 2:
+            stop_event.set()
+
+    sweep = run_sweep(
+        plan,
+        on_progress=lambda index, total, label: current.update(index=index),
+        on_steps=stop_during_third_point,
+        stop_event=stop_event,
+        recorders=recorders(store),
+        group="sweep 9: batch",
+    )
+    failed, completed, stopped, skipped = sweep.rows
+    assert failed.status == RunStatus.FAILED and "multiple of the 2 replicas" in failed.result.message
+    assert completed.status == RunStatus.COMPLETED and completed.result.replicas == 2
+    assert stopped.status == RunStatus.STOPPED and stopped.result.steps_done == 1  # one step call, then Stop
+    assert skipped.status == RunStatus.SKIPPED and skipped.run_id is None and sweep.stopped
+    assert sweep.best == 1 and current["index"] == 2
+    statuses = {summary.id: summary.status for summary in store.list_runs()}
+    assert [statuses[row.run_id] for row in sweep.rows[:3]] == [RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.STOPPED]
+
+
+def test_precisions_a_cpu_cannot_run_usefully_are_left_out_with_the_reason() -> None:
+    base = RunConfig(model="cnn", steps=6)
+    values = {"batch_size": (16, 32), "precision": parse_values("precision", "float32,bfloat16,fp16")}
+    plan = plan_sweep(base, values, has_accelerator=False, cpu_flags=["avx2"])
+    assert plan.axes[1].values == ("off",)
+    assert [(item.value, item.reason) for item in plan.left_out] == [("bfloat16", BFLOAT16_WITHOUT_AVX512), ("float16", FLOAT16_ON_CPU)]
+    assert plan_sweep(base, values, has_accelerator=False, cpu_flags=["avx512f"]).axes[1].values == ("off", "bfloat16")
+    assert plan_sweep(base, values, has_accelerator=True).axes[1].values == ("off", "bfloat16", "float16")
+    assert plan_sweep(base, values, has_accelerator=False, keep_slow=True).axes[1].values == ("off", "bfloat16", "float16")
+    fixed = plan_sweep(base, {"batch_size": (16, 32), "xla": (True,)}, has_accelerator=False)
+    assert fixed.base.xla is True and [axis.name for axis in fixed.axes] == ["batch_size"]
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({"batch_size": (16,)}, "settings varied: got 'none'"),
+        ({"batch_size": (16, 32), "xla": (False, True), "steps_per_call": (1, 4)}, "one or two of"),
+        ({"precision": ("off", "float16x")}, "precision: got 'float16x'"),
+    ],
+)
+def test_a_sweep_that_cannot_be_planned_says_why(values, fragment) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        plan_sweep(RunConfig(model="mlp"), values, has_accelerator=False)
+
+
+def test_values_are_parsed_with_a_message_naming_the_option() -> None:
+    assert parse_values("batch_size", " 32, 16,32 ") == (32, 16)
+    assert parse_values("xla", "off,on") == (False, True)
+    with pytest.raises(ConfigError, match=r"--batch-sizes: got '16,x'; allowed: comma-separated whole numbers"):
+        parse_values("batch_size", "16,x", "--batch-sizes")

@@ -1,0 +1,45 @@
+"""`main.py sweep` as a user runs it: a real process, its JSON, exit codes and history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from core.history.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def sweep(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DEVICE_LAB_DATA_DIR=str(tmp_path / "data"), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
+    return subprocess.run([sys.executable, "main.py", "sweep", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_sweep_json_gives_rows_and_best_and_leaves_float16_out_on_a_cpu(tmp_path) -> None:
+    out = sweep(
+        ["--model", "mlp", "--target", "CPU:0", "--batch-sizes", "16,32", "--precision", "off,float16", "--steps", "4", "--json"], tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    assert {"rows", "best", "axes", "left_out", "group", "lr_note"} <= set(data)
+    assert [row["settings"] for row in data["rows"]] == [{"batch_size": 16, "precision": "off"}, {"batch_size": 32, "precision": "off"}]
+    for row in data["rows"]:
+        assert {"status", "samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes", "suggested_learning_rate"} <= set(row)
+        assert row["status"] == "completed" and row["samples_per_s"] > 0
+    assert data["best"] in (0, 1) and data["target"] == "CPU:0"
+    assert data["left_out"][0]["value"] == "float16" and "no fast float16" in data["left_out"][0]["reason"]
+    assert [row["suggested_learning_rate"] for row in data["rows"]] == [0.001, 0.002]
+    assert "point 2 of 2: batch 32 · float32" in out.stderr and "left out float16" in out.stderr
+    with RunStore.open(tmp_path / "data" / "history.sqlite3") as store:
+        assert store.groups() == [data["group"]] == ["sweep 1: batch × precision"]
+        assert sorted(run.id for run in store.list_runs()) == sorted(row["run_id"] for row in data["rows"])
+
+
+def test_bad_sweep_values_exit_2_with_the_allowed_form(tmp_path) -> None:
+    out = sweep(["--model", "mlp", "--batch-sizes", "16,x"], tmp_path)
+    assert out.returncode == 2
+    assert "--batch-sizes: got '16,x'; allowed: comma-separated whole numbers" in out.stderr
+    assert "Traceback" not in out.stderr

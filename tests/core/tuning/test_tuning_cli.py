@@ -1,0 +1,62 @@
+"""`main.py max-batch` and `main.py autotune` as a user runs them: real processes, their JSON and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+BUDGET_S = 5
+SLACK_S = 15
+
+
+def main_py(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DEVICE_LAB_DATA_DIR=str(tmp_path / "data"), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
+    return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_max_batch_reports_a_probe_over_the_budget_as_a_row_and_ends_with_a_number(tmp_path) -> None:
+    # The small CNN grows by ~0.35 MB per example over ~650 MB of runtime: batch 2048 passes 1250 MB, 1024 stays well under it.
+    # --tolerance 1 ends the search once the largest batch that fit is within 2x of the smallest that did not.
+    out = main_py(
+        ["max-batch", "--model", "cnn", "--start-batch", "2048", "--memory-limit", "1250MB", "--tolerance", "1", "--json"], tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    assert {"max_batch", "bytes_per_example", "probes"} <= set(data)
+    probes = data["probes"]
+    assert all({"batch", "fits", "peak_bytes"} <= set(p) for p in probes)
+    first = probes[0]
+    assert first["batch"] == 2048 and not first["fits"] and "over the memory budget" in first["reason"]
+    assert first["peak_bytes"] > 1_250_000_000
+    fitting = [p for p in probes if p["fits"]]
+    assert fitting and all(p["peak_bytes"] <= 1_250_000_000 for p in fitting)
+    assert max(p["batch"] for p in fitting) < min(p["batch"] for p in probes if not p["fits"])
+    assert data["max_batch"] == int(data["largest_fitting"] * (1 - data["margin"])) >= 1
+    assert data["limit"] == "host memory budget" and data["memory_limit"] == 1_250_000_000
+    assert "does not fit: over the memory budget" in out.stderr
+
+
+def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_path) -> None:
+    out = main_py(
+        ["autotune", "--model", "mlp", "--target", "CPU:0", "--batch-size", "32", "--budget-s", str(BUDGET_S), "--json"], tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    assert {"best", "samples_per_s", "baseline_samples_per_s", "gain", "keras_defaults_samples_per_s", "points"} <= set(data)
+    assert set(data["best"]) == {"steps_per_call", "precision", "xla", "batch_size"} and data["best"]["batch_size"] == 32
+    assert data["baseline_samples_per_s"] > 0 and data["gain"] == data["samples_per_s"] / data["baseline_samples_per_s"] >= 1.0
+    assert data["points"][0]["stage"] == "start" and data["points"][0]["status"] == "measured"
+    assert data["elapsed_s"] < BUDGET_S + SLACK_S and not data["stopped"]
+    assert any(item["precision"] == "float16" for item in data["left_out"])
+
+
+def test_bad_input_exits_2_with_what_is_allowed(tmp_path) -> None:
+    out = main_py(["max-batch", "--model", "mlp", "--memory-limit", "4XB"], tmp_path)
+    assert out.returncode == 2
+    assert "--memory-limit: got '4XB'; allowed: a size such as 512MiB or 4GiB" in out.stderr
+    out = main_py(["autotune", "--model", "mlp", "--budget-s", "1", "--target", "multi-worker"], tmp_path)
+    assert out.returncode == 2 and "--budget-s: got 1.0; allowed: seconds from 5" in out.stderr

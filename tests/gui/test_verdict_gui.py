@@ -1,0 +1,87 @@
+"""The verdict in the window: a completed run is diagnosed in its training thread, Stop ends the probes, the result line says it."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+from core.diagnosis.ceilings import peaks_path
+from core.diagnosis.run_verdict import STOPPED
+from core.history.store import RunStore
+from core.machine import peaks
+from core.machine.peaks import DevicePeaks, PeaksReport
+from core.results import RunResult, RunStatus
+from gui.controllers.training_worker import FinishedRun
+from gui.run_form.outcome import result_html
+from tests.gui.conftest import RUN_TIMEOUT_MS
+from tests.gui.helpers import set_one_device, start_and_wait
+
+pytestmark = pytest.mark.timeout(300)
+FLOAT32 = 60e9
+
+
+def write_peaks_cache(float32: float = FLOAT32) -> PeaksReport:
+    """This machine's ceilings, written beside the test's history as a measurement would leave them."""
+    key = peaks.machine_key()
+    device = DevicePeaks("CPU:0", "CPU", key["cpu"], {"float32": float32, "bfloat16": 2 * float32}, 20e9,
+                         method="written by the test", measured_at="2026-01-01T00:00:00+00:00")
+    report = PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00")
+    peaks.save(peaks_path(), report)
+    return report
+
+
+@pytest.fixture
+def peaks_cache(isolated_folders) -> PeaksReport:
+    return write_peaks_cache()
+
+
+def test_a_completed_run_is_diagnosed_and_stop_ends_a_diagnosis(peaks_cache, ready_window, qtbot):
+    window, panel = ready_window, ready_window.run_panel
+    qtbot.waitUntil(lambda: window.device_panel.ceilings.report is not None, timeout=RUN_TIMEOUT_MS)
+    set_one_device(window, "CPU:0", steps=40)
+    panel.batch_edit.setText("8")
+    seen: list[tuple[str, str, bool]] = []
+    window.run_controller.diagnosing.connect(lambda what: seen.append((what, panel.progress_bar.format(), panel.stop_button.isEnabled())))
+
+    result = start_and_wait(qtbot, window).result
+
+    assert result.status == RunStatus.COMPLETED and result.bound in ("overhead", "compute", "input", "unknown"), result.message
+    assert seen[0][0] == "" and all(text.startswith("Diagnosing") and stop for _, text, stop in seen)
+    assert any(what.startswith("probe run 1:") for what, _, _ in seen)
+    assert result.pct_of_measured_peak == pytest.approx(100 * result.achieved_flops / FLOAT32)
+    shown = panel.result_label.text()
+    assert "Verdict: " in shown and html.escape(result.advice) in shown and "of the measured 60.00 GFLOP/s ceiling" in shown
+    assert "estimate " in shown and "weights" in shown  # the memory estimate beside the measured peak
+    with RunStore.open() as store:
+        (stored,) = store.list_runs()
+    assert stored.figures["bound"] == result.bound
+
+    seen.clear()
+    window.run_controller.diagnosing.connect(lambda what: window.run_controller.stop() if what.startswith("probe") else None)
+    stopped = start_and_wait(qtbot, window).result
+    assert stopped.status == RunStatus.COMPLETED and stopped.bound is None and STOPPED in stopped.warnings
+    assert len([what for what, _, _ in seen if what.startswith("probe")]) == 1, "a probe run started after Stop"
+    assert STOPPED in panel.result_label.text() and "Verdict" not in panel.result_label.text()
+
+
+def test_the_result_line_gives_verdict_advice_evidence_and_the_memory_estimate():
+    result = RunResult(
+        status=RunStatus.COMPLETED,
+        config={"model": "mlp", "batch_size": 8},
+        steps_done=200,
+        samples_per_s=5000.0,
+        peak_memory_bytes=600 * 2**20,
+        peak_memory_source="host process RSS peak",
+        bound="overhead",
+        bound_evidence="Overhead-bound: all of the step is a fixed cost.",
+        advice="Raise steps per call (to 8 or more).",
+        achieved_flops=1.5e9,
+        pct_of_measured_peak=2.5,
+        memory_estimate={"weight_bytes": 1024, "gradient_bytes": 1024, "optimizer_bytes": 2048, "total_bytes": 4096},
+        environment={"peak_flops": 150e9, "peak_flops_how": "2 cores x 2.45 GHz x 32"},
+    )
+    shown = result_html(FinishedRun(result, 7))
+    assert "Verdict: Overhead-bound" in shown and "Try</b>: Raise steps per call" in shown and "fixed cost" in shown
+    assert "2.5% of the measured 60.00 GFLOP/s ceiling (datasheet/ISA estimate 150.00 GFLOP/s: 1.0%)" in shown
+    assert "peak memory 600.0 MiB (host process RSS peak), estimate 4.0 KiB (weights 1.0 KiB + gradients 1.0 KiB + optimizer state 2.0 KiB)" in shown

@@ -1,0 +1,76 @@
+"""The Sweep tab through the window: a real two-setting sweep of the CNN, its table, heat map and chart, the best applied, and Stop."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from core.history.store import RunStore
+from core.results import RunStatus
+from gui.tuning.sweep_table import BEST_MARK, LR_KEY, ROLE_VALUE
+from tests.gui.conftest import RUN_TIMEOUT_MS
+from tests.gui.helpers import choose, set_one_device
+
+
+def sweep_and_wait(qtbot, panel):
+    """Click Start sweep and wait until it has ended; returns the SweepOutcome."""
+    with qtbot.waitSignal(panel.controller.sweep_ready, timeout=RUN_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    return blocker.args[0]
+
+
+def test_a_cnn_sweep_of_batch_by_precision_shows_table_heat_map_chart_and_its_best_fills_the_form(ready_window, qtbot) -> None:
+    window, panel = ready_window, ready_window.sweep_panel
+    choose(window.run_panel.model_combo, "cnn")
+    set_one_device(window, "CPU:0", steps=3)
+    window.run_panel.batch_edit.setText("16")
+    window.show_panel(panel)
+    panel.axes_box.set_axes("batch_size", "8,16", "precision", "off,bfloat16")
+    panel.axes_box.slow_check.setChecked(True)  # bfloat16 runs whether or not this CPU has AVX-512
+    outcome = sweep_and_wait(qtbot, panel)
+
+    sweep = outcome.sweep
+    assert [row.status for row in sweep.rows] == [RunStatus.COMPLETED] * 4 and not outcome.history_error
+    rates = [row.result.samples_per_s for row in sweep.rows]
+    best = rates.index(max(rates))
+    assert sweep.best == panel.best == best
+    status_column, lr_column = panel.table.column_index("status"), panel.table.column_index(LR_KEY)
+    loss_column = panel.table.column_index("final_loss")
+    assert panel.table.rowCount() == 4 and lr_column == panel.table.column_index("batch_size") + 1
+    assert panel.table.item(best, status_column).text().endswith(BEST_MARK)
+    assert [panel.table.item(i, lr_column).data(ROLE_VALUE) for i in range(4)] == pytest.approx([5e-4, 5e-4, 1e-3, 1e-3])
+    assert all(panel.table.item(i, loss_column).data(ROLE_VALUE) == sweep.rows[i].result.final_loss for i in range(4))
+    assert panel.heat_map.isVisible() and (panel.heat_map.rowCount(), panel.heat_map.columnCount()) == (2, 2)
+    assert [panel.heat_map.cell_value(i // 2, i % 2) for i in range(4)] == rates
+    assert panel.heat_map.item(best // 2, best % 2).text().startswith("★")
+    assert panel.chart.series() == {"float32": [rates[0], rates[2]], "bfloat16": [rates[1], rates[3]]}
+    assert panel.chart.best_point() == (best // 2, rates[best])
+
+    expected = dict(sweep.rows[best].settings)
+    if expected["batch_size"] != 16:
+        expected["learning_rate"] = 1e-3 * expected["batch_size"] / 16
+    with qtbot.waitSignal(panel.settings_chosen) as chosen:
+        qtbot.mouseClick(panel.use_button, Qt.MouseButton.LeftButton)
+    assert chosen.args[0] == pytest.approx(expected)
+    form = window.run_panel.config()
+    assert (form.batch_size, form.precision) == (expected["batch_size"], expected["precision"])
+    with RunStore.open() as store:
+        assert store.groups() == [sweep.group] == ["sweep 1: batch × precision"]
+
+
+def test_stop_ends_the_point_in_flight_and_skips_the_rest(ready_window, qtbot) -> None:
+    window, panel = ready_window, ready_window.sweep_panel
+    set_one_device(window, "CPU:0", steps=100_000)
+    panel.axes_box.set_axes("batch_size", "8,16,32")
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "· step" in panel.progress_label.text(), timeout=RUN_TIMEOUT_MS)
+    assert not window.run_panel.start_button.isEnabled()  # the run form waits for the sweep
+    with qtbot.waitSignal(panel.controller.sweep_ready, timeout=RUN_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    sweep = blocker.args[0].sweep
+    assert [row.status for row in sweep.rows] == [RunStatus.STOPPED, RunStatus.SKIPPED, RunStatus.SKIPPED]
+    assert 0 < sweep.rows[0].result.steps_done < 100_000
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    assert panel.progress_label.text().startswith("Sweep stopped: 0 of 3 points completed.")
+    assert window.run_panel.start_button.isEnabled()
