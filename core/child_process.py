@@ -20,3 +20,13 @@ def kill_process_group(process: subprocess.Popen) -> None:
             pass
     else:
         process.kill()
+
+
+def exit_description(returncode: int) -> str:
+    """How a child ended, in words: "exit code 3", "killed by SIGKILL"."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"

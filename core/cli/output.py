@@ -82,7 +82,7 @@ def _figure_text(figure: Figure, summary: dict[str, Any], result: RunResult) -> 
     if figure.name == "pct_of_measured_peak":
         return peak_text(result)
     note = {
-        "warmup_s": f"{summary['warmup_steps']} steps: tracing and compilation",
+        "warmup_s": f"{summary['warmup_steps']} step{'' if summary['warmup_steps'] == 1 else 's'}: tracing and compilation",
         "peak_memory_bytes": summary["peak_memory_source"],
     }.get(figure.name)
     return f"{text} ({note})" if value is not None and note else text

@@ -29,6 +29,7 @@ from core.results import RunResult, RunStatus
 
 if TYPE_CHECKING:
     from core.history.recorder import HistoryRecorder
+    from core.training.callbacks import RunCallback
     from core.training.flops import FlopsCounter
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
@@ -54,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from core.training.flops import FlopsCounter
 
         check_against_machine(config)
-        callbacks = run_callbacks_for(config, tensorboard, profile)
+        callbacks = [*run_callbacks_for(config, tensorboard, profile), *_device_use(config)]
         if config.strategy == "multi-worker":
             callbacks.append(JoinProgress())
         if stop_event.is_set():
@@ -75,6 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 recorder.discard()  # bad input found as the run started: not a run
             raise
         progress.finish()
+        _report_hooks(callbacks)
         if not args.no_verdict:
             result = _with_verdict(config, result, counter, stop_event)
         if recorder is not None:
@@ -84,6 +86,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     if result.status != RunStatus.COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
     return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_RUN_FAILED
+
+
+def _device_use(config: RunConfig) -> list[RunCallback]:
+    """The GPU-use sampler (NVML, ~10 Hz) where there is a GPU to sample; none elsewhere."""
+    from core.hooks.device_use import device_use_hook_for
+
+    hook = device_use_hook_for(config)
+    return [hook] if hook is not None else []
+
+
+def _report_hooks(callbacks: list[RunCallback]) -> None:
+    """On stderr: a profile's top ops and how to open its trace; each GPU's memory as TensorFlow and the driver see it."""
+    from core.hooks.device_use import DeviceUseHook
+    from core.hooks.profiler import ProfilerCapture, profile_report
+    from core.machine.gpu_sampler import memory_lines
+
+    for callback in callbacks:
+        if isinstance(callback, ProfilerCapture):
+            print(profile_report(callback), file=sys.stderr)
+        elif isinstance(callback, DeviceUseHook) and callback.active:
+            for view in callback.memory_views():
+                print("\n".join(memory_lines(view)), file=sys.stderr)
 
 
 def _with_verdict(config: RunConfig, result: RunResult, counter: FlopsCounter, stop_event: threading.Event) -> RunResult:

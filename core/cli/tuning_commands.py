@@ -51,7 +51,6 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         help="host memory budget such as 4GiB (default: half the available RAM); on a GPU, a cap on its memory",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
 def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +79,7 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-batch-change", action="store_true", help="also try larger batches (the learning rate scaled to match)")
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
     parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
+    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
 def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) -> RunConfig:
@@ -137,7 +137,7 @@ def _print_probe(batch: int, probe: Probe | None) -> None:
     if probe is None:
         say(f"probe: batch {batch:,} ...")
     else:
-        verdict = "fits" if probe.fits else f"does not fit: {probe.error or probe.reason}"
+        verdict = "stopped" if probe.stopped else "fits" if probe.fits else f"does not fit: {probe.error or probe.reason}"
         say(f"  batch {batch:,}: {verdict} (peak {format_bytes(probe.peak_bytes)}, {probe.seconds:.1f} s)")
 
 

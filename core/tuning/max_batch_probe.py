@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.child_process import kill_process_group
+from core.child_process import exit_description, kill_process_group
 from core.config import RunConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +50,7 @@ PROBE_TIMEOUT_S = 300.0
 """A probe still training after this long is stopped and counted as not fitting: a batch that slow is of no use."""
 OOM_MARKERS = ("Out of memory", "MemoryError", "RESOURCE_EXHAUSTED", "OOM when allocating", "bad_alloc")
 STDERR_TAIL_CHARS = 400
+ORPHAN_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,12 @@ def run_probe(
                 env=_child_env(job),
                 start_new_session=os.name == "posix",
             )
-            ended, watched_peak = _watch(process, limits.host_bytes, stop_event, timeout_s)
+            try:
+                ended, watched_peak = _watch(process, limits.host_bytes, stop_event, timeout_s)
+            except BaseException:  # Ctrl-C in the caller's thread: the child must not outlive the search
+                kill_process_group(process)
+                process.wait()
+                raise
         seconds = time.monotonic() - started
         answer = _read_json(answer_file)
         stderr_tail = _tail(log_file)
@@ -176,7 +181,7 @@ def _verdict(
         return Probe(batch, False, watched_peak or None, f"still training after {timeout_s:g} s: stopped (too slow to be of use)", seconds)
     if answer is None:
         return Probe(
-            batch, False, watched_peak or None, f"the probe process died ({_exit_text(returncode)}), most likely out of memory", seconds
+            batch, False, watched_peak or None, f"the probe process died ({exit_description(returncode)}), most likely out of memory", seconds
         )
     on_accelerator = bool(answer.get("on_accelerator"))
     host_peak = max(watched_peak, int(answer.get("max_rss") or 0))
@@ -217,15 +222,6 @@ def _tail(path: Path) -> str:
     return (lines[-1] if lines else "")[-STDERR_TAIL_CHARS:]
 
 
-def _exit_text(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
-
-
 def _logical_cpus(config: RunConfig) -> int:
     """Logical CPU devices the job names (CPU:1 needs two); 0: no split."""
     indexes = [int(device.split(":")[1]) for device in config.devices if device.startswith("CPU")]
@@ -258,6 +254,18 @@ def _train(config: RunConfig, limits: ProbeLimits) -> dict[str, Any]:
     }
 
 
+def _end_with_parent() -> None:
+    """A daemon thread that ends this child once its parent is gone (the app killed): a probe never outlives its search."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     """The child: train the probe and write {"status", "message", "max_rss", ...} to --out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -266,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-limit", type=int, required=True)
     parser.add_argument("--device-limit", type=int, default=None)
     args = parser.parse_args(argv)
+    if os.name == "posix":
+        _end_with_parent()
     try:
         answer = _train(RunConfig.from_dict(json.loads(args.config)), ProbeLimits(args.host_limit, args.device_limit))
     except MemoryError as exc:
@@ -281,4 +291,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # the answer is written: skip TensorFlow's teardown at exit (about a second per probe)

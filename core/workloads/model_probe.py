@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.child_process import kill_process_group
+from core.child_process import exit_description, kill_process_group
 from core.workloads.model_file import ModelFileError, check_model_path
 from core.workloads.user_workload import open_user_workload
 
@@ -61,7 +60,7 @@ def describe_model_file(
         returncode, stderr = _run_child(command, timeout_s, file)
         answer = _read_answer(answer_file)
     if answer is None:
-        raise ModelFileError(file, f"inspecting the model crashed ({_exit_text(returncode)}): {_tail(stderr)}")
+        raise ModelFileError(file, f"inspecting the model crashed ({exit_description(returncode)}): {_tail(stderr)}")
     if "error" in answer:
         raise ModelFileError(answer.get("path", file), answer["error"], bool(answer.get("needs_trust")))
     return answer["model"]
@@ -97,15 +96,6 @@ def _read_answer(answer_file: Path) -> dict[str, Any] | None:
         return json.loads(answer_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _exit_text(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
 
 
 def _tail(stderr: str) -> str:

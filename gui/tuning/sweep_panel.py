@@ -8,8 +8,8 @@ sweep's group. The table, the heat map (two settings) and the chart fill in as
 points finish; "Use these settings" emits the picked row's settings (the best
 one unless a row is selected) as RunConfig field changes for the run form.
 The chart (pyqtgraph) is built when the first sweep starts, so the tab costs
-nothing at start-up. A place below the axes is kept for the autotune box
-(`add_tuning_box`).
+nothing at start-up. The "Make it faster" box (largest batch, autotune) sits
+beside the axes and works on the same job; its Apply fills the form the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from gui.controllers.sweep import SweepController, SweepJob, SweepOutcome
 from gui.tuning.sweep_axes import SweepAxesBox
 from gui.tuning.sweep_heatmap import SweepHeatMap
 from gui.tuning.sweep_table import FAILED_COLOR, SweepTable
+from gui.tuning.tuning_box import TuningBox
 
 if TYPE_CHECKING:
     from gui.tuning.sweep_chart import SweepChart
@@ -67,6 +68,7 @@ class SweepPanel(QWidget):
         self._errors_source = errors_source or (lambda: [])
         self._busy_source = busy_source or (lambda: False)
         self.controller = SweepController(self)
+        self.tuning_box = TuningBox(job_source=config_source, busy=lambda: self._busy_source() or self.controller.is_running())
         self._plan: SweepPlan | None = None
         self._rows: list[SweepRow | None] = []
         self._sweep: Sweep | None = None
@@ -78,6 +80,8 @@ class SweepPanel(QWidget):
         self.controller.sweep_ready.connect(self._on_sweep_ready)
         self.controller.failed.connect(self._on_failed)
         self.controller.running_changed.connect(self._on_running_changed)
+        self.tuning_box.controller.running_changed.connect(self._on_running_changed)
+        self.tuning_box.settings_chosen.connect(self.settings_chosen)
         self._update_buttons()
 
     # --- public API ----------------------------------------------------------
@@ -105,16 +109,13 @@ class SweepPanel(QWidget):
         return self._chart
 
     def is_running(self) -> bool:
-        return self.controller.is_running()
-
-    def add_tuning_box(self, widget: QWidget) -> None:
-        """Put a widget (the autotune box) in the place kept for it, beside the axes."""
-        self._tuning_slot.addWidget(widget)
+        """A sweep, a largest-batch search or an autotune is in flight."""
+        return self.controller.is_running() or self.tuning_box.controller.is_running()
 
     def start_sweep(self) -> bool:
         """Sweep the run form's job over the chosen settings; False with the reason shown when it cannot start."""
-        if self._busy_source() or self.controller.is_running():
-            self._show_problem("A run or comparison is in flight: wait for it to end (or stop it) before sweeping.")
+        if self._busy_source() or self.is_running():
+            self._show_problem("A run, comparison or search is in flight: wait for it to end (or stop it) before sweeping.")
             return False
         base = self._config_source()
         if base is None:
@@ -135,14 +136,15 @@ class SweepPanel(QWidget):
         return self.controller.start(SweepJob(base, values, self.axes_box.keep_slow()))
 
     def stop(self) -> None:
-        """End the point in flight after its current step call and skip the rest."""
+        """End the point in flight after its current step call and skip the rest; stop a search too."""
+        self.tuning_box.controller.stop()
         if self.controller.is_running():
             self.controller.stop()
             self.progress_label.setText(self.progress_label.text() + " · stopping…")
 
     def shutdown(self, timeout_s: float) -> bool:
-        """Stop and wait for the sweep thread (closing the window)."""
-        return self.controller.shutdown(timeout_s)
+        """Stop and wait for the sweep and search threads (closing the window)."""
+        return self.controller.shutdown(timeout_s) & self.tuning_box.controller.shutdown(timeout_s)
 
     def chosen_index(self) -> int | None:
         """The row "Use these settings" applies: the selected completed row, else the best."""
@@ -177,11 +179,9 @@ class SweepPanel(QWidget):
 
     def _build(self) -> None:
         self.axes_box = SweepAxesBox()
-        self._tuning_slot = QVBoxLayout()
-        self._tuning_slot.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
         top.addWidget(self.axes_box, 1)
-        top.addLayout(self._tuning_slot)
+        top.addWidget(self.tuning_box)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(top)
@@ -332,7 +332,7 @@ class SweepPanel(QWidget):
 
     def _update_buttons(self) -> None:
         running = self.controller.is_running()
-        self.start_button.setEnabled(not running)
+        self.start_button.setEnabled(not self.is_running())
         self.stop_button.setEnabled(running)
         self.axes_box.setEnabled(not running)
         index = self.chosen_index()

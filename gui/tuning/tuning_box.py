@@ -54,12 +54,15 @@ class TuningBox(QGroupBox):
         controller: TuningController | None = None,
         parent: QWidget | None = None,
         job_source: Callable[[], RunConfig | None] | None = None,
+        busy: Callable[[], bool] | None = None,
     ):
-        """`job_source` (e.g. the run form's `config`), when given, is read each time a search starts, instead of `set_job`'s job."""
+        """`job_source` (e.g. the run form's `config`), when given, is read each time a search starts, instead of `set_job`'s job;
+        while `busy()` is true (a run or sweep in flight, which would share the machine) no search starts."""
         super().__init__("Make it faster", parent)
         self.setObjectName("tuningBox")
         self.controller = controller or TuningController(self)
         self._job_source = job_source
+        self._busy = busy
         self._config: RunConfig | None = None
         self._changes: dict[str, Any] = {}
         self._max_batch: tuple[RunConfig, int] | None = None  # (the job's memory_key, its largest batch)
@@ -121,6 +124,9 @@ class TuningBox(QGroupBox):
 
     def _current_job(self) -> RunConfig | None:
         """The job to search: the source's as it is now (None while its form has a problem), else the one `set_job` gave."""
+        if self._busy is not None and self._busy():
+            self._say_problem("A run is in flight: its training would share the machine with the search. Search when it has ended.")
+            return None
         config = self._job_source() if self._job_source is not None else self._config
         if config is None:
             self._say_problem("The run form has a problem: fix it, then search again.")
@@ -194,7 +200,7 @@ class TuningBox(QGroupBox):
 
     @Slot(object)
     def _on_probe(self, probe: Probe) -> None:
-        verdict = "fits" if probe.fits else f"does not fit ({probe.error or probe.reason})"
+        verdict = "stopped" if probe.stopped else "fits" if probe.fits else f"does not fit ({probe.error or probe.reason})"
         self.result_text.appendPlainText(f"batch {probe.batch:,}: {verdict}, peak {format_bytes(probe.peak_bytes)}, {probe.seconds:.1f} s")
 
     @Slot(object)

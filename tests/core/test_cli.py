@@ -162,7 +162,7 @@ def test_format_result_has_a_line_per_figure():
     for f in FIGURES:
         assert f.title.lower() in text
         assert f.format(getattr(result, f.name)) in text
-    assert "(1 steps: tracing and compilation)" in text and "(process RSS peak)" in text
+    assert "(1 step: tracing and compilation)" in text and "(process RSS peak)" in text
     assert "status" in text and "completed" in text
 
 

@@ -30,14 +30,14 @@ def test_max_batch_reports_a_probe_over_the_budget_as_a_row_and_ends_with_a_numb
     probes = data["probes"]
     assert all({"batch", "fits", "peak_bytes"} <= set(p) for p in probes)
     first = probes[0]
-    assert first["batch"] == 2048 and not first["fits"] and "over the memory budget" in first["reason"]
-    assert first["peak_bytes"] > 1_250_000_000
+    # Killed by the watcher once past the budget, or ended by an allocation the budget (RLIMIT_DATA) refused: either way a row.
+    assert first["batch"] == 2048 and not first["fits"] and "memory" in first["reason"]
     fitting = [p for p in probes if p["fits"]]
     assert fitting and all(p["peak_bytes"] <= 1_250_000_000 for p in fitting)
     assert max(p["batch"] for p in fitting) < min(p["batch"] for p in probes if not p["fits"])
     assert data["max_batch"] == int(data["largest_fitting"] * (1 - data["margin"])) >= 1
     assert data["limit"] == "host memory budget" and data["memory_limit"] == 1_250_000_000
-    assert "does not fit: over the memory budget" in out.stderr
+    assert "batch 2,048: does not fit:" in out.stderr
 
 
 def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_path) -> None:

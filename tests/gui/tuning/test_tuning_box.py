@@ -53,9 +53,13 @@ def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batc
     assert not box.apply_button.isEnabled()  # a new job: nothing left to apply
 
 
-def test_a_box_reading_the_run_form_says_so_when_the_form_has_a_problem(qtbot) -> None:
+def test_a_box_reading_the_run_form_starts_nothing_while_the_form_has_a_problem_or_a_run_is_in_flight(qtbot) -> None:
     box = TuningBox(job_source=lambda: None)
     qtbot.addWidget(box)
     assert box.max_batch_button.isEnabled() and box.autotune_button.isEnabled()
     qtbot.mouseClick(box.autotune_button, Qt.MouseButton.LeftButton)
     assert "The run form has a problem" in box.progress_label.text() and not box.controller.is_running()
+    busy = TuningBox(job_source=lambda: RunConfig(model="mlp"), busy=lambda: True)
+    qtbot.addWidget(busy)
+    qtbot.mouseClick(busy.max_batch_button, Qt.MouseButton.LeftButton)
+    assert "A run is in flight" in busy.progress_label.text() and not busy.controller.is_running()
