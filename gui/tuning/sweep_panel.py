@@ -25,7 +25,9 @@ from PySide6.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -179,12 +181,14 @@ class SweepPanel(QWidget):
 
     def _build(self) -> None:
         self.axes_box = SweepAxesBox()
-        top = QHBoxLayout()
-        top.addWidget(self.axes_box, 1)
-        top.addWidget(self.tuning_box)
+        self.tool_tabs = QTabWidget()  # one at a time keeps the rows in view in a small window
+        self.tool_tabs.setObjectName("sweepToolTabs")
+        self.tool_tabs.addTab(self.axes_box, "Sweep settings")
+        self.tool_tabs.addTab(self.tuning_box, "Largest batch · autotune")
+        self.tool_tabs.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(top)
+        layout.addWidget(self.tool_tabs)
         layout.addLayout(self._build_controls())
         layout.addWidget(self.progress_label)
         layout.addWidget(self._build_results(), 1)

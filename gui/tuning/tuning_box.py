@@ -85,6 +85,9 @@ class TuningBox(QGroupBox):
             "maxBatchUpToEdit", "no limit", "The largest batch worth trying, e.g. the number of examples in the data set"
         )
         self.max_batch_button = _button("findMaxBatchButton", "Find largest batch", self._start_max_batch)
+        self.max_batch_button.setToolTip(
+            "Double the batch until a step runs out of memory, then narrow it down; each probe is a child process held to the budget"
+        )
         self.budget_edit = _edit("autotuneBudgetEdit", "", "Seconds the search may take")
         self.budget_edit.setText(f"{DEFAULT_BUDGET_S:g}")
         self.allow_batch_check = QCheckBox("Allow batch change")
@@ -93,8 +96,11 @@ class TuningBox(QGroupBox):
             "Also try larger batches (the learning rate scaled by the linear rule); this changes the learning problem"
         )
         self.autotune_button = _button("autotuneButton", "Find fastest settings", self._start_autotune)
+        self.autotune_button.setToolTip("Try precision, steps per call and XLA at this batch within the time budget, and report the gain")
         self.stop_button = _button("tuningStopButton", "Stop", self.controller.stop)
+        self.stop_button.setToolTip("Stop the search: a probe is killed, an autotune point stops after its step call")
         self.apply_button = _button("tuningApplyButton", "Apply", self._apply)
+        self.apply_button.setToolTip("Put the result into the run form on the left")
         self.progress_bar = QProgressBar()
         self.progress_bar.setObjectName("tuningProgress")
         self.progress_label = QLabel("")
@@ -102,6 +108,8 @@ class TuningBox(QGroupBox):
         self.result_text = QPlainTextEdit()
         self.result_text.setObjectName("tuningResultText")
         self.result_text.setReadOnly(True)
+        self.result_text.setMinimumHeight(60)
+        self.result_text.setMaximumHeight(110)  # it scrolls: the sweep rows below keep their room in a small window
         form = QFormLayout()
         form.addRow(MEMORY_FIELD, _row(self.memory_edit, QLabel("up to"), self.up_to_edit, self.max_batch_button))
         form.addRow(BUDGET_FIELD, _row(self.budget_edit, self.allow_batch_check, self.autotune_button))
