@@ -14,8 +14,6 @@ settings / fit at Keras's defaults.
 
 from __future__ import annotations
 
-import time
-
 from benchmarks import harness
 
 NAME = "autotune_gain"
@@ -48,51 +46,6 @@ def run(quick: bool) -> list[harness.Result]:
     return rows
 
 
-def _engine(model: str, settings: dict, steps: int) -> float:
-    from core.config import RunConfig
-    from core.runner import run_training
-
-    clock = harness.CallClock()
-    config = RunConfig(model=model, dataset="synthetic", steps=steps, **settings)
-    result = run_training(config, callbacks=[clock])
-    if not result.ok:
-        raise harness.BenchmarkError(f"engine run {result.status}: {result.message}")
-    return harness.cycle_rate(clock.begins, clock.steps, BATCH_SIZE)
-
-
-def _fit(model: str, steps: int) -> float:
-    """A bare Keras model.fit with the defaults of compile() and fit() (verbose=0 only, so nothing is printed)."""
-    import keras
-    import tensorflow as tf
-
-    from core.config import RunConfig
-    from core.workloads import data
-    from core.workloads.models import get_model_spec
-
-    defaults = RunConfig()
-    spec = get_model_spec(model)
-    x, y, num_classes = data.load_arrays("synthetic", spec, defaults.seed)
-    tf.random.set_seed(defaults.seed)
-    net = spec.build(x.shape[1:], num_classes, seed=defaults.seed)
-    net.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=defaults.learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    )
-
-    class Clock(keras.callbacks.Callback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.begins: list[float] = []
-
-        def on_train_batch_begin(self, batch, logs=None) -> None:
-            self.begins.append(time.perf_counter())
-
-    clock = Clock()
-    dataset = data.make_dataset(x, y, BATCH_SIZE, defaults.seed, synthetic=True)
-    net.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock])
-    return harness.cycle_rate(clock.begins, [1] * len(clock.begins), BATCH_SIZE)
-
-
 def _steps_for(rate: float, multiple: int) -> int:
     """Steps for about SECONDS_PER_SIDE at `rate` samples/s, a whole number of calls (at least 20)."""
     steps = max(20 * multiple, int(SECONDS_PER_SIDE * rate / BATCH_SIZE))
@@ -115,8 +68,8 @@ def _child(argv: list[str]) -> dict:
     fit_steps = _steps_for(tuned.keras_defaults_samples_per_s or tuned.baseline_samples_per_s or tuned.samples_per_s, 1)
     rates: dict[str, list[float]] = {"engine": [], "fit": []}
     for _ in range(pairs):
-        rates["engine"].append(_engine(model, best, engine_steps))
-        rates["fit"].append(_fit(model, fit_steps))
+        rates["engine"].append(harness.engine_rate(model, engine_steps, **best))
+        rates["fit"].append(harness.fit_rate(model, fit_steps, BATCH_SIZE))  # compile() and fit() with their defaults
     return {
         **rates,
         "best": best,

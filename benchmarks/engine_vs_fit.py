@@ -15,8 +15,6 @@ median over all pairs of engine samples/s / fit samples/s.
 
 from __future__ import annotations
 
-import time
-
 from benchmarks import harness
 
 NAME = "engine_vs_fit"
@@ -50,60 +48,17 @@ def run(quick: bool) -> list[harness.Result]:
     return rows
 
 
-def _engine(model: str, k: int, steps: int) -> float:
-    from core.config import RunConfig
-    from core.runner import run_training
-
-    clock = harness.CallClock()
-    config = RunConfig(model=model, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)
-    result = run_training(config, callbacks=[clock])
-    if not result.ok:
-        raise harness.BenchmarkError(f"engine run {result.status}: {result.message}")
-    return harness.cycle_rate(clock.begins, clock.steps, BATCH_SIZE)
-
-
-def _fit(model: str, k: int, steps: int) -> float:
-    import keras
-    import tensorflow as tf
-
-    from core.config import RunConfig
-    from core.workloads import data
-    from core.workloads.models import get_model_spec
-
-    defaults = RunConfig()
-    spec = get_model_spec(model)
-    x, y, num_classes = data.load_arrays("synthetic", spec, defaults.seed)
-    tf.random.set_seed(defaults.seed)
-    net = spec.build(x.shape[1:], num_classes, seed=defaults.seed)
-    net.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=defaults.learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        steps_per_execution=k,
-        jit_compile=False,
-    )
-
-    class Clock(keras.callbacks.Callback):
-        # Only a batch *begin* hook: fit keeps dispatching its end-of-batch callbacks asynchronously, as bare fit does.
-        def __init__(self) -> None:
-            super().__init__()
-            self.begins: list[float] = []
-
-        def on_train_batch_begin(self, batch, logs=None) -> None:
-            self.begins.append(time.perf_counter())
-
-    clock = Clock()
-    dataset = data.make_dataset(x, y, BATCH_SIZE, defaults.seed, synthetic=True)
-    net.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock])
-    return harness.cycle_rate(clock.begins, [k] * len(clock.begins), BATCH_SIZE)
-
-
 def _child(argv: list[str]) -> dict:
     model, k, steps, pairs, fit_first = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4] == "1"
     rates: dict[str, list[float]] = {"engine": [], "fit": []}
-    order = (("fit", _fit), ("engine", _engine)) if fit_first else (("engine", _engine), ("fit", _fit))
+    trainers = {
+        "engine": lambda: harness.engine_rate(model, steps, BATCH_SIZE, steps_per_call=k),
+        "fit": lambda: harness.fit_rate(model, steps, BATCH_SIZE, steps_per_execution=k, jit_compile=False),
+    }
+    order = ("fit", "engine") if fit_first else ("engine", "fit")
     for _ in range(pairs):
-        for name, train in order:
-            rates[name].append(train(model, k, steps))
+        for name in order:
+            rates[name].append(trainers[name]())
     return rates
 
 

@@ -334,3 +334,55 @@ def run_in_app(script: Callable[[AppWindow], dict[str, Any]]) -> dict[str, Any]:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
+
+
+def engine_rate(model: str, steps: int, batch_size: int, **settings: object) -> float:
+    """Steady-state samples/s of the app's engine on synthetic data, timed from outside (a `CallClock`)."""
+    from core.config import RunConfig
+    from core.runner import run_training
+
+    clock = CallClock()
+    config = RunConfig(model=model, dataset="synthetic", steps=steps, batch_size=batch_size, **settings)
+    result = run_training(config, callbacks=[clock])
+    if not result.ok:
+        raise BenchmarkError(f"engine run {result.status}: {result.message}")
+    return cycle_rate(clock.begins, clock.steps, batch_size)
+
+
+def fit_rate(model: str, steps: int, batch_size: int, **compile_options: object) -> float:
+    """Steady-state samples/s of a bare Keras `model.fit` (verbose=0) of the same model and synthetic data.
+
+    `compile_options` go to `compile()` beside the optimizer and loss (none: Keras's defaults).
+    """
+    import keras
+    import tensorflow as tf
+
+    from core.config import RunConfig
+    from core.workloads import data
+    from core.workloads.models import get_model_spec
+
+    defaults = RunConfig()
+    spec = get_model_spec(model)
+    x, y, num_classes = data.load_arrays("synthetic", spec, defaults.seed)
+    tf.random.set_seed(defaults.seed)
+    net = spec.build(x.shape[1:], num_classes, seed=defaults.seed)
+    net.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=defaults.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        **compile_options,
+    )
+
+    class Clock(keras.callbacks.Callback):
+        # Only a batch *begin* hook: fit keeps dispatching its end-of-batch callbacks asynchronously, as bare fit does.
+        def __init__(self) -> None:
+            super().__init__()
+            self.begins: list[float] = []
+
+        def on_train_batch_begin(self, batch, logs=None) -> None:
+            self.begins.append(time.perf_counter())
+
+    clock = Clock()
+    dataset = data.make_dataset(x, y, batch_size, defaults.seed, synthetic=True)
+    net.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock])
+    per_call = int(compile_options.get("steps_per_execution", 1))
+    return cycle_rate(clock.begins, [per_call] * len(clock.begins), batch_size)
