@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 from collections.abc import Iterable, Mapping
 
 # What Qt's xcb platform plugin loads (`ldd` on PySide6's plugins/platforms/libqxcb.so and on
@@ -105,18 +106,27 @@ def missing_libraries(names: Iterable[str]) -> list[str]:
     return missing
 
 
-def can_connect(display: str) -> bool:
-    """True when libxcb can connect to the X server `display` (as Qt will); the connection is closed at once."""
+def can_connect(display: str, attempts: int = 5) -> bool:
+    """True when libxcb can connect to the X server `display` (as Qt will); the connection is closed at once.
+
+    A server with no clients left resets itself (Xvfb, xvfb-run) and refuses connections for a few milliseconds,
+    so a refusal is retried a few times, 0.1 s apart, before it counts.
+    """
     xcb = ctypes.CDLL("libxcb.so.1")
     xcb.xcb_connect.restype = ctypes.c_void_p
     xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
     xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
     xcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
-    connection = xcb.xcb_connect(display.encode(), None)
-    try:
-        return xcb.xcb_connection_has_error(connection) == 0
-    finally:
-        xcb.xcb_disconnect(connection)
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(0.1)
+        connection = xcb.xcb_connect(display.encode(), None)
+        try:
+            if xcb.xcb_connection_has_error(connection) == 0:
+                return True
+        finally:
+            xcb.xcb_disconnect(connection)
+    return False
 
 
 if __name__ == "__main__":
