@@ -11,17 +11,15 @@ leaves half a file; it raises ExportError naming the path and the reason.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import errno
 import json
-import os
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from core import files
 from core.formatting import utc_now
 from core.results import RunResult
 
@@ -103,32 +101,14 @@ def write_steps_csv(run: StoredRun, path: str | Path) -> None:
 
 
 def write_atomically(path: str | Path, write: Callable[[IO[str]], Any]) -> None:
-    """Call `write(file)` on a temporary file next to `path`, then rename it to `path`; ExportError on failure.
-
-    The temporary file gets the usual permissions (0666 less the umask) and is
-    removed when anything fails, so `path` is either the whole export or as it
-    was before.
-    """
+    """`core.files.write_atomically` for an export: `path` is the whole export or as it was; ExportError on failure."""
     target = Path(path).expanduser()
     if target.is_dir():
         raise ExportError(f"Can not export to {target}: it is a folder; give a file name.")
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        files.write_atomically(target, write)
     except OSError as exc:
         raise ExportError(f"Can not export to {target}: {_reason(exc, target)}.") from exc
-    try:
-        with open(descriptor, "w", newline="", encoding="utf-8") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        if isinstance(exc, OSError):
-            raise ExportError(f"Can not export to {target}: {_reason(exc, target)}.") from exc
-        raise
 
 
 def _reason(exc: OSError, target: Path) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from core.child_process import kill_process_group
+from core.files import write_atomically
 from core.formatting import utc_now
 
 MATMUL_SIZE = {"CPU": 4096, "GPU": 8192, "TPU": 8192}
@@ -213,7 +214,11 @@ def _read_into(stream: Any, lines: list[str]) -> None:
 
 
 def _wait(
-    process: subprocess.Popen, deadline: float, stop_event: threading.Event | None, stdout: list[str], on_stage: Callable[[str], None] | None
+    process: subprocess.Popen,
+    deadline: float,
+    stop_event: threading.Event | None,
+    stdout: list[str],
+    on_stage: Callable[[str], None] | None,
 ) -> str:
     """Wait for the child ("done"), or kill its group at the deadline ("timeout") or on a stop ("stopped"); tell `on_stage` news."""
     said = ""
@@ -294,9 +299,7 @@ def save(path: Path, report: PeaksReport) -> None:
         device["estimate_flops"], device["estimate_method"] = {}, ""  # estimates are recomputed, never cached
     entries.append(data)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1))
-    os.replace(temporary, path)
+    write_atomically(path, lambda file: json.dump({"version": CACHE_VERSION, "entries": entries}, file, indent=1))
 
 
 def _read_cache(path: Path) -> list[dict[str, Any]]:
