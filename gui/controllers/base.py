@@ -10,10 +10,42 @@ per step. Stop is a `threading.Event` the worker checks; when the worker emits
 from __future__ import annotations
 
 import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
+from core.config import ConfigError
 from gui.qt_threads import start_worker, stop_and_wait
+
+
+def explain(exc: BaseException) -> str:
+    """A readable reason for a job that failed in a worker thread (the engine's advice when it has some)."""
+    try:
+        from core.training.engine import explain_failure
+
+        return explain_failure(exc)
+    except Exception:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@contextmanager
+def failures_reported(worker: QObject) -> Iterator[None]:
+    """Around a worker's `run()`: an exception becomes `worker.failed(reason)`, never lost in the thread; `finished` always follows.
+
+    A ConfigError is the user's input and is said as it is; anything else is
+    explained and its traceback goes to stderr (the log).
+    """
+    try:
+        yield
+    except ConfigError as exc:
+        worker.failed.emit(str(exc))
+    except Exception as exc:
+        worker.failed.emit(explain(exc))
+        traceback.print_exc()
+    finally:
+        worker.finished.emit()
 
 
 class JobController(QObject):

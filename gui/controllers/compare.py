@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -27,9 +26,9 @@ from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import RunResult, RunStatus, StepRecord
 from core.workloads.workload import model_title
-from gui.controllers.base import JobController
+from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
-from gui.controllers.training_worker import FinishedRun, PlanCallback, explain
+from gui.controllers.training_worker import FinishedRun, PlanCallback
 from gui.plotting.plots import PlotsWidget
 
 POLL_INTERVAL_MS = 50
@@ -136,18 +135,13 @@ class CompareWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        try:
+        with failures_reported(self):
             with self._history:
                 comparison = self._compare()
                 for index, row in enumerate(comparison.rows):  # rows that never started: failed, or skipped and recorded
                     if index not in self._saved and (row.status == RunStatus.FAILED or index in self._recorders):
                         self._save(index, row.label, row.result)
             self.comparison_ready.emit(comparison)
-        except Exception as exc:  # reported to the GUI, never lost in the thread
-            self.failed.emit(explain(exc))
-            traceback.print_exc()
-        finally:
-            self.finished.emit()
 
     def _compare(self) -> Comparison:
         callbacks = [PlanCallback(self.buffers.set_plan)]

@@ -11,22 +11,21 @@ point, never one per step).
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from core.config import ConfigError, RunConfig
+from core.config import RunConfig
 from core.history.recorder import HistoryRecorder
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepBuffer
 from core.tuning.sweep import Sweep, SweepRow, run_sweep
 from core.tuning.sweep_plan import SweepPlan, next_sweep_group, plan_sweep
-from gui.controllers.base import JobController
+from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
-from gui.controllers.training_worker import PlanCallback, explain
+from gui.controllers.training_worker import PlanCallback
 
 POLL_INTERVAL_MS = 100
 
@@ -74,20 +73,13 @@ class SweepWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        try:
+        with failures_reported(self):
             with SweepHistory() as history:
                 plan = plan_sweep(self.job.base, self.job.values, keep_slow=self.job.keep_slow)
                 self.planned.emit(plan)
                 sweep = self._sweep(plan, history)
             errors = [recorder.error for recorder in self._recorders if recorder.error]
             self.sweep_ready.emit(SweepOutcome(sweep, history.error or (errors[0] if errors else "")))
-        except ConfigError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:  # reported to the GUI, never lost in the thread
-            self.failed.emit(explain(exc))
-            traceback.print_exc()
-        finally:
-            self.finished.emit()
 
     def _sweep(self, plan: SweepPlan, history: SweepHistory) -> Sweep:
         group = next_sweep_group(history.groups(), plan) if history.is_open else ""

@@ -8,7 +8,6 @@ ends), and its history record finished with the verdict.
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
     from core.training.flops import FlopsCounter
+from gui.controllers.base import explain, failures_reported
 from gui.controllers.history import JobHistory
 
 
@@ -82,17 +82,12 @@ class TrainingWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        try:
+        with failures_reported(self):
             with JobHistory() as history:
                 recorder = history.recorder(self.config, self.label) if history.is_open else None
                 result = self._train(recorder)
                 run_id, history_error = history.outcome(recorder)
             self.result_ready.emit(FinishedRun(result, run_id, history_error))
-        except Exception as exc:  # never let an exception die silently in the thread
-            self.failed.emit(explain(exc))
-            traceback.print_exc()
-        finally:
-            self.finished.emit()
 
     def _train(self, recorder: HistoryRecorder | None) -> RunResult:
         """One `run_training` call, recorded as it goes: begun first, steps about once a second, then its result with its verdict."""
@@ -126,13 +121,3 @@ class TrainingWorker(QObject):
         self.diagnosing.emit("")
         diagnosed, _probes = diagnose_run(self.config, result, counter, self.stop_event, self.diagnosing.emit)
         return diagnosed
-
-
-def explain(exc: BaseException) -> str:
-    """A readable reason for a run that failed in a worker thread (the engine's advice when it has some)."""
-    try:
-        from core.training.engine import explain_failure
-
-        return explain_failure(exc)
-    except Exception:
-        return f"{type(exc).__name__}: {exc}"

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from core.config import MAX_BATCH_SIZE, ConfigError, RunConfig
+from core.config import MAX_BATCH_SIZE, RunConfig
 from core.tuning.autotune import TunePoint, autotune
 from core.tuning.max_batch import Probe, find_max_batch
-from gui.controllers.base import JobController
-from gui.controllers.training_worker import explain
+from gui.controllers.base import JobController, failures_reported
 
 POLL_INTERVAL_MS = 250
 MAX_BATCH = "max-batch"
@@ -61,7 +59,7 @@ class TuningWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        try:
+        with failures_reported(self):
             job = self.job
             if job.kind == MAX_BATCH:
                 result = find_max_batch(job.config, job.memory_limit, stop_event=self.stop_event, on_probe=self._on_probe, cap=job.up_to)
@@ -70,13 +68,6 @@ class TuningWorker(QObject):
                     job.config, job.budget_s, job.allow_batch_change, job.max_batch, self.stop_event, self.point_done.emit, job.memory_limit
                 )
             self.result_ready.emit(result)
-        except ConfigError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:  # reported to the GUI, never lost in the thread
-            self.failed.emit(explain(exc))
-            traceback.print_exc()
-        finally:
-            self.finished.emit()
 
     def _on_probe(self, batch: int, probe: Probe | None) -> None:
         if probe is None:
