@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from core.workloads.user_workload import open_user_workload
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = 120.0
 STDERR_TAIL_CHARS = 600
+STOP_POLL_S = 0.2
 
 
 def describe_model_file(
@@ -36,18 +38,20 @@ def describe_model_file(
     vocab: int | None = None,
     data: str | None = None,
     batch_size: int | None = None,
+    stop_event: threading.Event | None = None,
 ) -> dict[str, Any]:
     """The model's description (see UserWorkload.describe), worked out in a child process.
 
     `data` is the run's data ("synthetic", "build_dataset", an .npz path; None:
     the file's default), resolved in the description's "data". With `batch_size`
     the child also checks that data against the model (`UserWorkload.check_data`),
-    so data that does not fit is refused before a run starts.
+    so data that does not fit is refused before a run starts. Setting `stop_event`
+    kills the child within STOP_POLL_S (ModelFileError "stopped").
 
     Raises ModelFileError: at once, without a child, for what `check_model_path`
     refuses (missing, corrupt, untrusted .py or Lambda); else the problem the child
     found (with `needs_trust` when trust would open it; a ModelDataError's path is
-    the data file's), or a child that ran past `timeout_s` or crashed.
+    the data file's), or a child that ran past `timeout_s`, was stopped or crashed.
     """
     file = check_model_path(path, trust).path  # a missing, corrupt or untrusted file is refused before any child starts
     with tempfile.TemporaryDirectory(prefix="device-lab-probe-") as folder:
@@ -57,7 +61,7 @@ def describe_model_file(
         command += ["--vocab", str(vocab)] if vocab is not None else []
         command += ["--data", data] if data is not None else []
         command += ["--batch-size", str(batch_size)] if batch_size is not None else []
-        returncode, stderr = _run_child(command, timeout_s, file)
+        returncode, stderr = _run_child(command, timeout_s, file, stop_event)
         answer = _read_answer(answer_file)
     if answer is None:
         raise ModelFileError(file, f"inspecting the model crashed ({exit_description(returncode)}): {_tail(stderr)}")
@@ -66,8 +70,11 @@ def describe_model_file(
     return answer["model"]
 
 
-def _run_child(command: list[str], timeout_s: float, shown: str) -> tuple[int, str]:
-    """Run the probe; on overrun kill its whole process group and raise ModelFileError."""
+def _run_child(command: list[str], timeout_s: float, shown: str, stop_event: threading.Event | None) -> tuple[int, str]:
+    """Run the probe; on overrun, on `stop_event` or on any exception (Ctrl-C) kill its whole process group.
+
+    An overrun or a stop raises ModelFileError; the child never outlives the call.
+    """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env["CUDA_VISIBLE_DEVICES"] = "-1"
@@ -78,17 +85,25 @@ def _run_child(command: list[str], timeout_s: float, shown: str) -> tuple[int, s
     )
     started = time.monotonic()
     try:
-        _, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+        while True:
+            left = started + timeout_s - time.monotonic()
+            try:
+                _, stderr = process.communicate(timeout=max(0.0, min(left, STOP_POLL_S)))
+                return process.returncode, stderr.decode(errors="replace")
+            except subprocess.TimeoutExpired:
+                if stop_event is not None and stop_event.is_set():
+                    raise ModelFileError(shown, "inspecting the model was stopped.") from None
+                if time.monotonic() - started >= timeout_s:
+                    raise ModelFileError(
+                        shown,
+                        f"inspecting the model did not finish within its {timeout_s:g} s limit "
+                        f"(stopped after {time.monotonic() - started:.1f} s): "
+                        "its code may hang or the model is very large. Check the file, or allow more time.",
+                    ) from None
+    except BaseException:
         kill_process_group(process)
         process.communicate()
-        waited = time.monotonic() - started
-        raise ModelFileError(
-            shown,
-            f"inspecting the model did not finish within its {timeout_s:g} s limit (stopped after {waited:.1f} s): "
-            "its code may hang or the model is very large. Check the file, or allow more time.",
-        ) from None
-    return process.returncode, stderr.decode(errors="replace")
+        raise
 
 
 def _read_answer(answer_file: Path) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,11 +73,14 @@ def _cache_key(path: str, kind: str, sha256: str, data: str | None) -> tuple[str
     return (path if kind == PYTHON else "", sha256, data or "")
 
 
-def inspect_model_file(request: int, path: str, trusted: frozenset[str], known: dict, data: str | None = None) -> OpenOutcome:
+def inspect_model_file(
+    request: int, path: str, trusted: frozenset[str], known: dict, data: str | None = None, stop_event: threading.Event | None = None
+) -> OpenOutcome:
     """Describe the file (worker thread): a known description of the same content, else a child process.
 
     `trusted` holds the content hashes the user trusts; `known` maps cache keys to
     OpenedModel. `data` (an .npz, "build_dataset") is checked against the model too.
+    Setting `stop_event` kills the child (a newer request, the window closing).
     """
     try:
         # trust=True here only keeps a .py from being refused before its hash is known; nothing runs
@@ -90,7 +94,7 @@ def inspect_model_file(request: int, path: str, trusted: frozenset[str], known: 
             request, source.path, data, OpenedModel(source.path, source.sha256, {**found.description, "path": source.path}, found.trusted)
         )
     try:
-        description = describe_model_file(source.path, trust=is_trusted, data=data)
+        description = describe_model_file(source.path, trust=is_trusted, data=data, stop_event=stop_event)
     except ModelFileError as exc:
         reason = exc.reason if exc.path in (source.path, path) else f"{exc.path}: {exc.reason}"
         return OpenOutcome(request, source.path, data, error=reason, needs_trust=exc.needs_trust, sha256=source.sha256, kind=source.kind)
@@ -182,6 +186,7 @@ class ModelFileOpener(QObject):
         self._known: dict[tuple[str, ...], OpenedModel] = {}
         self._request = 0
         self._pending: tuple[str, str | None] | None = None
+        self._stop = threading.Event()
         self._closed = False
 
     @property
@@ -194,8 +199,10 @@ class ModelFileOpener(QObject):
             return
         self._request += 1
         self._pending = (os.path.abspath(path), data)
+        self._stop.set()  # the request this one replaces stops its child
+        self._stop = threading.Event()
         worker = FunctionWorker(
-            inspect_model_file, self._request, self._pending[0], trusted_hashes(self._settings), dict(self._known), data
+            inspect_model_file, self._request, self._pending[0], trusted_hashes(self._settings), dict(self._known), data, self._stop
         )
         worker.done.connect(self._on_done)
         worker.failed.connect(self._on_error)
@@ -203,8 +210,9 @@ class ModelFileOpener(QObject):
         self.busy_changed.emit(True)
 
     def close_down(self) -> None:
-        """The window is closing: open nothing more, ask nothing more."""
+        """The window is closing: open nothing more, ask nothing more, and stop the child describing a file."""
         self._closed = True
+        self._stop.set()
 
     @Slot(object)
     def _on_done(self, outcome: OpenOutcome) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import pytest
@@ -54,3 +56,22 @@ def test_a_crashing_python_file_is_a_clear_failure(tmp_path):
     with pytest.raises(ModelFileError) as error:
         describe_model_file(path, trust=True, timeout_s=60)
     assert "crashed (killed by SIGABRT)" in str(error.value)
+
+
+def test_a_stop_kills_the_child_at_once(tmp_path):
+    pid_file = tmp_path / "pid"
+    path = write_py(tmp_path, "hangs.py", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    stop = threading.Event()
+    threading.Thread(target=lambda: (_wait_for(pid_file), stop.set()), daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(ModelFileError, match="inspecting the model was stopped"):
+        describe_model_file(path, trust=True, timeout_s=100, stop_event=stop)
+    assert time.monotonic() - started < 60
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def _wait_for(path, limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)

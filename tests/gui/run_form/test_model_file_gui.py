@@ -6,6 +6,7 @@ process, trained by the real engine from the real window.
 
 from __future__ import annotations
 
+import os
 import shutil
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from core.results import RunResult, RunStatus
 from core.workloads.memory_estimate import estimate_memory
 from core.workloads.model_file import file_sha256
 from gui.panels.history_table import column_of
+from gui.qt_threads import wait_for_threads
 from gui.remembered import (
     FOLDER_DATA,
     FOLDER_MODEL,
@@ -240,3 +242,17 @@ def test_recent_model_files_and_last_folders_are_remembered(qtbot, tmp_path):
     remember_folder(settings, FOLDER_DATA, str(files[0]))
     assert last_folder(open_settings(), FOLDER_DATA) == str(tmp_path)
     assert last_folder(settings, FOLDER_MODEL, "start here") == "start here", "no folder used yet for model files"
+
+
+def test_closing_the_window_stops_a_model_file_still_being_described(qtbot, tmp_path):
+    pid_file = tmp_path / "pid"
+    script = tmp_path / "slow_model.py"
+    script.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n", encoding="utf-8")
+    remember_trust(open_settings(), file_sha256(script), str(script))
+    panel = make_panel(qtbot)
+    panel.open_model_file(str(script))
+    qtbot.waitUntil(pid_file.exists, timeout=DESCRIBE_TIMEOUT_MS)
+    panel.close_down()  # as the window does when it closes
+    assert wait_for_threads(30), "the describing thread still runs 30 s after close"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
