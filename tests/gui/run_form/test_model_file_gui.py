@@ -37,7 +37,7 @@ from gui.run_form.model_choice import OPEN_MODEL, OPEN_NPZ
 from gui.run_form.outcome import final_progress_text
 from gui.run_form.panel import RunPanel
 from gui.settings import open_settings
-from tests.core.workloads.conftest import VOCAB, two_io_model
+from tests.core.workloads.conftest import PY_MODEL, VOCAB, two_io_model, write_py
 from tests.gui.helpers import choose, start_and_wait
 
 pytestmark = pytest.mark.timeout(300)
@@ -256,3 +256,57 @@ def test_closing_the_window_stops_a_model_file_still_being_described(qtbot, tmp_
     assert wait_for_threads(30), "the describing thread still runs 30 s after close"
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_an_npz_that_fits_is_used_and_one_that_does_not_is_refused_naming_the_input(qtbot, model_files, tmp_path):
+    import numpy as np
+
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    labels = {"cls": np.zeros(10, "int32"), "flag": np.zeros(10, "float32")}
+    np.savez(good, ids=np.zeros((10, 6), "int32"), feat=np.zeros((10, 3), "float32"), **labels)
+    np.savez(bad, ids=np.zeros((10, 7), "int32"), feat=np.zeros((10, 3), "float32"), **labels)
+    panel = make_panel(qtbot)
+    panel.open_model_file(str(model_files.two_io))
+    wait_opened(qtbot, panel)
+    panel.model_choice.open_data_file(str(good))
+    wait_opened(qtbot, panel)
+    assert panel.config().dataset == str(good), panel.model_choice.model_error.text()
+    assert panel.dataset_combo.currentData() == str(good)
+    panel.model_choice.open_data_file(str(bad))
+    wait_opened(qtbot, panel)
+    error = panel.model_choice.model_error.text()
+    assert error.startswith("Data not used: ") and "input 'ids'" in error and "(10, 7)" in error, error
+    assert panel.config().dataset == str(good), "the data that fitted stays chosen"
+
+
+def test_integer_ids_that_feed_no_embedding_ask_for_the_vocabulary(qtbot, tmp_path):
+    import keras
+
+    ids = keras.Input((4,), dtype="int32", name="tokens")
+    encoded = keras.layers.CategoryEncoding(num_tokens=7, output_mode="multi_hot")(ids)
+    path = tmp_path / "counts.keras"
+    keras.Model(ids, keras.layers.Dense(1)(encoded)).save(path)
+    panel = make_panel(qtbot)
+    panel.open_model_file(str(path))
+    wait_opened(qtbot, panel)
+    vocab = panel.model_choice.vocab_edit
+    assert vocab.isVisibleTo(panel)
+    assert panel.config() is None and not panel.is_start_enabled()
+    assert any("Vocabulary: input 'tokens' takes integer ids that feed no Embedding" in e for e in panel.model_choice.errors())
+    qtbot.keyClicks(vocab, "7")
+    config = panel.config()
+    assert config is not None and (config.model, config.vocab) == (str(path), 7)
+
+
+def test_a_trusted_python_file_trains_on_its_own_build_dataset_by_default(qtbot, tmp_path):
+    script = write_py(tmp_path, "my_model.py", PY_MODEL)
+    remember_trust(open_settings(), file_sha256(script), str(script))
+    panel = make_panel(qtbot)
+    panel.open_model_file(str(script))
+    wait_opened(qtbot, panel)
+    assert panel.dataset_combo.currentText() == "build_dataset() in the file"
+    config = panel.config()
+    assert config is not None and (config.model, config.dataset, config.trust) == (str(script), "build_dataset", True)
+    info = panel.model_info.text()
+    assert "trusted to run its code" in info and "the loss in the Python file: sparse_categorical_crossentropy" in info
+    assert "Parameters: 67" in info and "(sgd, 0 slot(s))" in info, "the file's own optimizer and loss are shown"
