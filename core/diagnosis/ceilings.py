@@ -70,6 +70,18 @@ def cached_peaks(gpu_names: Sequence[str] | None = None) -> PeaksReport | None:
     return report
 
 
+def cached_or_estimated(devices: Sequence[tuple[str, str, str]]) -> PeaksReport:
+    """The cached ceilings with estimates; before any measurement, the listed devices' estimates alone (not `measured`).
+
+    `devices` are (TensorFlow short name, kind, model name) of the listed devices. Never measures.
+    """
+    cached = cached_peaks()
+    if cached is not None:
+        return cached
+    listed = tuple(DevicePeaks(name, kind, model) for name, kind, model in devices if name)
+    return with_estimates(PeaksReport(machine={}, devices=listed), estimate)
+
+
 def known_peaks() -> PeaksReport | None:
     """The ceilings this process last loaded (`cached_peaks`) or measured (`machine_peaks`); reads nothing."""
     return _known[0]

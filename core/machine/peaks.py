@@ -105,6 +105,11 @@ class PeaksReport:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "devices"}
         return cls(**known, devices=devices)
 
+    @property
+    def measured(self) -> bool:
+        """False for a report of estimates alone (`core.diagnosis.ceilings.cached_or_estimated` before any measurement)."""
+        return any(device.matmul_flops or device.bandwidth_bytes_per_s is not None for device in self.devices)
+
     def device(self, name: str) -> DevicePeaks | None:
         return next((d for d in self.devices if d.device == name), None)
 

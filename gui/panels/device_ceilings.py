@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Sequence
 
 from PySide6.QtCore import QThread, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
-from core.diagnosis.ceilings import cached_peaks, machine_peaks
+from core.diagnosis.ceilings import cached_or_estimated, machine_peaks
 from core.formatting import format_si
 from core.machine.peaks import TIMEOUT_S, DevicePeaks, PeaksReport
 from core.machine.types import DeviceInfo
@@ -62,19 +63,21 @@ def ceiling_details(report: PeaksReport | None, device: DeviceInfo) -> list[tupl
     peaks = device_peaks(report, device)
     if peaks is None:
         return []
+    estimates = [(f"Estimate {p}", format_si(value, "FLOP/s")) for p, value in peaks.estimate_flops.items()]
+    estimates.append(("How estimated", peaks.estimate_method or "no estimate"))
+    if not report.measured:
+        return [("Measured ceilings", "not yet: press Measure ceilings"), *estimates]
     rows = [(f"Measured {p} matmul", format_si(value, "FLOP/s")) for p, value in peaks.matmul_flops.items()]
     rows += [(f"Measured {what}", why) for what, why in peaks.not_measured.items()]
     rows.append(("Measured bandwidth", format_si(peaks.bandwidth_bytes_per_s, "B/s", "not measured")))
     rows.append(("How measured", f"{peaks.method} ({peaks.measured_at})"))
-    rows += [(f"Estimate {p}", format_si(value, "FLOP/s")) for p, value in peaks.estimate_flops.items()]
-    rows.append(("How estimated", peaks.estimate_method or "no estimate"))
-    return rows
+    return rows + estimates
 
 
 class CeilingsBox(QWidget):
     """A line on the ceilings (measured when, or not yet) and the Measure ceilings / Re-measure button."""
 
-    peaks_changed = Signal(object)  # PeaksReport | None
+    peaks_changed = Signal(object)  # PeaksReport
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -106,9 +109,13 @@ class CeilingsBox(QWidget):
     def is_busy(self) -> bool:
         return self._thread is not None
 
-    def load(self) -> None:
-        """Read this machine's cached ceilings in a worker thread (never measures)."""
-        self._start(FunctionWorker(cached_peaks), "ceilings-load")
+    def is_measured(self) -> bool:
+        return self._report is not None and self._report.measured
+
+    def load(self, devices: Sequence[DeviceInfo]) -> None:
+        """Read this machine's cached ceilings in a worker thread (never measures); none cached: the devices' estimates alone."""
+        listed = [(device.tf_name, device.kind, device.name) for device in devices]
+        self._start(FunctionWorker(cached_or_estimated, listed), "ceilings-load")
 
     def measure(self) -> None:
         """Measure the ceilings again in a worker thread (its child process, a minute or two), then cache them."""
@@ -140,15 +147,17 @@ class CeilingsBox(QWidget):
     def _show_stage(self) -> None:
         self.status_label.setText(f"Measuring the ceilings in a child process: {html.escape(self._stage)}…")
 
-    def _on_done(self, report: PeaksReport | None) -> None:
-        if report is None:  # nothing cached for this machine
-            self.status_label.setText(NOT_MEASURED)
-        elif report.devices:
+    def _on_done(self, report: PeaksReport) -> None:
+        if report.devices and report.measured:
             self._report = report
             self._show(report)
             self.peaks_changed.emit(report)
+        elif report.devices:  # nothing cached for this machine: the estimates alone
+            self._report = report
+            self.status_label.setText(NOT_MEASURED)
+            self.peaks_changed.emit(report)
         else:
-            kept = " The ceilings measured before are kept." if self._report is not None else ""
+            kept = " The ceilings measured before are kept." if self.is_measured() else ""
             self.status_label.setText(f"<span style='color:{ERROR_COLOR}'>{html.escape(report.error or 'Nothing was measured.')}</span>{kept}")
 
     def _on_failed(self, message: str) -> None:
@@ -158,7 +167,7 @@ class CeilingsBox(QWidget):
         self._thread = None
         self._stage_timer.stop()
         self.measure_button.setEnabled(not self._closed)
-        self.measure_button.setText("Re-measure" if self._report is not None and self._report.devices else "Measure ceilings")
+        self.measure_button.setText("Re-measure" if self.is_measured() else "Measure ceilings")
 
     def _show(self, report: PeaksReport) -> None:
         source = "cached" if report.cached else f"measured now in {report.elapsed_s:.0f} s"

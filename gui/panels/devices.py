@@ -323,8 +323,8 @@ class DevicePanel(QWidget):
     def _on_detection_finished(self) -> None:
         self._detecting = False
         self.refresh_button.setEnabled(True)
-        if self.ceilings.report is None and not self.ceilings.is_busy():
-            self.ceilings.load()  # TensorFlow is up and the CPU known: the cache can be matched
+        if not self.ceilings.is_measured() and not self.ceilings.is_busy():
+            self.ceilings.load(self._report.devices)  # TensorFlow is up and the CPU known: the cache can be matched
 
     def _refresh_gpus(self) -> None:
         """Timer tick: re-read GPU usage in a worker thread, one re-read at a time."""

@@ -32,7 +32,7 @@ def test_measured_ceilings_stand_beside_the_estimate_and_remeasuring_runs_off_th
     cpu = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {"Model": "Test CPU"})
     panel.set_report(DeviceReport((cpu, DeviceInfo("CPU", "Test CPU", "CPU:1", None, None, None, {})), ()))
     with qtbot.waitSignal(panel.ceilings.peaks_changed, timeout=WAIT_MS):
-        panel.ceilings.load()
+        panel.ceilings.load(panel.devices())
     qtbot.waitUntil(lambda: not panel.ceilings.is_busy(), timeout=WAIT_MS)
 
     table = panel.table
@@ -57,3 +57,22 @@ def test_measured_ceilings_stand_beside_the_estimate_and_remeasuring_runs_off_th
     assert table.item(0, measured).text() == "60.00 GFLOP/s"
     peaks_path().unlink()
     assert cached_peaks() is None  # this process knows no ceilings again
+
+
+def test_before_any_measurement_the_estimate_is_shown_and_nothing_counts_as_measured(qtbot):
+    assert cached_peaks() is None
+    panel = DevicePanel()
+    qtbot.addWidget(panel)
+    cpu = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {"Model": "Test CPU"})
+    panel.set_report(DeviceReport((cpu,), ()))
+    with qtbot.waitSignal(panel.ceilings.peaks_changed, timeout=WAIT_MS):
+        panel.ceilings.load(panel.devices())
+    qtbot.waitUntil(lambda: not panel.ceilings.is_busy(), timeout=WAIT_MS)
+    measured, estimate = (COLUMNS.index(c) for c in ("Measured f32", "Estimate f32"))
+    assert panel.table.item(0, measured).text() == "—"
+    assert panel.table.item(0, estimate).text().endswith("GFLOP/s"), "the estimate needs no measurement"
+    panel.table.selectRow(0)
+    details = {panel.details.item(r, 0).text(): panel.details.item(r, 1).text() for r in range(panel.details.rowCount())}
+    assert details["Measured ceilings"] == "not yet: press Measure ceilings" and "cores x" in details["How estimated"]
+    assert "not measured yet" in panel.ceilings.status_label.text() and panel.ceilings.measure_button.text() == "Measure ceilings"
+    assert not panel.ceilings.is_measured() and cached_peaks() is None, "an estimate is never cached or used as a ceiling"
