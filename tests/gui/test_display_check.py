@@ -125,7 +125,7 @@ def test_a_server_resetting_after_its_last_client_left_still_counts_as_reachable
     """Xvfb refuses connections for a moment after each last client leaves; a bare probe failed ~6% of such calls."""
     if missing_libraries(["libxcb.so.1"]):
         pytest.skip("libxcb is not installed (apt-get install libxcb1)")
-    assert all(can_connect(xvfb) for _ in range(200))
+    assert all(can_connect(xvfb) for _ in range(100))
 
 
 @pytest.mark.timeout(240)
