@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.hooks.trace_summary import TraceSummary, TraceUnreadable, summarize_trace
+from gui.plotting.theme import ERROR_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 
 COLUMNS = ("Op", "Total (ms)", "Share", "Count")
@@ -123,7 +124,7 @@ class ProfileViewDialog(QDialog):
     def _show(self, outcome: TraceSummary | str) -> None:
         if isinstance(outcome, str):
             self.summary = None
-            self.header.setText(f"<span style='color:#c62828'>{html.escape(outcome)}</span>")
+            self.header.setText(f"<span style='color:{ERROR_COLOR}'>{html.escape(outcome)}</span>")
             self.table.setRowCount(0)
             return
         self.summary = outcome

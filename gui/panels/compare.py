@@ -27,10 +27,11 @@ from core.results import RunStatus
 from core.workloads.workload import model_title
 from gui.controllers.compare import CompareController, CompareJob, SavedTarget
 from gui.panels.compare_notes import CompareNotes
-from gui.panels.compare_table import FAILED_COLOR, CompareTable
+from gui.panels.compare_table import CompareTable
 from gui.panels.compare_targets import CompareTargetsBox, target_offers
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
+from gui.plotting.theme import FAILED_COLOR
 from gui.remembered import FOLDER_EXPORT, ask_save_file
 
 TABLE_MIN_ROWS = 4  # the table keeps this many rows in view however small the window (1024x700 included)

@@ -27,10 +27,9 @@ from core.diagnosis.readout import verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
 from core.training.flops import efficiency_note
+from gui.plotting.theme import FAILED_COLOR, WARNING_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
-FAILED_COLOR = "#b00020"
-WARNING_COLOR = "#8a6d00"
 
 Cell = tuple[str, Any, str]  # text, value (ROLE_VALUE), tooltip
 

@@ -16,10 +16,9 @@ from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QLineEd
 from core.compare.targets import TARGET_FORMS, CompareTarget, parse_targets
 from core.config import ConfigError
 from core.machine.types import DeviceReport
+from gui.plotting.theme import ERROR_COLOR, INVALID_FIELD_STYLE
 
 Offer = tuple[str, str, str, bool]  # checkbox text, target spec, tooltip, ticked by default
-INVALID_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff3f3; color: #1a1a1a; }"  # as the run form's fields
-ERROR_COLOR = "#c62828"
 
 
 def typed_targets_error(text: str) -> str:
@@ -139,6 +138,6 @@ class CompareTargetsBox(QGroupBox):
 
     def _check_typed(self) -> None:
         error = self.typed_error()
-        self.edit.setStyleSheet(INVALID_STYLE if error else "")
+        self.edit.setStyleSheet(INVALID_FIELD_STYLE if error else "")
         self.error_label.setText(error)
         self.error_label.setVisible(bool(error))

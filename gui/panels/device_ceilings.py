@@ -20,6 +20,7 @@ from core.diagnosis.ceilings import cached_or_estimated, machine_peaks
 from core.formatting import format_si
 from core.machine.peaks import TIMEOUT_S, DevicePeaks, PeaksReport
 from core.machine.types import DeviceInfo
+from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
 
 CEILING_COLUMNS = ("Measured f32", "Measured bf16", "Measured bandwidth", "Estimate f32")
@@ -30,7 +31,6 @@ CEILING_TIPS = (
     "The datasheet (GPUs) or cores x clock x vector width (CPUs) float32 estimate, beside the measurement, never instead of it.",
 )
 STAGE_POLL_MS = 300
-ERROR_COLOR = "#b00020"
 CLOSE_WAIT_S = 5.0  # a stopped measurement's child is killed at the next poll (0.2 s)
 NOT_MEASURED = "Ceilings not measured yet: Measure ceilings times a large matmul per precision and a streaming add (a minute or two)."
 
@@ -158,7 +158,9 @@ class CeilingsBox(QWidget):
             self.peaks_changed.emit(report)
         else:
             kept = " The ceilings measured before are kept." if self.is_measured() else ""
-            self.status_label.setText(f"<span style='color:{ERROR_COLOR}'>{html.escape(report.error or 'Nothing was measured.')}</span>{kept}")
+            self.status_label.setText(
+                f"<span style='color:{FAILED_COLOR}'>{html.escape(report.error or 'Nothing was measured.')}</span>{kept}"
+            )
 
     def _on_failed(self, message: str) -> None:
         self.status_label.setText(f"The ceilings could not be read or measured: {html.escape(message)}")
@@ -176,5 +178,5 @@ class CeilingsBox(QWidget):
             "timed in a child process; the estimate beside them is the datasheet (GPUs) or cores x clock x vector width (CPUs)."
         )
         if report.error:
-            text += f" <span style='color:{ERROR_COLOR}'>{html.escape(report.error)}</span>"
+            text += f" <span style='color:{FAILED_COLOR}'>{html.escape(report.error)}</span>"
         self.status_label.setText(text)

@@ -33,6 +33,7 @@ from core.machine.inspect import refresh_gpu_usage
 from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceInfo, DeviceReport, NoteTopic, TpuProbe, memory_cells
 from gui.panels.device_ceilings import CEILING_COLUMNS, CEILING_TIPS, CeilingsBox, ceiling_cells, ceiling_details
+from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
 
 GPU_REFRESH_MS = 2000
@@ -303,7 +304,7 @@ class DevicePanel(QWidget):
             value_item = QTableWidgetItem(value)
             value_item.setToolTip(value)
             if key == "Not usable because":
-                value_item.setForeground(QBrush(QColor("#b00020")))
+                value_item.setForeground(QBrush(QColor(FAILED_COLOR)))
             self.details.setItem(index, 1, value_item)
         self.details.resizeRowsToContents()
 

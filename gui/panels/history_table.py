@@ -22,6 +22,7 @@ from core.history.model_files import ModelFileStates
 from core.history.store import RunSummary
 from core.results import FIGURES, FIGURES_BY_NAME, RunStatus
 from core.workloads.workload import is_model_file
+from gui.plotting.theme import FAILED_COLOR, WARNING_COLOR
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("Date", "started_at"),
@@ -37,7 +38,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 NUMERIC_FIELDS = frozenset({"replicas", "steps", *FIGURES_BY_NAME})
 ROLE_ID = Qt.ItemDataRole.UserRole
 ROLE_VALUE = Qt.ItemDataRole.UserRole + 1
-STATUS_COLORS = {RunStatus.FAILED: "#b00020", RunStatus.STOPPED: "#8a6d00", RunStatus.INTERRUPTED: "#8a6d00"}
+STATUS_COLORS = {RunStatus.FAILED: FAILED_COLOR, RunStatus.STOPPED: WARNING_COLOR, RunStatus.INTERRUPTED: WARNING_COLOR}
 
 
 def column_of(field: str) -> int:

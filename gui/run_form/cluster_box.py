@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from core.cluster.topology import GRPC_WARNING, ClusterCallback, WorkerInfo, cluster_from_environment, worker_commands
 from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, ConfigError, RunConfig, normalize_address
 from core.training.callbacks import RunCallback, RunContext
+from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.run_form.worker_network import LocalWorkersNotes
 
@@ -266,7 +267,7 @@ class ClusterBox(QGroupBox):
         self.warning_label.setObjectName("clusterWarningLabel")
         self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
         self.warning_label.setWordWrap(True)
-        self.warning_label.setStyleSheet("color: #8a6d00; font-size: 9pt;")
+        self.warning_label.setStyleSheet(f"color: {WARNING_COLOR}; font-size: 9pt;")
         self.local_notes = LocalWorkersNotes()
         layout.addWidget(self.status_label)
         layout.addWidget(self.local_notes)
@@ -318,18 +319,18 @@ class ClusterBox(QGroupBox):
 
     def _on_environment_read(self, hosts: list[str] | None) -> None:
         if not hosts:
-            self._show_env(NO_ENVIRONMENT, "#b00020")
+            self._show_env(NO_ENVIRONMENT, FAILED_COLOR)
         else:
             self.hosts_radio.setChecked(True)
             self.hosts_edit.setPlainText("\n".join(hosts))
             self._show_env(
                 f"Read {len(hosts)} worker address{'es' if len(hosts) != 1 else ''} from the environment; the first is this machine (the chief).",
-                "#1b5e20",
+                SUCCESS_COLOR,
             )
         self.environment_read.emit(hosts)
 
     def _on_environment_failed(self, message: str) -> None:
-        self._show_env(f"Could not read the cluster from the environment: {message}. Type the addresses instead.", "#b00020")
+        self._show_env(f"Could not read the cluster from the environment: {message}. Type the addresses instead.", FAILED_COLOR)
         self.environment_read.emit(None)
 
     def _on_environment_finished(self) -> None:

@@ -14,6 +14,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from gui.controllers.training_worker import FinishedRun
+from gui.plotting.theme import ERROR_COLOR, WARNING_COLOR
 from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html
 
 RESULT_MAX_HEIGHT = 150
@@ -36,7 +37,7 @@ class RunControls(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("runControls")
-        self.hint_label = self._line("formHint", "color: #c62828;")
+        self.hint_label = self._line("formHint", f"color: {ERROR_COLOR};")
         self.warning_label = self._line("formWarning", "")
         self.start_button = self._button("Start", "startButton", "Start the run (Ctrl+R)")
         self.stop_button = self._button("Stop", "stopButton", "Stop after the step in flight (Esc)")
@@ -75,7 +76,7 @@ class RunControls(QWidget):
         self.hint_label.setText("\n".join(errors))
         self.hint_label.setVisible(bool(errors))
         self.warning_label.setText("\n".join(warnings))
-        self.warning_label.setStyleSheet("color: #555;" if muted else "color: #8a6d00;")
+        self.warning_label.setStyleSheet("color: #555;" if muted else f"color: {WARNING_COLOR};")
         self.warning_label.setVisible(bool(warnings) and not errors)
 
     def show_progress(self, done: int, total: int, samples_per_s: float | None, eta_s: float | None) -> None:

@@ -20,10 +20,10 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QL
 
 from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, PRECISIONS
 from core.formatting import format_value
+from gui.plotting.theme import INVALID_FIELD_STYLE
 
 Parser = Callable[[str], float | int]
 
-INVALID_STYLE = "QLineEdit { border: 1px solid #c62828; background: #fff3f3; color: #1a1a1a; }"  # readable in dark themes too
 DEFAULT_STEPS = 300
 DEFAULT_BATCH = 64
 DEFAULT_LEARNING_RATE = "0.001"
@@ -79,7 +79,7 @@ class ParsedField(QLineEdit):
         return ""
 
     def _restyle(self) -> None:
-        self.setStyleSheet(INVALID_STYLE if self.error() else "")
+        self.setStyleSheet(INVALID_FIELD_STYLE if self.error() else "")
 
 
 def whole_number(low: int, high: int, example: int) -> Parser:

@@ -36,6 +36,7 @@ from core.hooks.profiler import ProfilerCapture, run_callbacks_for
 from core.hooks.tensorboard import TensorBoardMissing, TensorBoardProcess, TensorBoardWriter, launch_tensorboard
 from core.training.callbacks import RunCallback
 from gui.dialogs.profile_view import ProfileViewDialog, open_profile_view
+from gui.plotting.theme import ERROR_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_LOGS, ask_folder
 from gui.settings import (
@@ -318,5 +319,5 @@ class RunOptionsBox(QGroupBox):
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status_label.setText(text)
-        self.status_label.setStyleSheet("color: #c62828;" if error else "")
+        self.status_label.setStyleSheet(f"color: {ERROR_COLOR};" if error else "")
         self.status_label.setVisible(bool(text))

@@ -22,6 +22,7 @@ from core.workloads.data import DATASETS
 from core.workloads.models import MODELS
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
 from core.workloads.workload import is_model_file
+from gui.plotting.theme import ERROR_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_DATA, FOLDER_MODEL, ask_open_file, recent_models, remember_model
 from gui.run_form.fields import ParsedField, whole_number
@@ -93,14 +94,14 @@ class ModelChoice(QObject):
         self.model_error = QLabel()
         self.model_error.setObjectName("modelError")
         self.model_error.setWordWrap(True)
-        self.model_error.setStyleSheet("color: #c62828;")
+        self.model_error.setStyleSheet(f"color: {ERROR_COLOR};")
         self.dataset_combo = QComboBox()
         self.dataset_combo.setObjectName("datasetCombo")
         self.dataset_combo.setToolTip("Synthetic data measures the device alone; real data sets load from disk or download once.")
         self.dataset_note = QLabel()
         self.dataset_note.setObjectName("datasetNote")
         self.dataset_note.setWordWrap(True)
-        self.dataset_note.setStyleSheet("color: #8a6d00;")
+        self.dataset_note.setStyleSheet(f"color: {WARNING_COLOR};")
         self.vocab_edit = ParsedField("Vocabulary", whole_number(2, MAX_VOCAB, 1000), "", "vocabEdit")
         self.vocab_edit.setToolTip("How many different ids the integer inputs take (synthetic ids are drawn from 0 to this - 1).")
 

@@ -14,15 +14,15 @@ from core.diagnosis.readout import memory_estimate_text, peak_text
 from core.formatting import format_duration, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.controllers.training_worker import FinishedRun
+from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
-FAILED_COLOR = "#b00020"
 EVIDENCE_COLOR = "#555555"
 DIAGNOSING = "Diagnosing… why is it this fast?"
 BOUND_HEADS = {"unknown": "No single limit found"}
 # How the result line heads each way a run ends; any status not listed reads as a failure.
 STATUS_HEADS: dict[RunStatus, tuple[str, str]] = {
-    RunStatus.COMPLETED: ("Completed", "#1b5e20"),
-    RunStatus.STOPPED: ("Stopped", "#8a6d00"),
+    RunStatus.COMPLETED: ("Completed", SUCCESS_COLOR),
+    RunStatus.STOPPED: ("Stopped", WARNING_COLOR),
 }
 
 

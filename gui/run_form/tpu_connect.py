@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPush
 
 from core.machine.tpu import probe_tpu
 from core.machine.types import TpuProbe
+from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 
 TPU_PROBE_TIMEOUT_S = 30
@@ -131,7 +132,7 @@ class TpuConnect(QObject):
         self.cores = len(probe.devices) if probe.ok else 0
         prefix = "Connected" if probe.ok else "Not connected"
         self.status_label.setText(f"{prefix} ({probe.elapsed_s:.1f} s): {probe.message}")
-        self.status_label.setStyleSheet("" if probe.ok else "color: #b00020;")
+        self.status_label.setStyleSheet("" if probe.ok else f"color: {FAILED_COLOR};")
         self.probed.emit(probe)
 
     def _on_probe_failed(self, message: str) -> None:

@@ -15,11 +15,12 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QMessageBox, QVBoxLayout, QWidg
 from core.cluster.isolation import isolation_problem, known_isolation_problem
 from core.cluster.topology import oversubscription_warning
 from core.config import RunConfig
+from gui.plotting.theme import SUCCESS_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 
 CHECKING = "Checking whether the local workers can be kept off the network…"
 ISOLATED = "The local workers run in a private network of their own (loopback only): no other machine can reach them."
-WARNING_STYLE = "color: #8a6d00; font-size: 9pt;"
+WARNING_STYLE = f"color: {WARNING_COLOR}; font-size: 9pt;"
 ALLOW_TEXT = "Start them anyway, reachable from the network"
 CONFIRM_TITLE = "Local workers reachable from the network"
 
@@ -101,7 +102,7 @@ class LocalWorkersNotes(QWidget):
         if problem:
             self._show_isolation(f"⚠ The local workers cannot be isolated from the network here: {problem}.", WARNING_STYLE)
         else:
-            self._show_isolation(ISOLATED, "color: #1b5e20; font-size: 9pt;")
+            self._show_isolation(ISOLATED, f"color: {SUCCESS_COLOR}; font-size: 9pt;")
         self.allow_check.setVisible(bool(problem))
         self.isolation_checked.emit(problem)
         self.changed.emit()

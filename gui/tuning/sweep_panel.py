@@ -38,9 +38,10 @@ from core.results import RunStatus
 from core.tuning.sweep import Sweep, SweepRow, best_index
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting, varied_settings
 from gui.controllers.sweep import SweepController, SweepJob, SweepOutcome
+from gui.plotting.theme import FAILED_COLOR
 from gui.tuning.sweep_axes import SweepAxesBox
 from gui.tuning.sweep_heatmap import SweepHeatMap
-from gui.tuning.sweep_table import FAILED_COLOR, SweepTable
+from gui.tuning.sweep_table import SweepTable
 from gui.tuning.tuning_box import TuningBox
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 from core.results import FIGURES_BY_NAME, RunStatus
 from core.tuning.sweep import SweepRow
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting
+from gui.plotting.theme import FAILED_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 BEST_MARK = "★ best"
-FAILED_COLOR = "#b00020"
 PENDING_COLOR = "#808080"
 FIGURE_KEYS = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes")
 LR_KEY = "suggested_learning_rate"

@@ -38,6 +38,7 @@ from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting
 from core.workloads.workload import model_title
 from gui.controllers.tuning import AUTOTUNE, MAX_BATCH, TuningController, TuningJob
+from gui.plotting.theme import ERROR_COLOR
 
 MEMORY_FIELD = "Memory budget"
 UP_TO_FIELD = "Up to"
@@ -178,7 +179,7 @@ class TuningBox(QGroupBox):
         self.progress_label.setText("")
 
     def _say_problem(self, text: str) -> None:
-        self.progress_label.setText(f"<span style='color:#c62828'>{text}</span>")
+        self.progress_label.setText(f"<span style='color:{ERROR_COLOR}'>{text}</span>")
 
     @Slot(bool)
     def _on_running_changed(self, running: bool) -> None:
