@@ -21,8 +21,8 @@ from core.cli.history_commands import CliHistory, open_history
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
-from core.compare.targets import TARGET_FORMS, parse_target
-from core.config import OPTIMIZERS, ConfigError, RunConfig
+from core.compare.targets import parse_target_option
+from core.config import OPTIMIZERS, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.results import StepRecord
@@ -74,10 +74,7 @@ def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
 
 def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) -> RunConfig:
     """The job every point shares, on the target: each setting at its first value."""
-    try:
-        target = parse_target(args.target)
-    except ConfigError as exc:
-        raise ConfigError("--target", args.target, TARGET_FORMS) from exc
+    target = parse_target_option(args.target, "--target")
     job = RunConfig(
         model=args.model,
         dataset=args.data,

@@ -19,7 +19,7 @@ from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.job_options import checked_model_file
 from core.cli.output import format_columns
 from core.cli.signals import run_interruptibly, stop_on_signals
-from core.compare.targets import TARGET_FORMS, parse_target
+from core.compare.targets import parse_target_option
 from core.config import MAX_BATCH_SIZE, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
@@ -84,10 +84,7 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
 
 def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) -> RunConfig:
     """The job the search works on, on its target; a model file is opened in a child process first."""
-    try:
-        target = parse_target(args.target)
-    except ConfigError as exc:
-        raise ConfigError("--target", args.target, TARGET_FORMS) from exc
+    target = parse_target_option(args.target, "--target")
     job = RunConfig(
         model=args.model,
         dataset=args.data or "synthetic",

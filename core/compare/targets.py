@@ -71,6 +71,14 @@ def parse_target(text: str) -> CompareTarget:
     raise ConfigError("targets", spec, TARGET_FORMS)
 
 
+def parse_target_option(text: str, option: str) -> CompareTarget:
+    """`parse_target` for a command-line option: a bad target is a ConfigError naming `option` and the allowed forms."""
+    try:
+        return parse_target(text)
+    except ConfigError as exc:
+        raise ConfigError(option, text, TARGET_FORMS) from exc
+
+
 def _device_list(text: str, spec: str) -> tuple[str, ...]:
     names = [name.strip() for name in text.split(",")]
     if not all(re.fullmatch(r"[A-Za-z]+:\d+", name) and name.split(":")[0].upper() in DEVICE_KINDS for name in names):

@@ -5,22 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 from PySide6.QtWidgets import QCheckBox, QLabel
 
 from gui.plotting.plot_controls import off_scale
 from gui.plotting.plots import PlotsWidget
 
 N = 200
-
-
-@pytest.fixture
-def plots(qtbot) -> PlotsWidget:
-    widget = PlotsWidget()
-    qtbot.addWidget(widget)
-    widget.resize(1000, 600)
-    widget.show()
-    return widget
 
 
 def loss_y_range(plots: PlotsWidget) -> tuple[float, float]:

@@ -18,15 +18,6 @@ from gui.plotting.theme import DARK, style_plot
 WARMUP_TIME_S = 2.0
 
 
-@pytest.fixture
-def plots(qtbot) -> PlotsWidget:
-    widget = PlotsWidget()
-    qtbot.addWidget(widget)
-    widget.resize(1000, 600)
-    widget.show()
-    return widget
-
-
 def a_run(n: int = 200, seed: int = 0):
     rng = np.random.default_rng(seed)
     losses = 2.3 * np.exp(-np.arange(n) / 50) + 0.05 * rng.random(n)
