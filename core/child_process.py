@@ -9,6 +9,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def child_env(hide_gpus: bool = False) -> dict[str, str]:
+    """The environment for a `python -m core...` child: the project importable, TensorFlow's C++ log quiet
+    (unless the user set its level), and with `hide_gpus` no GPU (a child that must not take GPU memory)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = "-1"
+    return env
 
 
 def kill_process_group(process: subprocess.Popen) -> None:

@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from core.child_process import child_env
 from core.cluster import protocol
 from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, open_worker_network
 from core.cluster.process import EXITED, WorkerProcess
@@ -46,7 +46,6 @@ from core.workloads.workload import is_model_file
 STOP_GRACE_S = 5.0
 FINISH_GRACE_S = 15.0
 POLL_S = 0.1
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_local_cluster(
@@ -156,9 +155,8 @@ class Supervisor:
         return result
 
     def _launch(self) -> None:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        env = child_env()
         env.pop("TF_CONFIG", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         shares = local_gpu_shares(_visible_gpu_ids(), len(self._local)) if len(self._local) > 1 else [None]
         for worker, gpus in zip(self._local, shares, strict=True):
             argv = local_worker_argv(self._config, self._cluster, worker.index)

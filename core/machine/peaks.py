@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from core.child_process import kill_process_group
+from core.child_process import PROJECT_ROOT, child_env, kill_process_group
 from core.files import write_atomically
 from core.formatting import utc_now
 
@@ -62,7 +62,6 @@ CACHE_VERSION = 1
 
 REPORT_PREFIX = "@@peaks "
 """Starts each line the child reports on (anything else it prints is not a report)."""
-_ROOT = Path(__file__).resolve().parents[2]
 
 Estimator = Callable[["DevicePeaks"], tuple[dict[str, float], str]]
 
@@ -175,8 +174,6 @@ def measure_peaks(
     devices measured until then and says what happened in `error`.
     """
     key, start = machine_key(), time.monotonic()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "core.machine.peaks_child"],
@@ -184,8 +181,8 @@ def measure_peaks(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
-            cwd=str(_ROOT),
+            env=child_env(),
+            cwd=str(PROJECT_ROOT),
             start_new_session=os.name == "posix",
         )
     except OSError as error:

@@ -39,10 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.child_process import exit_description, kill_process_group
+from core.child_process import child_env, exit_description, kill_process_group
 from core.config import RunConfig
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROBE_STEPS = 3
 """Steps per probe, one per call: the warm-up call (tracing, first allocations) and two steady ones (Lightning's default)."""
 POLL_S = 0.02
@@ -198,13 +197,8 @@ def _verdict(
 
 
 def _child_env(config: RunConfig) -> dict[str, str]:
-    """The child's environment: the project importable, TF's C++ log quiet, no GPU for a job on CPUs."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if config.devices and all(device.startswith("CPU") for device in config.devices):
-        env["CUDA_VISIBLE_DEVICES"] = "-1"  # a CPU probe must not take GPU memory
-    return env
+    """The child's environment (`child_process.child_env`): no GPU for a job on CPUs, which must not take GPU memory."""
+    return child_env(hide_gpus=bool(config.devices) and all(device.startswith("CPU") for device in config.devices))
 
 
 def _read_json(path: Path) -> dict | None:

@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.child_process import exit_description, kill_process_group
+from core.child_process import child_env, exit_description, kill_process_group
 from core.workloads.model_file import ModelFileError, check_model_path
 from core.workloads.user_workload import open_user_workload
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = 120.0
 STDERR_TAIL_CHARS = 600
 STOP_POLL_S = 0.2
@@ -75,13 +74,13 @@ def _run_child(command: list[str], timeout_s: float, shown: str, stop_event: thr
 
     An overrun or a stop raises ModelFileError; the child never outlives the call.
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["CUDA_VISIBLE_DEVICES"] = "-1"
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    posix = os.name == "posix"
     process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=posix
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=child_env(hide_gpus=True),
+        start_new_session=os.name == "posix",
     )
     started = time.monotonic()
     try:
