@@ -6,10 +6,12 @@ They start in a process group of their own (`start_new_session=True` on POSIX), 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,6 +36,20 @@ def kill_process_group(process: subprocess.Popen) -> None:
             pass
     else:
         process.kill()
+
+
+def read_answer(path: Path) -> dict[str, Any] | None:
+    """The JSON answer a child wrote to `path` (its `--out`); None when it wrote none or half of one (it died first)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def last_line(text: str, limit: int, default: str = "") -> str:
+    """The last non-blank line of a child's stderr, its last `limit` characters: what it said before it ended."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else default)[-limit:]
 
 
 def exit_description(returncode: int) -> str:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.child_process import child_env, exit_description, kill_process_group
+from core.child_process import child_env, exit_description, kill_process_group, last_line, read_answer
 from core.config import RunConfig
 
 PROBE_STEPS = 3
@@ -120,7 +120,7 @@ def run_probe(
                 process.wait()
                 raise
         seconds = time.monotonic() - started
-        answer = _read_json(answer_file)
+        answer = read_answer(answer_file)
         stderr_tail = _tail(log_file)
     return _verdict(batch, ended, answer, watched_peak, seconds, process.returncode, stderr_tail, limits, timeout_s)
 
@@ -201,19 +201,11 @@ def _child_env(config: RunConfig) -> dict[str, str]:
     return child_env(hide_gpus=bool(config.devices) and all(device.startswith("CPU") for device in config.devices))
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _tail(path: Path) -> str:
     try:
-        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        return last_line(path.read_text(encoding="utf-8", errors="replace"), STDERR_TAIL_CHARS)
     except OSError:
         return ""
-    return (lines[-1] if lines else "")[-STDERR_TAIL_CHARS:]
 
 
 def _logical_cpus(config: RunConfig) -> int:

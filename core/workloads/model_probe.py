@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.child_process import child_env, exit_description, kill_process_group
+from core.child_process import child_env, exit_description, kill_process_group, last_line, read_answer
 from core.workloads.model_file import ModelFileError, check_model_path
 from core.workloads.user_workload import open_user_workload
 
@@ -61,9 +61,9 @@ def describe_model_file(
         command += ["--data", data] if data is not None else []
         command += ["--batch-size", str(batch_size)] if batch_size is not None else []
         returncode, stderr = _run_child(command, timeout_s, file, stop_event)
-        answer = _read_answer(answer_file)
+        answer = read_answer(answer_file)
     if answer is None:
-        raise ModelFileError(file, f"inspecting the model crashed ({exit_description(returncode)}): {_tail(stderr)}")
+        raise ModelFileError(file, f"inspecting the model crashed ({exit_description(returncode)}): {last_line(stderr, STDERR_TAIL_CHARS, 'no error output')}")
     if "error" in answer:
         raise ModelFileError(answer.get("path", file), answer["error"], bool(answer.get("needs_trust")))
     return answer["model"]
@@ -103,18 +103,6 @@ def _run_child(command: list[str], timeout_s: float, shown: str, stop_event: thr
         kill_process_group(process)
         process.communicate()
         raise
-
-
-def _read_answer(answer_file: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(answer_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _tail(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else "no error output")[-STDERR_TAIL_CHARS:]
 
 
 def main(argv: list[str] | None = None) -> int:
