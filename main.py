@@ -1,7 +1,7 @@
 """Device Lab entry point: no arguments start the window, a subcommand runs headless.
 
-    python main.py                      # the desktop app
-    python main.py devices | models | run | compare | history | export | worker ...
+python main.py                      # the desktop app
+python main.py devices | models | run | compare | history | export | worker ...
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ TARGET_RATIO = 1.00
 BATCH_SIZE = 64
 
 
-
 def run(quick: bool) -> list[harness.Result]:
     processes, pairs = (1, 2) if quick else (2, 3)
     rows = []

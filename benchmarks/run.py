@@ -24,7 +24,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness  # noqa: E402
 
-BENCHMARKS = ("engine_vs_fit", "truth", "gui_overhead", "startup", "responsiveness", "plot_scale", "stop_latency", "soak", "crash_loss", "peaks_agreement", "hook_overhead", "autotune_gain", "autotune_budget", "max_batch")
+BENCHMARKS = (
+    "engine_vs_fit",
+    "truth",
+    "gui_overhead",
+    "startup",
+    "responsiveness",
+    "plot_scale",
+    "stop_latency",
+    "soak",
+    "crash_loss",
+    "peaks_agreement",
+    "hook_overhead",
+    "autotune_gain",
+    "autotune_budget",
+    "max_batch",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

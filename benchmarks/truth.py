@@ -21,7 +21,6 @@ TOLERANCE = 0.03
 BATCH_SIZE = 64
 
 
-
 def run(quick: bool) -> list[harness.Result]:
     repeats = 1 if quick else 3
     rows = []

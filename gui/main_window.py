@@ -341,7 +341,9 @@ class MainWindow(QMainWindow):
         self.run_panel.show_progress(progress.done, progress.total, progress.samples_per_s, progress.eta_s)
         if progress.samples_per_s:
             eta = f", ETA {format_duration(progress.eta_s)}" if progress.eta_s is not None else ""
-            self.statusBar().showMessage(f"Training: step {progress.done:,} of {progress.total:,}, {progress.samples_per_s:,.0f} samples/s{eta}")
+            self.statusBar().showMessage(
+                f"Training: step {progress.done:,} of {progress.total:,}, {progress.samples_per_s:,.0f} samples/s{eta}"
+            )
 
     def _on_run_finished(self, finished: FinishedRun) -> None:
         self.plots.describe_run(self.run_controller.current_key, finished.run_id, finished.result.config)

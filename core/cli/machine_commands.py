@@ -100,10 +100,7 @@ def _say_stage(stage: str) -> None:
 
 def peaks_document(report: PeaksReport, cache_file: str) -> dict[str, Any]:
     """`main.py peaks --json`: per device the PEAK_KEYS plus how each figure was found; the cache and any error."""
-    devices = [
-        {**{key: getattr(device, key) for key in PEAK_KEYS}, **_methods(device)}
-        for device in report.devices
-    ]
+    devices = [{**{key: getattr(device, key) for key in PEAK_KEYS}, **_methods(device)} for device in report.devices]
     return {"devices": devices, "cached": report.cached, "cache_file": cache_file, "machine": report.machine, "error": report.error}
 
 

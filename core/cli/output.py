@@ -62,7 +62,11 @@ def format_result(result: RunResult) -> str:
         *((f.title.lower(), _figure_text(f, s, result)) for f in FIGURES),
     ]
     memory = memory_estimate_text(result.memory_estimate)
-    lines += [(name, value) for name, value in (("memory estimate", memory), ("evidence", result.bound_evidence), ("advice", result.advice)) if value]
+    lines += [
+        (name, value)
+        for name, value in (("memory estimate", memory), ("evidence", result.bound_evidence), ("advice", result.advice))
+        if value
+    ]
     lines += [("warning", w) for w in s["warnings"]]
     width = max(len(name) for name, _ in lines)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in lines)

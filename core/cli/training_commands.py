@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
 DIAGNOSING = (
-    "Diagnosing: why is it this fast? (the input pipeline timed alone, then short probe runs that are not saved; "
-    "--no-verdict skips this)"
+    "Diagnosing: why is it this fast? (the input pipeline timed alone, then short probe runs that are not saved; --no-verdict skips this)"
 )
 
 

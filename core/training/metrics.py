@@ -52,9 +52,7 @@ class StepStats:
 StepRange = tuple[int, int]  # first and last step, 1-based, inclusive
 
 
-def summarize(
-    step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int, set_apart: Sequence[StepRange] = ()
-) -> StepStats:
+def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int, set_apart: Sequence[StepRange] = ()) -> StepStats:
     """Statistics of a run's step times: the first `warmup_steps` are warm-up, the `set_apart` ranges kept out too."""
     times = np.asarray(step_times_s, dtype=np.float64)
     warmup_steps = min(warmup_steps, len(times))

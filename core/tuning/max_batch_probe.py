@@ -180,7 +180,11 @@ def _verdict(
         return Probe(batch, False, watched_peak or None, f"still training after {timeout_s:g} s: stopped (too slow to be of use)", seconds)
     if answer is None:
         return Probe(
-            batch, False, watched_peak or None, f"the probe process died ({exit_description(returncode)}), most likely out of memory", seconds
+            batch,
+            False,
+            watched_peak or None,
+            f"the probe process died ({exit_description(returncode)}), most likely out of memory",
+            seconds,
         )
     on_accelerator = bool(answer.get("on_accelerator"))
     host_peak = max(watched_peak, int(answer.get("max_rss") or 0))

@@ -63,7 +63,10 @@ def describe_model_file(
         returncode, stderr = _run_child(command, timeout_s, file, stop_event)
         answer = read_answer(answer_file)
     if answer is None:
-        raise ModelFileError(file, f"inspecting the model crashed ({exit_description(returncode)}): {last_line(stderr, STDERR_TAIL_CHARS, 'no error output')}")
+        raise ModelFileError(
+            file,
+            f"inspecting the model crashed ({exit_description(returncode)}): {last_line(stderr, STDERR_TAIL_CHARS, 'no error output')}",
+        )
     if "error" in answer:
         raise ModelFileError(answer.get("path", file), answer["error"], bool(answer.get("needs_trust")))
     return answer["model"]

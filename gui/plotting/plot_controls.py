@@ -37,7 +37,7 @@ def off_scale(highs: Mapping[Hashable, float], factor: float = OFF_SCALE_FACTOR)
 
 
 class LossScale(QWidget):
-    """"Log scale" for the loss plot, and the runs kept out of its linear y range (with a note saying so).
+    """ "Log scale" for the loss plot, and the runs kept out of its linear y range (with a note saying so).
 
     `changed` fires when the scale was switched: the owner redraws, and calls
     `update` with its runs after every redraw.

@@ -16,8 +16,18 @@ from core.history.store import RunStore
 from core.results import FIGURES, RunResult, RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_KEYS = {"status", "model", "strategy", "replicas", "steps", "warmup_s", "step_time_median_ms",
-            "step_time_p95_ms", "samples_per_s", "final_loss"}
+RUN_KEYS = {
+    "status",
+    "model",
+    "strategy",
+    "replicas",
+    "steps",
+    "warmup_s",
+    "step_time_median_ms",
+    "step_time_p95_ms",
+    "samples_per_s",
+    "final_loss",
+}
 
 
 @pytest.fixture
@@ -40,8 +50,27 @@ def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
 
 
 def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
-    out = cli(["run", "--no-verdict", "--model", "mlp", "--strategy", "mirrored", "--devices", "CPU:0,CPU:1", "--logical-cpus", "2",
-               "--steps", "6", "--steps-per-call", "3", "--json", "--no-save"], cli_env)
+    out = cli(
+        [
+            "run",
+            "--no-verdict",
+            "--model",
+            "mlp",
+            "--strategy",
+            "mirrored",
+            "--devices",
+            "CPU:0,CPU:1",
+            "--logical-cpus",
+            "2",
+            "--steps",
+            "6",
+            "--steps-per-call",
+            "3",
+            "--json",
+            "--no-save",
+        ],
+        cli_env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout)["replicas"] == 2
 
@@ -87,8 +116,14 @@ def test_devices_json_lists_the_cpu_with_memory(cli_env):
 
 
 def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
-    proc = subprocess.Popen([sys.executable, "main.py", "run", "--model", "mlp", "--steps", "100000", "--json"], cwd=ROOT,
-                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "main.py", "run", "--model", "mlp", "--steps", "100000", "--json"],
+        cwd=ROOT,
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     seen = ""
     while seen.count("/100000") < 2 and time.monotonic() < deadline:  # a progress line past the warm-up
@@ -103,8 +138,23 @@ def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
 
 
 def test_compare_json_gives_rows_with_speedup_and_export_matches(cli_env, tmp_path):
-    out = cli(["compare", "--model", "mlp", "--data", "digits", "--targets", "CPU:0;mirrored:CPU:0,CPU:1",
-               "--logical-cpus", "2", "--steps", "12", "--json"], cli_env)
+    out = cli(
+        [
+            "compare",
+            "--model",
+            "mlp",
+            "--data",
+            "digits",
+            "--targets",
+            "CPU:0;mirrored:CPU:0,CPU:1",
+            "--logical-cpus",
+            "2",
+            "--steps",
+            "12",
+            "--json",
+        ],
+        cli_env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = json.loads(out.stdout)
     assert [row["replicas"] for row in rows] == [1, 2]
@@ -129,16 +179,39 @@ def test_export_of_unknown_run_id_is_refused(cli_env, tmp_path):
     assert out.returncode == 2 and "RUN_ID: got [999]" in out.stderr
 
 
-HISTORY_KEYS = {"id", "started_at", "label", "group", "status", "message", "model", "dataset", "strategy", "devices",
-                "replicas", "batch_size", "steps", "samples_per_s", "step_time_median_ms", "step_time_p95_ms",
-                "warmup_s", "final_loss"}
+HISTORY_KEYS = {
+    "id",
+    "started_at",
+    "label",
+    "group",
+    "status",
+    "message",
+    "model",
+    "dataset",
+    "strategy",
+    "devices",
+    "replicas",
+    "batch_size",
+    "steps",
+    "samples_per_s",
+    "step_time_median_ms",
+    "step_time_p95_ms",
+    "warmup_s",
+    "final_loss",
+}
 
 
 def stored_result() -> RunResult:
     values = {"INTEGER": lambda i: 123_456_789, "REAL": lambda i: 1.5 + i, "TEXT": lambda i: "compute"}
     figures = {f.name: values[f.sql_type](i) for i, f in enumerate(FIGURES)}
-    return RunResult(status=RunStatus.COMPLETED, config=RunConfig(model="mlp", steps=3).to_dict(), steps_done=3,
-                     warmup_steps=1, peak_memory_source="process RSS peak", **figures)
+    return RunResult(
+        status=RunStatus.COMPLETED,
+        config=RunConfig(model="mlp", steps=3).to_dict(),
+        steps_done=3,
+        warmup_steps=1,
+        peak_memory_source="process RSS peak",
+        **figures,
+    )
 
 
 def test_history_shows_every_figure_in_text_and_json(cli_env):
@@ -198,8 +271,16 @@ def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_pa
     # MNIST is not cached in this KERAS_HOME, so Keras prints "Downloading data from ..." to stdout and tries the
     # download through a proxy on 127.0.0.1 that refuses: nothing leaves this machine, and the run fails.
     proxy = "http://127.0.0.1:9"
-    env = dict(cli_env, KERAS_HOME=str(tmp_path / "keras"), https_proxy=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, HTTP_PROXY=proxy,
-               no_proxy="", NO_PROXY="")
+    env = dict(
+        cli_env,
+        KERAS_HOME=str(tmp_path / "keras"),
+        https_proxy=proxy,
+        HTTPS_PROXY=proxy,
+        http_proxy=proxy,
+        HTTP_PROXY=proxy,
+        no_proxy="",
+        NO_PROXY="",
+    )
     out = cli(["run", "--no-verdict", "--model", "mlp", "--data", "mnist", "--steps", "3", "--tpu-timeout", "7", "--json"], env)
     assert out.returncode == 1
     assert json.loads(out.stdout)["status"] == "failed"
@@ -211,8 +292,25 @@ def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_pa
 
 
 def test_multi_worker_run_shows_the_join_and_is_recorded_with_the_chiefs_steps(cli_env):
-    out = cli(["run", "--model", "mlp", "--data", "digits", "--strategy", "multi-worker", "--workers", "2", "--steps", "6",
-               "--allow-network-workers", "--json"], cli_env, timeout=480)
+    out = cli(
+        [
+            "run",
+            "--model",
+            "mlp",
+            "--data",
+            "digits",
+            "--strategy",
+            "multi-worker",
+            "--workers",
+            "2",
+            "--steps",
+            "6",
+            "--allow-network-workers",
+            "--json",
+        ],
+        cli_env,
+        timeout=480,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout)["steps"] == 6
     assert "started 2 worker process(es)" in out.stderr and "waiting for the 2 workers to join the cluster" in out.stderr

@@ -175,6 +175,7 @@ def test_export_to_a_bad_path_is_exit_2_and_leaves_no_partial_file(cli_env, one_
     locked.mkdir(parents=True)
     target = Path(where) if where.startswith("/") else exports / where
     folder = target if target.is_dir() else target.parent
+
     def ours() -> list[Path] | None:  # /proc also lists every process, which come and go meanwhile
         return sorted(p for p in folder.iterdir() if not p.name.isdigit()) if folder.is_dir() else None
 

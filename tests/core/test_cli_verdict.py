@@ -30,8 +30,15 @@ def cli_env(tmp_path_factory):
     """A data folder holding a peaks cache for this machine (its CPU model and TensorFlow version)."""
     data = tmp_path_factory.mktemp("verdict") / "data"
     key = peaks.machine_key()
-    device = DevicePeaks("CPU:0", "CPU", key["cpu"], {"float32": FLOAT32, "bfloat16": BFLOAT16}, BANDWIDTH,
-                         method="written by the test", measured_at="2026-01-01T00:00:00+00:00")
+    device = DevicePeaks(
+        "CPU:0",
+        "CPU",
+        key["cpu"],
+        {"float32": FLOAT32, "bfloat16": BFLOAT16},
+        BANDWIDTH,
+        method="written by the test",
+        measured_at="2026-01-01T00:00:00+00:00",
+    )
     peaks.save(data / peaks.CACHE_FILE, PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00"))
     return dict(os.environ, DEVICE_LAB_DATA_DIR=str(data), DEVICE_LAB_LOG_DIR=str(data.parent / "logs"))
 

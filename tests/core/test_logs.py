@@ -166,9 +166,7 @@ def _python(script: str, log_dir: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["DEVICE_LAB_LOG_DIR"] = str(log_dir)
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
-    )
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
 
 def test_python_output_and_tracebacks_still_reach_the_terminal_during_a_redirect(tmp_path):

@@ -31,7 +31,9 @@ def app_env(tmp_path: Path, **changes: str) -> dict[str, str]:
         key: value for key, value in os.environ.items() if key not in ("DISPLAY", "QT_QPA_PLATFORM", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")
     }
     env.update(
-        DEVICE_LAB_DATA_DIR=str(tmp_path / "data"), DEVICE_LAB_SETTINGS_DIR=str(tmp_path / "settings"), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs")
+        DEVICE_LAB_DATA_DIR=str(tmp_path / "data"),
+        DEVICE_LAB_SETTINGS_DIR=str(tmp_path / "settings"),
+        DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"),
     )
     env.update(changes)
     return env
@@ -106,7 +108,9 @@ def xvfb():
         pytest.skip("Xvfb is not installed (apt-get install xvfb)")
     reader, writer = os.pipe()
     server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(writer), "-nolisten", "tcp", "-screen", "0", "1280x800x24"], pass_fds=(writer,), stderr=subprocess.DEVNULL
+        ["Xvfb", "-displayfd", str(writer), "-nolisten", "tcp", "-screen", "0", "1280x800x24"],
+        pass_fds=(writer,),
+        stderr=subprocess.DEVNULL,
     )
     os.close(writer)
     try:

@@ -24,8 +24,15 @@ FLOAT32 = 60e9
 def write_peaks_cache(float32: float = FLOAT32) -> PeaksReport:
     """This machine's ceilings, written beside the test's history as a measurement would leave them."""
     key = peaks.machine_key()
-    device = DevicePeaks("CPU:0", "CPU", key["cpu"], {"float32": float32, "bfloat16": 2 * float32}, 20e9,
-                         method="written by the test", measured_at="2026-01-01T00:00:00+00:00")
+    device = DevicePeaks(
+        "CPU:0",
+        "CPU",
+        key["cpu"],
+        {"float32": float32, "bfloat16": 2 * float32},
+        20e9,
+        method="written by the test",
+        measured_at="2026-01-01T00:00:00+00:00",
+    )
     report = PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00")
     peaks.save(peaks_path(), report)
     return report
@@ -84,4 +91,7 @@ def test_the_result_line_gives_verdict_advice_evidence_and_the_memory_estimate()
     shown = result_html(FinishedRun(result, 7))
     assert "Verdict: Overhead-bound" in shown and "Try</b>: Raise steps per call" in shown and "fixed cost" in shown
     assert "2.5% of the measured 60.00 GFLOP/s ceiling (datasheet/ISA estimate 150.00 GFLOP/s: 1.0%)" in shown
-    assert "peak memory 600.0 MiB (host process RSS peak), estimate 4.0 KiB (weights 1.0 KiB + gradients 1.0 KiB + optimizer state 2.0 KiB)" in shown
+    assert (
+        "peak memory 600.0 MiB (host process RSS peak), estimate 4.0 KiB (weights 1.0 KiB + gradients 1.0 KiB + optimizer state 2.0 KiB)"
+        in shown
+    )

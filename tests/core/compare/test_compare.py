@@ -36,7 +36,9 @@ def cpu_vs_mirrored(two_cpus):
 def test_two_targets_give_two_rows_and_a_speedup_from_their_speeds(cpu_vs_mirrored):
     comparison, _ = cpu_vs_mirrored
     single, mirrored = comparison.rows
-    assert [row.status for row in comparison.rows] == [RunStatus.COMPLETED, RunStatus.COMPLETED], [r.result.message for r in comparison.rows]
+    assert [row.status for row in comparison.rows] == [RunStatus.COMPLETED, RunStatus.COMPLETED], [
+        r.result.message for r in comparison.rows
+    ]
     assert [row.replicas for row in comparison.rows] == [1, 2]
     assert single.samples_per_s > 0 and mirrored.samples_per_s > 0
     assert single.speedup == 1.0
@@ -289,7 +291,9 @@ def test_efficiency_only_compares_like_with_like():
 
 
 def test_table_shows_dashes_for_missing_figures():
-    comparison = compare_results([("CPU:0", _result()), ("CPU:9", _result(status=RunStatus.FAILED, samples=None, median_ms=None, spread=None))])
+    comparison = compare_results(
+        [("CPU:0", _result()), ("CPU:9", _result(status=RunStatus.FAILED, samples=None, median_ms=None, spread=None))]
+    )
     table = format_table(comparison)
     failed_line = next(line for line in table.splitlines() if line.startswith("CPU:9"))
     assert "[failed]" in failed_line and failed_line.split()[-1] == "-"

@@ -81,8 +81,10 @@ def test_local_multi_worker_shares_the_cores_and_efficiency_over_100_percent_is_
     workers = _run(median_ms=28.0, replicas=2, strategy="multi-worker")
     comparison = compare_results([("CPU:0", single), ("multi-worker:2", workers)], baseline_index=1)
     cpu, multi = comparison.rows
-    assert any(w.startswith("multi-worker:2: its 2 worker processes run on this one machine and share the same physical cores")
-               for w in comparison.warnings)
+    assert any(
+        w.startswith("multi-worker:2: its 2 worker processes run on this one machine and share the same physical cores")
+        for w in comparison.warnings
+    )
     assert cpu.scaling_efficiency == pytest.approx(5.6 * 2)
     flagged = [w for w in comparison.warnings if w.startswith("CPU:0: efficiency")]
     assert len(flagged) == 1 and "not better-than-linear scaling" in flagged[0] and "one-device baseline" in flagged[0]

@@ -13,8 +13,16 @@ PEAKS = PeaksReport({"cpu": "test CPU"}, (DevicePeaks("CPU:0", "CPU", "test CPU"
 
 def _result(status=RunStatus.COMPLETED, **config) -> RunResult:
     config = RunConfig(**{"model": "mlp", "batch_size": 64, "steps": 100, **config})
-    return RunResult(status=status, config=config.to_dict(), steps_done=100, replicas=2 if config.strategy == "multi-worker" else 1,
-                     warmup_steps=1, step_time_median_ms=2.0, samples_per_s=32_000.0, environment={"devices": ["CPU:0"]})
+    return RunResult(
+        status=status,
+        config=config.to_dict(),
+        steps_done=100,
+        replicas=2 if config.strategy == "multi-worker" else 1,
+        warmup_steps=1,
+        step_time_median_ms=2.0,
+        samples_per_s=32_000.0,
+        environment={"devices": ["CPU:0"]},
+    )
 
 
 def test_only_a_completed_run_is_judged_and_a_stop_leaves_it_without_verdict():

@@ -183,7 +183,12 @@ def test_finish_without_series_keeps_appended_steps(store: RunStore) -> None:
     failed = RunResult(status=RunStatus.FAILED, config=RunConfig().to_dict(), message="NonFiniteLoss: loss became nan", steps_done=2)
     store.finish_run(run_id, failed)
     loaded = store.load(run_id)
-    assert (loaded.status, loaded.message, loaded.losses, loaded.step_times_s) == (RunStatus.FAILED, failed.message, (2.5, 2.0), (0.5, 0.01))
+    assert (loaded.status, loaded.message, loaded.losses, loaded.step_times_s) == (
+        RunStatus.FAILED,
+        failed.message,
+        (2.5, 2.0),
+        (0.5, 0.01),
+    )
     assert loaded.started_at  # begin_run's start time is kept
 
 
@@ -210,7 +215,9 @@ def test_list_runs_filters_searches_and_sorts(store: RunStore) -> None:
     a = store.save(make_result(model="mlp", samples_per_s=300.0, started_at="2024-05-01T10:00:00+00:00"), label="alpha")
     b = store.save(make_result(model="cnn", samples_per_s=100.0, started_at="2024-05-03T10:00:00+00:00"), label="beta", group="g1")
     c = store.save(
-        make_result(model="cnn", status=RunStatus.FAILED, message="Out of memory", samples_per_s=200.0, started_at="2024-05-02T10:00:00+00:00"),
+        make_result(
+            model="cnn", status=RunStatus.FAILED, message="Out of memory", samples_per_s=200.0, started_at="2024-05-02T10:00:00+00:00"
+        ),
         group="g1",
     )
     d = store.save(make_result(model="mlp", devices=("GPU:0", "GPU:1"), started_at="2024-05-04T10:00:00+00:00"), label="50%_off")

@@ -194,7 +194,18 @@ def test_table_rows_are_json_ready() -> None:
     decoded = json.loads(json.dumps(rows))
     assert decoded[0]["kind"] == "CPU" and decoded[0]["tf_name"] == "CPU:0"
     assert decoded[0]["memory_total"] == psutil.virtual_memory().total
-    expected = {"kind", "name", "tf_name", "memory_total", "memory_used", "memory_free", "memory_shared_with", "available", "reason", "details"}
+    expected = {
+        "kind",
+        "name",
+        "tf_name",
+        "memory_total",
+        "memory_used",
+        "memory_free",
+        "memory_shared_with",
+        "available",
+        "reason",
+        "details",
+    }
     assert set(decoded[0]) == expected
 
 

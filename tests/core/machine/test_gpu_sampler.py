@@ -73,10 +73,20 @@ def test_stop_before_start_is_harmless():
 
 
 def test_memory_words_put_tensorflow_beside_the_driver_and_say_why_they_differ():
-    view = MemoryView("GPU:0", tf_in_use=int(1.5 * GIB), tf_peak=3 * GIB, process_reserved=78 * GIB, device_used=79 * GIB, device_total=80 * GIB, growth=False)
+    view = MemoryView(
+        "GPU:0",
+        tf_in_use=int(1.5 * GIB),
+        tf_peak=3 * GIB,
+        process_reserved=78 * GIB,
+        device_used=79 * GIB,
+        device_total=80 * GIB,
+        growth=False,
+    )
     tf_line, driver_line, why = memory_lines(view)
     assert tf_line == "GPU:0 as TensorFlow sees it: 1.5 GiB in use by tensors, peak 3.0 GiB."
-    assert driver_line == "As the driver sees it: 78.0 GiB reserved by this process; 79.0 GiB of 80.0 GiB in use on the GPU by all processes."
+    assert (
+        driver_line == "As the driver sees it: 78.0 GiB reserved by this process; 79.0 GiB of 80.0 GiB in use on the GPU by all processes."
+    )
     assert "Memory growth is off" in why and "Turn on memory growth in Settings" in why
     growing = memory_lines(MemoryView("GPU:1", 2 * GIB, 2 * GIB, 3 * GIB, 3 * GIB, 80 * GIB, growth=True))[2]
     assert "Memory growth is on" in growing and "high-water mark" in growing

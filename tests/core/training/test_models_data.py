@@ -40,8 +40,15 @@ def test_synthetic_data_matches_each_model_input():
 
 
 def test_offline_download_gives_clear_message_naming_the_file(tmp_path):
-    env = dict(os.environ, KERAS_HOME=str(tmp_path), HTTPS_PROXY="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9",
-               HTTP_PROXY="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9", TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(
+        os.environ,
+        KERAS_HOME=str(tmp_path),
+        HTTPS_PROXY="http://127.0.0.1:9",
+        https_proxy="http://127.0.0.1:9",
+        HTTP_PROXY="http://127.0.0.1:9",
+        http_proxy="http://127.0.0.1:9",
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
     script = (
         "from core.workloads.data import load_arrays, DataUnavailable\n"
         "from core.workloads.models import MODELS\n"

@@ -18,7 +18,14 @@ def test_set_apart_steps_are_counted_and_timed_but_left_out_of_the_steady_state(
     assert stats.steady_steps == 4
     assert stats.median_ms == pytest.approx(11.5)
     assert stats.samples_per_s == pytest.approx(16 * 4 / sum(steady))
-    assert set(stats.result_fields()) == {"warmup_s", "warmup_steps", "step_time_median_ms", "step_time_p95_ms", "step_time_spread", "samples_per_s"}
+    assert set(stats.result_fields()) == {
+        "warmup_s",
+        "warmup_steps",
+        "step_time_median_ms",
+        "step_time_p95_ms",
+        "step_time_spread",
+        "samples_per_s",
+    }
 
 
 def test_a_range_over_the_warm_up_does_not_count_it_twice_and_nothing_set_apart_changes_nothing():

@@ -48,4 +48,3 @@ def test_a_folder_without_a_trace_says_so(qtbot, tmp_path):
     dialog = open_dialog(qtbot, tmp_path)
     assert dialog.summary is None and table_rows(dialog) == []
     assert "No profiler trace" in dialog.findChild(QLabel, "profileSummaryLabel").text()
-

@@ -16,8 +16,15 @@ WAIT_MS = 30_000
 
 def write_peaks_cache() -> None:
     key = peaks.machine_key()
-    device = DevicePeaks("CPU:0", "CPU", key["cpu"], {"float32": 60e9, "bfloat16": 120e9}, 20e9,
-                         method="written by the test", measured_at="2026-01-01T00:00:00+00:00")
+    device = DevicePeaks(
+        "CPU:0",
+        "CPU",
+        key["cpu"],
+        {"float32": 60e9, "bfloat16": 120e9},
+        20e9,
+        method="written by the test",
+        measured_at="2026-01-01T00:00:00+00:00",
+    )
     peaks.save(peaks_path(), PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00"))
 
 
