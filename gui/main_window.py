@@ -1,11 +1,11 @@
-"""The main window: composition only. Run form on the left, tabs on the right, menus and status bar.
+"""The main window: composition only. It makes the controllers and the views; run form on the left, tabs on the right, menus, status bar.
 
 Other panels join with `add_panel(widget, title)`; they can overlay runs on the
 live plots through `window.plots` and follow runs through
 `window.run_controller.run_finished` (a FinishedRun with its history id).
 
 With `charts_later=True` (the app) the window shows before its chart panels
-(Training, Compare, History; see gui.panels.charts) exist: they are built on
+(Training, Compare, History; see gui.charts) exist: they are built on
 first use of `plots`, `run_controller`, `compare_panel` or `history_panel`, on
 opening their tab, or just after the devices are listed.
 """
@@ -13,6 +13,7 @@ opening their tab, or just after the devices are listed.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -36,28 +37,28 @@ from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceReport
 from core.results import RunStatus
 from core.training.callbacks import RunCallback
-from gui.controllers.training_worker import FinishedRun
 from gui.dialogs.about import AboutDialog
 from gui.dialogs.help import HelpDialog
 from gui.dialogs.settings import RESTART_NOTE, SettingsDialog
 from gui.icons import app_icon
+from gui.job_data import FinishedRun, Progress
 from gui.panels.devices import DevicePanel
 from gui.panels.log_dock import LogDock
 from gui.qt_threads import wait_for_threads
-from gui.remembered import WindowMemory
+from gui.remembered import WindowMemory, recent_models
 from gui.run_form.hooks_box import RunOptionsBox
 from gui.run_form.panel import RunPanel
 from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
 
 if TYPE_CHECKING:
-    from gui.controllers.run import Progress, RunController
-    from gui.panels.charts import ChartPanels
+    from gui.charts import ChartPanels
+    from gui.controllers.run import RunController
     from gui.panels.compare import ComparePanel
     from gui.panels.history import HistoryPanel
     from gui.plotting.plots import PlotsWidget
 
 CLOSE_TIMEOUT_S = 30.0
-CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.panels.charts, in ChartPanels.widgets() order
+CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.charts, in ChartPanels.widgets() order
 STATUS_TIMEOUT_MS = 8000
 
 
@@ -130,7 +131,7 @@ class MainWindow(QMainWindow):
     def charts(self) -> ChartPanels:
         """The Training, Compare and History panels, built and wired on the first call."""
         if self._charts is None:
-            from gui.panels.charts import build_chart_panels
+            from gui.charts import build_chart_panels
             from gui.plotting.theme import ThemeFollower
 
             current = self.tabs.currentIndex()
@@ -189,6 +190,12 @@ class MainWindow(QMainWindow):
     def _menus(self) -> None:
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
+        self.open_model_action = self._action("Open model…", QKeySequence.StandardKey.Open, self.run_panel.model_choice.ask_model_file)
+        file_menu.addAction(self.open_model_action)
+        self.recent_menu = file_menu.addMenu("Recent models")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_models)
+        self._fill_recent_models()
+        file_menu.addSeparator()
         self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, lambda: self.plots.ask_save())
         file_menu.addAction(self.save_plots_action)
         file_menu.addSeparator()
@@ -213,6 +220,16 @@ class MainWindow(QMainWindow):
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self._action("Quick start", QKeySequence(Qt.Key.Key_F1), self.show_help))
         help_menu.addAction(self._action("About Device Lab", None, self._about))
+
+    def _fill_recent_models(self) -> None:
+        """File → Recent models: the model files opened lately, newest first (each opens as Open model… would)."""
+        self.recent_menu.clear()
+        for path in recent_models(self.settings):
+            action = self.recent_menu.addAction(os.path.basename(path))
+            action.setToolTip(path)
+            action.setStatusTip(path)
+            action.triggered.connect(lambda _checked=False, chosen=path: self.run_panel.open_model_file(chosen))
+        self.recent_menu.setEnabled(not self.recent_menu.isEmpty())
 
     def _action(self, text: str, shortcut, slot) -> QAction:
         action = QAction(text, self)
@@ -271,9 +288,15 @@ class MainWindow(QMainWindow):
 
     def _add_sweep_tab(self) -> None:
         """The Sweep tab (gui.tuning): the run form's job over one or two settings; "Use these settings" fills the form."""
+        from gui.controllers.sweep import SweepController
+        from gui.controllers.tuning import TuningController
         from gui.tuning.sweep_panel import SweepPanel
 
-        self.sweep_panel = SweepPanel(self.run_panel.config, self.run_panel.errors, self._job_in_flight)
+        self.sweep_controller = SweepController(self)
+        self.tuning_controller = TuningController(self)
+        self.sweep_panel = SweepPanel(
+            self.sweep_controller, self.tuning_controller, self.run_panel.config, self.run_panel.errors, self._job_in_flight
+        )
         self.add_panel(self.sweep_panel, "Sweep")
         self.sweep_panel.settings_chosen.connect(self.run_panel.apply_settings)
         self.sweep_panel.running_changed.connect(self._on_sweep_running)

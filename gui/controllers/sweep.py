@@ -11,9 +11,6 @@ point, never one per step).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -26,25 +23,9 @@ from core.tuning.sweep_plan import SweepPlan, next_sweep_group, plan_sweep
 from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
 from gui.controllers.training_worker import PlanCallback
+from gui.job_data import SweepJob, SweepOutcome
 
 POLL_INTERVAL_MS = 100
-
-
-@dataclass(frozen=True)
-class SweepJob:
-    """What to sweep: the run form's job, each setting's values (one: fixed; two or more: an axis), slow precisions too or not."""
-
-    base: RunConfig
-    values: Mapping[str, Sequence[Any]]
-    keep_slow: bool = False
-
-
-@dataclass(frozen=True)
-class SweepOutcome:
-    """A sweep that ran (completed or stopped), and why its points are not all in the history ("" when they are)."""
-
-    sweep: Sweep
-    history_error: str = ""
 
 
 class SweepHistory(JobHistory):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from core.training.flops import FlopsCounter
 from gui.controllers.base import explain, failures_reported
 from gui.controllers.history import JobHistory
+from gui.job_data import FinishedRun
 
 
 class PlanCallback(RunCallback):
@@ -37,15 +37,6 @@ class PlanCallback(RunCallback):
 
     def on_run_start(self, context: RunContext) -> None:
         self._set_plan(context.total_steps, context.replicas)
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """What the training thread hands back: the result and where the history stored it."""
-
-    result: RunResult
-    run_id: int | None
-    history_error: str = ""
 
 
 class TrainingWorker(QObject):

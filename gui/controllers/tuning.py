@@ -12,34 +12,15 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from core.config import MAX_BATCH_SIZE, RunConfig
 from core.tuning.autotune import TunePoint, autotune
 from core.tuning.max_batch import Probe, find_max_batch
 from gui.controllers.base import JobController, failures_reported
+from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
 
 POLL_INTERVAL_MS = 250
-MAX_BATCH = "max-batch"
-AUTOTUNE = "autotune"
-
-
-@dataclass(frozen=True)
-class TuningJob:
-    """What to search: `kind` (MAX_BATCH or AUTOTUNE) for `config`, with its memory budget, time budget and batch bounds.
-
-    `up_to` is the largest batch a largest-batch search tries; `max_batch` bounds autotune's batch stage.
-    """
-
-    kind: str
-    config: RunConfig
-    memory_limit: int | None = None
-    budget_s: float = 120.0
-    allow_batch_change: bool = False
-    max_batch: int | None = None
-    up_to: int = MAX_BATCH_SIZE
 
 
 class TuningWorker(QObject):

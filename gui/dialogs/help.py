@@ -21,7 +21,7 @@ How fast does this model train on each device, strategy and setting you have, an
 
 ## 1. Pick what to train, and where
 
-- The **run form** on the left: **Model** (a sample MLP, CNN or Transformer, or your own
+- The **run form** on the left: **Model** (a sample MLP, CNN, ResNet or Transformer, or your own
   `.keras`, `.h5` or `.py` file), **Data set**, **Strategy** (one device, Mirrored over
   several, multi-worker processes, TPU) and **Device**.
 - **Batch size** is the global batch (split over the replicas); **Steps** or epochs say how

@@ -27,7 +27,7 @@ from core.diagnosis.readout import verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
 from core.training.flops import efficiency_note
-from gui.plotting.theme import FAILED_COLOR, WARNING_COLOR
+from gui.style import FAILED_COLOR, WARNING_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 

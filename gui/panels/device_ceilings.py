@@ -20,8 +20,8 @@ from core.diagnosis.ceilings import cached_or_estimated, machine_peaks
 from core.formatting import format_si
 from core.machine.peaks import TIMEOUT_S, DevicePeaks, PeaksReport
 from core.machine.types import DeviceInfo
-from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
+from gui.style import FAILED_COLOR
 
 CEILING_COLUMNS = ("Measured f32", "Measured bf16", "Measured bandwidth", "Estimate f32")
 CEILING_TIPS = (

@@ -33,8 +33,8 @@ from core.machine.inspect import refresh_gpu_usage
 from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceInfo, DeviceReport, NoteTopic, TpuProbe, memory_cells
 from gui.panels.device_ceilings import CEILING_COLUMNS, CEILING_TIPS, CeilingsBox, ceiling_cells, ceiling_details
-from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
+from gui.style import FAILED_COLOR
 
 GPU_REFRESH_MS = 2000
 GPU_REFRESH_WAIT_S = 5.0  # closing waits this long for a GPU re-read in flight (NVML answers in milliseconds)

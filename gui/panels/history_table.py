@@ -22,7 +22,7 @@ from core.history.model_files import ModelFileStates
 from core.history.store import RunSummary
 from core.results import FIGURES, FIGURES_BY_NAME, RunStatus
 from core.workloads.workload import is_model_file
-from gui.plotting.theme import FAILED_COLOR, WARNING_COLOR
+from gui.style import FAILED_COLOR, WARNING_COLOR
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("Date", "started_at"),

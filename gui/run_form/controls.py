@@ -13,9 +13,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from gui.controllers.training_worker import FinishedRun
-from gui.plotting.theme import ERROR_COLOR, WARNING_COLOR
+from gui.job_data import FinishedRun
 from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html
+from gui.style import ERROR_COLOR, WARNING_COLOR
 
 RESULT_MAX_HEIGHT = 150
 IDLE_STEPS = 300  # the idle bar's range before any run

@@ -22,11 +22,11 @@ from core.workloads.data import DATASETS
 from core.workloads.models import MODELS
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
 from core.workloads.workload import is_model_file
-from gui.plotting.theme import ERROR_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_DATA, FOLDER_MODEL, ask_open_file, recent_models, remember_model
 from gui.run_form.fields import ParsedField, whole_number
 from gui.run_form.model_file import ModelFileOpener, OpenedModel, OpenOutcome, details_html, open_ranges_needed
+from gui.style import ERROR_COLOR, WARNING_COLOR
 
 DEFAULT_MODEL = "mlp"
 DEFAULT_DATASET = "digits"
@@ -177,6 +177,12 @@ class ModelChoice(QObject):
         self._checking_data = False
         self.opener.open(path)
 
+    def ask_model_file(self) -> None:
+        """Ask for a model file (starting in the folder last used for one) and open it; nothing when cancelled."""
+        path = ask_open_file(self._dialog_parent, FOLDER_MODEL, "Open a model file", MODEL_FILTERS, self._settings)
+        if path:
+            self.open_model_file(path)
+
     def open_data_file(self, path: str) -> None:
         """Train the opened model file on an .npz: checked against the model in the background first."""
         opened = self.opened_file()
@@ -192,9 +198,7 @@ class ModelChoice(QObject):
         chosen = self.model_combo.itemData(index)
         if chosen == OPEN_MODEL:
             self._select(self.model_combo, self._current)
-            path = ask_open_file(self._dialog_parent, FOLDER_MODEL, "Open a model file", MODEL_FILTERS, self._settings)
-            if path:
-                self.open_model_file(path)
+            self.ask_model_file()
         elif is_model_file(chosen):
             self.open_model_file(chosen)
         elif chosen is not None:

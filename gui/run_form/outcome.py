@@ -13,8 +13,8 @@ import html
 from core.diagnosis.readout import memory_estimate_text, peak_text
 from core.formatting import format_duration, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
-from gui.controllers.training_worker import FinishedRun
-from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
+from gui.job_data import FinishedRun
+from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
 EVIDENCE_COLOR = "#555555"
 DIAGNOSING = "Diagnosing… why is it this fast?"

@@ -26,7 +26,7 @@ from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
 from core.workloads.workload import model_title
-from gui.controllers.training_worker import FinishedRun
+from gui.job_data import FinishedRun
 from gui.run_form.cluster_box import ClusterBox
 from gui.run_form.controls import RunControls
 from gui.run_form.fields import TrainingFields

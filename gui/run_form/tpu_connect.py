@@ -17,8 +17,8 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPush
 
 from core.machine.tpu import probe_tpu
 from core.machine.types import TpuProbe
-from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.style import FAILED_COLOR
 
 TPU_PROBE_TIMEOUT_S = 30
 MAX_TPU_PROBE_TIMEOUT_S = 600

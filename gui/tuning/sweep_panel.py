@@ -37,16 +37,20 @@ from core.formatting import format_value
 from core.results import RunStatus
 from core.tuning.sweep import Sweep, SweepRow, best_index
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting, varied_settings
-from gui.controllers.sweep import SweepController, SweepJob, SweepOutcome
-from gui.plotting.theme import FAILED_COLOR
+from gui.job_data import SweepJob, SweepOutcome
+from gui.style import FAILED_COLOR
 from gui.tuning.sweep_axes import SweepAxesBox
 from gui.tuning.sweep_heatmap import SweepHeatMap
 from gui.tuning.sweep_table import SweepTable
 from gui.tuning.tuning_box import TuningBox
 
 if TYPE_CHECKING:
+    from gui.controllers.sweep import SweepController
+    from gui.controllers.tuning import TuningController
     from gui.tuning.sweep_chart import SweepChart
 
+NO_SWEEP_YET = "No sweep yet"
+PLANNING = "Planning the points…"
 CHART_PLACEHOLDER = "The chart appears when a sweep starts."
 
 
@@ -60,18 +64,23 @@ class SweepPanel(QWidget):
 
     def __init__(
         self,
+        controller: SweepController,
+        tuning_controller: TuningController,
         config_source: Callable[[], RunConfig | None],
         errors_source: Callable[[], list[str]] | None = None,
         busy_source: Callable[[], bool] | None = None,
         parent: QWidget | None = None,
     ):
+        """`controller` runs the sweeps, `tuning_controller` the largest-batch and autotune searches (both made by the window)."""
         super().__init__(parent)
         self.setObjectName("sweepPanel")
         self._config_source = config_source
         self._errors_source = errors_source or (lambda: [])
         self._busy_source = busy_source or (lambda: False)
-        self.controller = SweepController(self)
-        self.tuning_box = TuningBox(job_source=config_source, busy=lambda: self._busy_source() or self.controller.is_running())
+        self.controller = controller
+        self.tuning_box = TuningBox(
+            tuning_controller, job_source=config_source, busy=lambda: self._busy_source() or self.controller.is_running()
+        )
         self._plan: SweepPlan | None = None
         self._rows: list[SweepRow | None] = []
         self._sweep: Sweep | None = None
@@ -133,7 +142,8 @@ class SweepPanel(QWidget):
         self._plan, self._rows, self._sweep = None, [], None
         self._show()
         self.notes_label.setText("")
-        self.progress_bar.setValue(0)
+        self.progress_bar.setRange(0, 0)  # busy until planned: how many points depends on what this target runs usefully
+        self.progress_bar.setFormat(PLANNING)
         self.progress_label.setStyleSheet("")
         self.progress_label.setText("Planning the sweep (which precisions this target runs usefully)…")
         return self.controller.start(SweepJob(base, values, self.axes_box.keep_slow()))
@@ -207,8 +217,9 @@ class SweepPanel(QWidget):
         self.stop_button.clicked.connect(self.stop)
         self.progress_bar = QProgressBar()
         self.progress_bar.setObjectName("sweepProgressBar")
-        self.progress_bar.setFormat("%v of %m points")
+        self.progress_bar.setRange(0, 1)  # not Qt's 0..100: the point count is known only once the sweep is planned
         self.progress_bar.setValue(0)
+        self.progress_bar.setFormat(NO_SWEEP_YET)
         self.progress_label = QLabel("The job comes from the run form on the left; pick what to vary above.")
         self.progress_label.setObjectName("sweepProgress")
         self.progress_label.setWordWrap(True)
@@ -270,6 +281,7 @@ class SweepPanel(QWidget):
         self._rows = [None] * len(plan.points())
         self.progress_bar.setRange(0, len(self._rows))
         self.progress_bar.setValue(0)
+        self.progress_bar.setFormat("%v of %m points")
         self._show()
 
     def _on_progress(self, index: int, total: int, line: str) -> None:
@@ -304,6 +316,9 @@ class SweepPanel(QWidget):
         self._show_problem(f"The sweep did not run: {message}")
 
     def _on_running_changed(self, running: bool) -> None:
+        if not running and self.progress_bar.maximum() == 0:  # ended before it was planned: no busy bar left behind
+            self.progress_bar.setRange(0, 1)
+            self.progress_bar.setFormat(NO_SWEEP_YET)
         self._update_buttons()
         self.running_changed.emit(running)
 

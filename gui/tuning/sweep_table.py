@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 from core.results import FIGURES_BY_NAME, RunStatus
 from core.tuning.sweep import SweepRow
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting
-from gui.plotting.theme import FAILED_COLOR
+from gui.style import FAILED_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 BEST_MARK = "★ best"

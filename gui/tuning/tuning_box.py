@@ -13,7 +13,7 @@ largest batch found for the job bounds autotune's batch stage.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
@@ -37,8 +37,11 @@ from core.tuning.max_batch import MaxBatchResult, Probe, margin_text, parse_size
 from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting
 from core.workloads.workload import model_title
-from gui.controllers.tuning import AUTOTUNE, MAX_BATCH, TuningController, TuningJob
-from gui.plotting.theme import ERROR_COLOR
+from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
+from gui.style import ERROR_COLOR
+
+if TYPE_CHECKING:
+    from gui.controllers.tuning import TuningController
 
 MEMORY_FIELD = "Memory budget"
 UP_TO_FIELD = "Up to"
@@ -52,16 +55,16 @@ class TuningBox(QGroupBox):
 
     def __init__(
         self,
-        controller: TuningController | None = None,
+        controller: TuningController,
         parent: QWidget | None = None,
         job_source: Callable[[], RunConfig | None] | None = None,
         busy: Callable[[], bool] | None = None,
     ):
-        """`job_source` (e.g. the run form's `config`), when given, is read each time a search starts, instead of `set_job`'s job;
+        """`controller` runs the searches (made by the window). `job_source` (e.g. the run form's `config`), when given, is read each time a search starts, instead of `set_job`'s job;
         while `busy()` is true (a run or sweep in flight, which would share the machine) no search starts."""
         super().__init__("Make it faster", parent)
         self.setObjectName("tuningBox")
-        self.controller = controller or TuningController(self)
+        self.controller = controller
         self._job_source = job_source
         self._busy = busy
         self._config: RunConfig | None = None

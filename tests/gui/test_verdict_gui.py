@@ -12,7 +12,7 @@ from core.history.store import RunStore
 from core.machine import peaks
 from core.machine.peaks import DevicePeaks, PeaksReport
 from core.results import RunResult, RunStatus
-from gui.controllers.training_worker import FinishedRun
+from gui.job_data import FinishedRun
 from gui.run_form.outcome import result_html
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import set_one_device, start_and_wait

@@ -20,7 +20,7 @@ from gui.panels.history import HistoryPanel, plot_key
 from gui.panels.history_table import COLUMNS, ROLE_VALUE
 from gui.plotting.plots import PlotsWidget
 from tests.gui.conftest import RUN_TIMEOUT_MS
-from tests.gui.helpers import choose, set_one_device, start_and_wait
+from tests.gui.helpers import choose, set_one_device, start_and_wait, wired_compare_controller
 
 STEPS = 12
 SAMPLES_COLUMN = next(i for i, (_, name) in enumerate(COLUMNS) if name == "samples_per_s")
@@ -155,7 +155,7 @@ def test_a_corrupt_history_is_set_aside_and_the_app_starts_empty(qtbot):
 def test_failed_runs_of_a_comparison_are_in_the_history_with_their_message(qtbot):
     plots = PlotsWidget()
     config = RunConfig(model="mlp", dataset="digits", steps=5, batch_size=63)
-    compare = ComparePanel(plots, lambda: config)
+    compare = ComparePanel(plots, wired_compare_controller(plots), lambda: config)
     history = HistoryPanel(plots)
     qtbot.addWidget(compare)
     qtbot.addWidget(history)

@@ -7,13 +7,14 @@ import time
 from PySide6.QtCore import Qt, QTimer
 
 from core.config import RunConfig
+from gui.controllers.tuning import TuningController
 from gui.tuning.tuning_box import TuningBox
 
 SEARCH_TIMEOUT_MS = 120_000
 
 
 def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batch(qtbot) -> None:
-    box = TuningBox()
+    box = TuningBox(TuningController())
     qtbot.addWidget(box)
     box.show()
     assert not box.max_batch_button.isEnabled()  # no job yet
@@ -54,12 +55,12 @@ def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batc
 
 
 def test_a_box_reading_the_run_form_starts_nothing_while_the_form_has_a_problem_or_a_run_is_in_flight(qtbot) -> None:
-    box = TuningBox(job_source=lambda: None)
+    box = TuningBox(TuningController(), job_source=lambda: None)
     qtbot.addWidget(box)
     assert box.max_batch_button.isEnabled() and box.autotune_button.isEnabled()
     qtbot.mouseClick(box.autotune_button, Qt.MouseButton.LeftButton)
     assert "The run form has a problem" in box.progress_label.text() and not box.controller.is_running()
-    busy = TuningBox(job_source=lambda: RunConfig(model="mlp"), busy=lambda: True)
+    busy = TuningBox(TuningController(), job_source=lambda: RunConfig(model="mlp"), busy=lambda: True)
     qtbot.addWidget(busy)
     qtbot.mouseClick(busy.max_batch_button, Qt.MouseButton.LeftButton)
     assert "A run is in flight" in busy.progress_label.text() and not busy.controller.is_running()
