@@ -13,13 +13,12 @@ opening their tab, or just after the devices are listed.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
@@ -42,11 +41,13 @@ from gui.dialogs.help import HelpDialog
 from gui.dialogs.settings import RESTART_NOTE, SettingsDialog
 from gui.icons import app_icon
 from gui.job_data import FinishedRun, Progress
+from gui.menus import WindowMenus
 from gui.panels.devices import DevicePanel
 from gui.panels.log_dock import LogDock
 from gui.qt_threads import wait_for_threads
-from gui.remembered import WindowMemory, recent_models
+from gui.remembered import WindowMemory
 from gui.run_form.hooks_box import RunOptionsBox
+from gui.run_form.outcome import RunResultPanel
 from gui.run_form.panel import RunPanel
 from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
 
@@ -76,6 +77,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self._callback_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
         self._run_config: RunConfig | None = None
+        self._sweep_job = "sweep"  # what the Sweep tab runs now or ran last: "sweep" or "search"
         self.setObjectName("mainWindow")
         self.setWindowTitle("Device Lab")
         self.settings = settings
@@ -96,12 +98,16 @@ class MainWindow(QMainWindow):
         for placeholder, title in zip(self._chart_placeholders, CHART_TITLES, strict=True):
             placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.add_panel(placeholder, title)
+        self.result_panel = RunResultPanel()
+        self.tabs.insertTab(self.tabs.indexOf(self._chart_placeholders[0]) + 1, self.result_panel, "Result")
         self._add_sweep_tab()
         self.log_dock = LogDock(self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.log_dock.hide()
         self._layout()
-        self._menus()
+        self.menus = WindowMenus(self)
+        self.start_action, self.stop_action = self.menus.start_action, self.menus.stop_action
+        self.settings_action = self.menus.settings_action
         self.memory = WindowMemory(settings, self.run_panel, self.centralWidget(), [self.run_options], self)
         self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
         self.status_detail = QLabel()
@@ -187,57 +193,6 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
 
-    def _menus(self) -> None:
-        bar = self.menuBar()
-        file_menu = bar.addMenu("&File")
-        self.open_model_action = self._action("Open model…", QKeySequence.StandardKey.Open, self.run_panel.model_choice.ask_model_file)
-        file_menu.addAction(self.open_model_action)
-        self.recent_menu = file_menu.addMenu("Recent models")
-        self.recent_menu.aboutToShow.connect(self._fill_recent_models)
-        self._fill_recent_models()
-        file_menu.addSeparator()
-        self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, lambda: self.plots.ask_save())
-        file_menu.addAction(self.save_plots_action)
-        file_menu.addSeparator()
-        file_menu.addAction(self._action("Quit", QKeySequence("Ctrl+Q"), self.close))
-        run_menu = bar.addMenu("&Run")
-        self.start_action = self._action("Start", QKeySequence("Ctrl+R"), self.run_panel.request_start)
-        self.stop_action = self._action("Stop", QKeySequence(Qt.Key.Key_Escape), self.run_panel.request_stop)
-        self.start_action.setEnabled(False)
-        self.stop_action.setEnabled(False)
-        run_menu.addAction(self.start_action)
-        run_menu.addAction(self.stop_action)
-        run_menu.addSeparator()
-        run_menu.addAction(self._action("Clear plots", None, lambda: self.plots.clear()))
-        devices_menu = bar.addMenu("&Devices")
-        devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: self.device_panel.detect(None)))
-        self.settings_action = self._action("Device settings…", QKeySequence("Ctrl+,"), self.open_settings)
-        devices_menu.addAction(self.settings_action)
-        view_menu = bar.addMenu("&View")
-        log_action = self.log_dock.toggleViewAction()
-        log_action.setShortcut(QKeySequence("Ctrl+L"))
-        view_menu.addAction(log_action)
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("Quick start", QKeySequence(Qt.Key.Key_F1), self.show_help))
-        help_menu.addAction(self._action("About Device Lab", None, self._about))
-
-    def _fill_recent_models(self) -> None:
-        """File → Recent models: the model files opened lately, newest first (each opens as Open model… would)."""
-        self.recent_menu.clear()
-        for path in recent_models(self.settings):
-            action = self.recent_menu.addAction(os.path.basename(path))
-            action.setToolTip(path)
-            action.setStatusTip(path)
-            action.triggered.connect(lambda _checked=False, chosen=path: self.run_panel.open_model_file(chosen))
-        self.recent_menu.setEnabled(not self.recent_menu.isEmpty())
-
-    def _action(self, text: str, shortcut, slot) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(shortcut)
-        action.triggered.connect(slot)
-        return action
-
     def _wire(self) -> None:
         self.device_panel.devices_changed.connect(self._on_devices)
         self.run_panel.tpu_probed.connect(self.device_panel.show_tpu_probe)
@@ -247,11 +202,13 @@ class MainWindow(QMainWindow):
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
         self.run_panel.start_enabled_changed.connect(self.start_action.setEnabled)
+        self.run_panel.result_label.linkActivated.connect(lambda _link: self.show_panel(self.result_panel))
 
     def _wire_charts(self) -> None:
         """Connect the chart panels, and bring them up to date with the devices already listed."""
         self.run_controller.run_started.connect(self._on_run_started)
         self.run_controller.progress.connect(self._on_progress)
+        self.run_controller.compiling.connect(self._on_compiling)
         self.run_controller.run_finished.connect(self._on_run_finished)
         self.run_controller.run_failed.connect(self._on_run_failed)
         self.run_controller.diagnosing.connect(self.run_panel.show_diagnosing)
@@ -303,6 +260,8 @@ class MainWindow(QMainWindow):
         self.sweep_panel.row_saved.connect(self._on_sweep_row_saved)
         self.sweep_panel.message.connect(self.statusBar().showMessage)
         self.run_panel.stop_requested.connect(self.sweep_panel.stop)
+        self.run_panel.form_changed.connect(self.sweep_panel.tuning_box.follow_form)
+        self.sweep_panel.tuning_box.follow_form(self.run_panel.config())
 
     def _job_in_flight(self) -> bool:
         """A run or comparison is in flight (a sweep waits for it)."""
@@ -310,8 +269,24 @@ class MainWindow(QMainWindow):
 
     def _on_sweep_running(self, running: bool) -> None:
         self._on_running_changed(running)
+        self._show_sweep_state(running)
         if self._charts is not None:
             self.compare_panel.set_blocked(running)
+
+    def _show_sweep_state(self, running: bool) -> None:
+        """The run form's bar and result line, and the status bar, follow a sweep or search (never an older job's words)."""
+        if running:
+            self._sweep_job = "sweep" if self.sweep_controller.is_running() else "search"
+        job = self._sweep_job
+        bar, label = self.run_panel.progress_bar, self.run_panel.result_label
+        bar.setRange(0, 1)
+        bar.setValue(0 if running else 1)
+        bar.setFormat(f"{job.capitalize()} running (Sweep tab)…" if running else f"{job.capitalize()} ended")
+        if running:
+            label.setText(f"A {job} is running: follow it in the Sweep tab (Stop or Esc ends it).")
+            self.statusBar().showMessage(f"A {job} is running in the Sweep tab…")
+        else:
+            label.setText(f"The {job} has ended: its results are in the Sweep tab.")
 
     def _on_sweep_row_saved(self, _row: object) -> None:
         if self._charts is not None:
@@ -344,6 +319,7 @@ class MainWindow(QMainWindow):
             callbacks = [callback for provider in self._callback_providers for callback in provider(config)]
         except ConfigError as exc:
             self.run_panel.show_not_started(str(exc))
+            self.result_panel.show_failure("Not started", str(exc))
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
         self._run_config = with_recorded_hooks(config, callbacks)
@@ -357,8 +333,13 @@ class MainWindow(QMainWindow):
     def _on_run_started(self, key: str, label: str) -> None:
         self.plots.describe_run(key, None, self._run_config.to_dict() if self._run_config else None)
         self.run_panel.show_starting(label)
+        self.result_panel.show_running(label)
         self.show_panel(self.plots)
         self.statusBar().showMessage(f"Training {label}…")
+
+    def _on_compiling(self, seconds: float) -> None:
+        self.run_panel.show_compiling(seconds)
+        self.statusBar().showMessage(f"Training: building the model and compiling the step · {format_duration(seconds)}")
 
     def _on_progress(self, progress: Progress) -> None:
         self.run_panel.show_progress(progress.done, progress.total, progress.samples_per_s, progress.eta_s)
@@ -371,6 +352,7 @@ class MainWindow(QMainWindow):
     def _on_run_finished(self, finished: FinishedRun) -> None:
         self.plots.describe_run(self.run_controller.current_key, finished.run_id, finished.result.config)
         self.run_panel.show_result(finished)
+        self.result_panel.show_result(finished)
         result = finished.result
         rate = f", {result.samples_per_s:,.0f} samples/s" if result.samples_per_s else ""
         text = f"Run {result.status} after {result.steps_done:,} steps{rate}."
@@ -380,6 +362,7 @@ class MainWindow(QMainWindow):
 
     def _on_run_failed(self, message: str) -> None:
         self.run_panel.show_error(message)
+        self.result_panel.show_failure("Failed", message)
         self.statusBar().showMessage(f"Run failed: {message}")
 
     def _on_running_changed(self, running: bool) -> None:
@@ -453,7 +436,7 @@ class MainWindow(QMainWindow):
         if state is not None:
             self.restoreState(state)
 
-    def _about(self) -> None:
+    def show_about(self) -> None:
         AboutDialog(self).exec()
 
     def show_help(self) -> HelpDialog:

@@ -28,7 +28,7 @@ from core.results import RunStatus
 from core.workloads.workload import model_title
 from gui.job_data import CompareJob, SavedTarget
 from gui.panels.compare_notes import CompareNotes
-from gui.panels.compare_table import CompareTable
+from gui.panels.compare_table import CompareTable, default_baseline
 from gui.panels.compare_targets import CompareTargetsBox, target_offers
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
@@ -39,14 +39,6 @@ if TYPE_CHECKING:
     from gui.controllers.compare import CompareController
 
 TABLE_MIN_ROWS = 4  # the table keeps this many rows in view however small the window (1024x700 included)
-
-
-def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
-    """The row to measure speed-ups against: the first one on a single CPU device, else the first row."""
-    for index, devices in enumerate(device_lists):
-        if len(devices) == 1 and devices[0].startswith("CPU:"):
-            return index
-    return 0
 
 
 class ComparePanel(QWidget):
@@ -171,6 +163,8 @@ class ComparePanel(QWidget):
             return
         self._comparison = comparison
         self.job_label.setText(description or f"{len(comparison.rows)} runs from the history.")
+        self.progress_label.setStyleSheet("")
+        self.progress_label.setText("Finished runs side by side: nothing was run.")  # not the last comparison's outcome
         self._show()
         self.show_requested.emit(self)
 

@@ -13,7 +13,7 @@ figures' own FLOP/s columns are shown once, as the comparison's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -203,3 +203,11 @@ class CompareTable(QTableWidget):
         action.triggered.connect(lambda: self.baseline_requested.emit(row))
         menu.addAction(action)
         menu.exec(self.viewport().mapToGlobal(position))
+
+
+def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
+    """The row to measure speed-ups against: the first one on a single CPU device, else the first row."""
+    for index, devices in enumerate(device_lists):
+        if len(devices) == 1 and devices[0].startswith("CPU:"):
+            return index
+    return 0

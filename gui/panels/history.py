@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from core.compare.table import compare_results
 from core.history.store import RunStore, RunSummary, StoreError
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
-from gui.panels.compare import default_baseline
+from gui.panels.compare_table import default_baseline
 from gui.panels.history_table import COLUMNS, NUMERIC_FIELDS, STATUS_COLORS, HistoryTable
 from gui.plotting.plots import PlotsWidget
 from gui.remembered import FOLDER_EXPORT, ask_save_file

@@ -1,34 +1,26 @@
-"""The foot of the run form, always in view: why a run cannot start, Start and Stop, the progress bar, the last result.
+"""The foot of the run form, always in view: why a run cannot start, the last result, Start and Stop, the progress bar.
 
 It sits below the scrolling fields, so a short window (1024×700 with the log
-dock open) still shows Start and Stop. The last result grows with its text up
-to RESULT_MAX_HEIGHT and scrolls beyond that, so it never pushes them away.
+dock open) still shows Start and Stop. Start, Stop and the progress bar are
+the last rows, and everything above them that changes (the hints, the last
+result in its box of fixed height) only takes room from the fields: the
+buttons never move, whatever a run ends with. The verdict in full, advice
+first, is in the Result tab (gui.panels.run_result).
 """
 
 from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from gui.job_data import FinishedRun
-from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html
+from gui.run_form.outcome import compiling_text, diagnosing_text, failure_html, final_progress_text, progress_text, result_html
 from gui.style import ERROR_COLOR, WARNING_COLOR
 
-RESULT_MAX_HEIGHT = 150
+RESULT_HEIGHT = 96  # the last result's box: the same height empty or full (it scrolls beyond)
 IDLE_STEPS = 300  # the idle bar's range before any run
-
-
-class ResultLabel(QLabel):
-    """The last result (selectable, to copy figures or an error); `text_set` fires on every new text."""
-
-    text_set = Signal()
-
-    def setText(self, text: str) -> None:
-        super().setText(text)
-        self.text_set.emit()
 
 
 class RunControls(QWidget):
@@ -47,29 +39,28 @@ class RunControls(QWidget):
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("Idle")
         self.progress_bar.setTextVisible(True)
-        self.result_label = ResultLabel()
+        self.result_label = QLabel()
         self.result_label.setObjectName("resultLabel")
         self.result_label.setWordWrap(True)
         self.result_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)  # select text, follow the link
+        self.result_label.setOpenExternalLinks(False)
         self.result_area = QScrollArea()
         self.result_area.setObjectName("resultScroll")
         self.result_area.setWidget(self.result_label)
         self.result_area.setWidgetResizable(True)
         self.result_area.setFrameShape(QFrame.Shape.NoFrame)
         self.result_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.result_label.text_set.connect(self._fit_result)
+        self.result_area.setFixedHeight(RESULT_HEIGHT)
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        for widget in (self.hint_label, self.warning_label):
+        for widget in (self.hint_label, self.warning_label, self.result_area):
             layout.addWidget(widget)
         layout.addLayout(buttons)
         layout.addWidget(self.progress_bar)
-        layout.addWidget(self.result_area)
-        self._fit_result()
 
     def show_hints(self, errors: list[str], warnings: list[str], muted: bool) -> None:
         """Errors in red (what to fix), else warnings (amber, or grey while `muted`: devices not listed yet)."""
@@ -96,8 +87,13 @@ class RunControls(QWidget):
     def show_starting(self, label: str) -> None:
         """A run was handed to the worker: a busy bar until its first step."""
         self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat("Starting: building the model and compiling the step…")
+        self.progress_bar.setFormat(compiling_text(0))
         self.result_label.setText(f"Running {html.escape(label)}")
+
+    def show_compiling(self, seconds: float) -> None:
+        """No step yet: how long building the model and compiling its step has taken so far (a large model takes minutes)."""
+        self.progress_bar.setRange(0, 0)
+        self.progress_bar.setFormat(compiling_text(seconds))
 
     def show_result(self, finished: FinishedRun) -> None:
         """The outcome of a run: headline figures, or the error and what to do."""
@@ -111,17 +107,6 @@ class RunControls(QWidget):
     def show_failure(self, head: str, message: str) -> None:
         """A red `head` ("Failed", "Not started") and why, where the result would appear."""
         self.result_label.setText(failure_html(head, message))
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        """A new width wraps the result anew: fit its area again."""
-        super().resizeEvent(event)
-        self._fit_result()
-
-    def _fit_result(self) -> None:
-        """As tall as the result's text (nothing when empty), at most RESULT_MAX_HEIGHT; it scrolls beyond."""
-        text = self.result_label.text()
-        needed = self.result_label.heightForWidth(max(1, self.result_area.viewport().width())) if text else 0
-        self.result_area.setFixedHeight(min(RESULT_MAX_HEIGHT, max(needed, 0)))
 
     @staticmethod
     def _line(name: str, style: str) -> QLabel:

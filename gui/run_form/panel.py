@@ -64,6 +64,7 @@ class RunPanel(QWidget):
     start_requested = Signal(object, str)
     stop_requested = Signal()
     start_enabled_changed = Signal(bool)
+    form_changed = Signal(object)  # the RunConfig the form now describes, or None while it has a problem
     tpu_probed = Signal(object)  # TpuProbe
 
     def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None):
@@ -143,6 +144,10 @@ class RunPanel(QWidget):
         """A completed run is being diagnosed (short probe runs; Stop ends them): a busy bar saying what it does."""
         self.controls.show_diagnosing(what)
 
+    def show_compiling(self, seconds: float) -> None:
+        """No step yet: the time spent building the model and compiling its step so far."""
+        self.controls.show_compiling(seconds)
+
     def show_starting(self, label: str) -> None:
         """A run was handed to the worker: a busy bar until its first step."""
         self.controls.show_starting(label)
@@ -198,6 +203,7 @@ class RunPanel(QWidget):
         if not self._devices_known and not errors:
             warnings = ["Detecting devices… Start is enabled once TensorFlow has listed them."]
         self.controls.show_hints(errors, warnings, muted=not self._devices_known)
+        self.form_changed.emit(config)
         can_start = config is not None and not self._running and self._devices_known
         if can_start != self.start_button.isEnabled():
             self.start_button.setEnabled(can_start)
