@@ -54,6 +54,7 @@ class ModelChoice(QObject):
     """The Model and Data set rows; `changed` fires whenever what the form would train changes."""
 
     changed = Signal()
+    params_counted = Signal()  # every sample model's parameters are counted (or counting failed): start-up work is over
 
     def __init__(self, settings: QSettings, dialog_parent: QWidget | None = None, parent: QObject | None = None):
         super().__init__(parent)
@@ -382,6 +383,8 @@ class ModelChoice(QObject):
     def load_param_counts(self) -> None:
         """Count the sample models' parameters in a worker thread, the selected model first (builds each once)."""
         missing = [name for name in MODELS if name not in self._params]
+        if not missing:
+            self.params_counted.emit()
         if not missing or self._closed:
             return
         name = self._current if self._current in missing else missing[0]
@@ -402,5 +405,6 @@ class ModelChoice(QObject):
         self.load_param_counts()
 
     def _on_param_count_failed(self, message: str) -> None:
+        self.params_counted.emit()
         if self._current in MODELS:
             self._say(self.model_info, f"{MODELS[self._current].description}\nparameters unknown: {message}")
