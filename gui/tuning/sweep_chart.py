@@ -92,7 +92,7 @@ def _plot(object_name: str, title: str, unit: str) -> pg.PlotWidget:
     item.setMenuEnabled(False)
     item.hideButtons()
     item.addLegend(offset=(10, 10))
-    plot.setMinimumHeight(180)
+    plot.setMinimumHeight(120)
     return plot
 
 

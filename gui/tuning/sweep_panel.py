@@ -251,7 +251,9 @@ class SweepPanel(QWidget):
         splitter.addWidget(tables)
         splitter.addWidget(charts)
         splitter.setChildrenCollapsible(False)
-        splitter.setSizes([260, 300])
+        splitter.setStretchFactor(0, 3)  # the rows first: a small window (1024x700) keeps several in view
+        splitter.setStretchFactor(1, 2)
+        splitter.setSizes([330, 200])
         self.notes_label = QLabel("")
         self.notes_label.setObjectName("sweepNotes")
         self.notes_label.setWordWrap(True)

@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 
 from core.history.store import RunStore
 from core.results import RunStatus
+from gui.tuning.sweep_panel import NO_SWEEP_YET
 from gui.tuning.sweep_table import BEST_MARK, LR_KEY, ROLE_VALUE
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device
@@ -63,8 +64,12 @@ def test_stop_ends_the_point_in_flight_and_skips_the_rest(ready_window, qtbot) -
     window, panel = ready_window, ready_window.sweep_panel
     set_one_device(window, "CPU:0", steps=100_000)
     panel.axes_box.set_axes("batch_size", "8,16,32")
+    assert panel.progress_bar.text() == NO_SWEEP_YET, "no point count (Qt's default 0 of 100) before the sweep is planned"
     qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "· step" in panel.progress_label.text(), timeout=RUN_TIMEOUT_MS)
+    assert panel.progress_bar.text() == "0 of 3 points"
+    form = window.run_panel
+    assert "A sweep is running" in form.result_label.text() and form.progress_bar.text().startswith("Sweep running")
     assert not window.run_panel.start_button.isEnabled()  # the run form waits for the sweep
     with qtbot.waitSignal(panel.controller.sweep_ready, timeout=RUN_TIMEOUT_MS) as blocker:
         qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
@@ -73,4 +78,5 @@ def test_stop_ends_the_point_in_flight_and_skips_the_rest(ready_window, qtbot) -
     assert 0 < sweep.rows[0].result.steps_done < 100_000
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     assert panel.progress_label.text().startswith("Sweep stopped: 0 of 3 points completed.")
+    assert "The sweep has ended" in form.result_label.text()
     assert window.run_panel.start_button.isEnabled()
