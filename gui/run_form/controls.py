@@ -20,6 +20,7 @@ from gui.run_form.outcome import compiling_text, diagnosing_text, failure_html, 
 from gui.style import ERROR_COLOR, WARNING_COLOR
 
 RESULT_HEIGHT = 96  # the last result's box: the same height empty or full (it scrolls beyond)
+NO_RUN_YET = "<span style='color:#777'>No run yet: the last run's result appears here, its verdict in full in the Result tab.</span>"
 IDLE_STEPS = 300  # the idle bar's range before any run
 
 
@@ -39,7 +40,7 @@ class RunControls(QWidget):
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("Idle")
         self.progress_bar.setTextVisible(True)
-        self.result_label = QLabel()
+        self.result_label = QLabel(NO_RUN_YET)
         self.result_label.setObjectName("resultLabel")
         self.result_label.setWordWrap(True)
         self.result_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
@@ -80,25 +81,28 @@ class RunControls(QWidget):
         self.progress_bar.setFormat(progress_text(done, total, samples_per_s, eta_s))
 
     def show_diagnosing(self, what: str) -> None:
-        """A completed run is being diagnosed (short probe runs; Stop ends them): a busy bar saying what it does."""
-        self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat(diagnosing_text(what))
+        """A completed run is being diagnosed (short probe runs; Stop ends them): the full bar says what it does."""
+        self._say_on_bar(diagnosing_text(what), done=True)
 
     def show_starting(self, label: str) -> None:
-        """A run was handed to the worker: a busy bar until its first step."""
-        self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat(compiling_text(0))
+        """A run was handed to the worker: the bar says so until its first step."""
+        self._say_on_bar(compiling_text(0), done=False)
         self.result_label.setText(f"Running {html.escape(label)}")
 
     def show_compiling(self, seconds: float) -> None:
         """No step yet: how long building the model and compiling its step has taken so far (a large model takes minutes)."""
-        self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat(compiling_text(seconds))
+        self._say_on_bar(compiling_text(seconds), done=False)
+
+    def _say_on_bar(self, text: str, done: bool) -> None:
+        """Text on an empty or full bar (a busy bar, range 0..0, shows no text in the Fusion style)."""
+        self.progress_bar.setRange(0, 1)
+        self.progress_bar.setValue(1 if done else 0)
+        self.progress_bar.setFormat(text)
 
     def show_result(self, finished: FinishedRun) -> None:
         """The outcome of a run: headline figures, or the error and what to do."""
         result = finished.result
-        if self.progress_bar.maximum() == 0:  # still the "starting" busy bar: the run ended before its first step
+        if self.progress_bar.maximum() <= 1:  # still the "starting" bar: the run ended before its first step
             self.progress_bar.setRange(0, max(1, result.steps_done))
         self.progress_bar.setValue(min(result.steps_done, self.progress_bar.maximum()))
         self.result_label.setText(result_html(finished))

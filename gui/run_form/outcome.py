@@ -20,7 +20,10 @@ from gui.job_data import FinishedRun
 from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
 EVIDENCE_COLOR = "#555555"
-RESULT_LINK = "result-tab"  # the result line's link to the Result tab
+RESULT_LINK = "result-tab"
+FORM_FIGURES = (
+    3  # the form's result line: steps, samples/s, median step; the Result tab has them all  # the result line's link to the Result tab
+)
 DIAGNOSING = "Diagnosing… why is it this fast?"
 BOUND_HEADS = {"unknown": "No single limit found"}
 # How the result line heads each way a run ends; any status not listed reads as a failure.
@@ -75,7 +78,7 @@ def final_progress_text(result: RunResult) -> str:
 
 def result_figures(result: RunResult) -> list[str]:
     """The headline figures of a finished run, as HTML fragments (those it has)."""
-    figures = [_steps(result.steps_done)]
+    figures = [_steps(result.steps_done) + (f" on {result.replicas} replicas" if result.replicas > 1 else "")]
     if result.samples_per_s:
         figures.append(f"<b>{_rate(result.samples_per_s)}</b>")
     if result.step_time_median_ms is not None:
@@ -88,8 +91,6 @@ def result_figures(result: RunResult) -> list[str]:
     memory = _memory_text(result)
     if memory:
         figures.append(memory)
-    if result.replicas > 1:
-        figures.append(f"{result.replicas} replicas")
     return figures
 
 
@@ -122,7 +123,7 @@ def result_html(finished: FinishedRun) -> str:
     """The run form's result line: status and figures, the verdict's head and advice, its message and warnings, where it was saved."""
     result = finished.result
     head, color = status_head(result.status)
-    lines = [f"<b style='color:{color}'>{head}</b>: " + " · ".join(result_figures(result))]
+    lines = [f"<b style='color:{color}'>{head}</b>: " + " · ".join(result_figures(result)[:FORM_FIGURES])]
     verdict = verdict_html(result)
     if verdict:
         lines.extend(verdict[:2] if result.advice else verdict[:1])

@@ -197,6 +197,8 @@ class SweepPanel(QWidget):
         self.tool_tabs.addTab(self.axes_box, "Sweep settings")
         self.tool_tabs.addTab(self.tuning_box, "Largest batch · autotune")
         self.tool_tabs.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.tool_tabs.currentChanged.connect(self._fit_tool_tabs)
+        self._fit_tool_tabs(0)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.tool_tabs)
@@ -205,6 +207,13 @@ class SweepPanel(QWidget):
         layout.addWidget(self._build_results(), 1)
         layout.addWidget(self.notes_label)
         layout.addLayout(self._build_apply_row())
+
+    def _fit_tool_tabs(self, current: int) -> None:
+        """The tools take the height of the page shown, not of the tallest: the sweep's rows keep the rest."""
+        for index in range(self.tool_tabs.count()):
+            policy = QSizePolicy.Policy.Preferred if index == current else QSizePolicy.Policy.Ignored
+            self.tool_tabs.widget(index).setSizePolicy(policy, policy)
+        self.tool_tabs.updateGeometry()
 
     def _build_controls(self) -> QHBoxLayout:
         self.start_button = QPushButton("Start sweep")

@@ -59,7 +59,9 @@ def test_a_completed_run_is_diagnosed_and_stop_ends_a_diagnosis(peaks_cache, rea
     assert result.pct_of_measured_peak == pytest.approx(100 * result.achieved_flops / FLOAT32)
     shown = panel.result_label.text()
     assert "Verdict: " in shown and html.escape(result.advice) in shown and "of the measured 60.00 GFLOP/s ceiling" in shown
-    assert "estimate " in shown and "weights" in shown  # the memory estimate beside the measured peak
+    report = window.result_panel.text()
+    assert report.startswith(f"Try: {result.advice}") and result.bound_evidence in report
+    assert "estimate " in report and "weights" in report  # the memory estimate beside the measured peak
     with RunStore.open() as store:
         (stored,) = store.list_runs()
     assert stored.figures["bound"] == result.bound
