@@ -45,6 +45,13 @@ def test_a_cnn_sweep_of_batch_by_precision_shows_table_heat_map_chart_and_its_be
     assert panel.heat_map.isVisible() and (panel.heat_map.rowCount(), panel.heat_map.columnCount()) == (2, 2)
     assert [panel.heat_map.cell_value(i // 2, i % 2) for i in range(4)] == rates
     assert panel.heat_map.item(best // 2, best % 2).text().startswith("★")
+    window.resize(1024, 700)
+    qtbot.waitUntil(lambda: window.width() == 1024, timeout=5000)
+    heat_map, metrics = panel.heat_map, panel.heat_map.fontMetrics()
+    for column in range(2):  # headers and cells whole at 1024x700 ("★ 1,234", not "★ …")
+        texts = [heat_map.horizontalHeaderItem(column).text()] + [heat_map.item(row, column).text() for row in range(2)]
+        assert heat_map.columnWidth(column) >= max(metrics.horizontalAdvance(text) for text in texts), texts
+    window.resize(1400, 880)
     assert panel.chart.series() == {"float32": [rates[0], rates[2]], "bfloat16": [rates[1], rates[3]]}
     assert panel.chart.best_point() == (best // 2, rates[best])
 
