@@ -18,7 +18,7 @@ import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -52,6 +52,27 @@ if TYPE_CHECKING:
 NO_SWEEP_YET = "No sweep yet"
 PLANNING = "Planning the points…"
 CHART_PLACEHOLDER = "The chart appears when a sweep starts."
+
+
+class ShownPageTabs(QTabWidget):
+    """Tabs as tall as the page shown (QTabWidget asks for the tallest page's height whichever is shown)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.currentChanged.connect(lambda _index: self.updateGeometry())
+
+    def sizeHint(self) -> QSize:
+        return self._shown(super().sizeHint(), lambda page: page.sizeHint())
+
+    def minimumSizeHint(self) -> QSize:
+        return self._shown(super().minimumSizeHint(), lambda page: page.minimumSizeHint())
+
+    def _shown(self, hint: QSize, page_hint) -> QSize:
+        pages = [self.widget(index) for index in range(self.count())]
+        if not pages or self.currentWidget() is None:
+            return hint
+        tallest = max(page_hint(page).height() for page in pages)
+        return QSize(hint.width(), hint.height() - tallest + page_hint(self.currentWidget()).height())
 
 
 class SweepPanel(QWidget):
@@ -192,13 +213,11 @@ class SweepPanel(QWidget):
 
     def _build(self) -> None:
         self.axes_box = SweepAxesBox()
-        self.tool_tabs = QTabWidget()  # one at a time keeps the rows in view in a small window
+        self.tool_tabs = ShownPageTabs()  # one at a time, as tall as the one shown: the rows keep their room
         self.tool_tabs.setObjectName("sweepToolTabs")
         self.tool_tabs.addTab(self.axes_box, "Sweep settings")
         self.tool_tabs.addTab(self.tuning_box, "Largest batch · autotune")
         self.tool_tabs.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
-        self.tool_tabs.currentChanged.connect(self._fit_tool_tabs)
-        self._fit_tool_tabs(0)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.tool_tabs)
@@ -207,13 +226,6 @@ class SweepPanel(QWidget):
         layout.addWidget(self._build_results(), 1)
         layout.addWidget(self.notes_label)
         layout.addLayout(self._build_apply_row())
-
-    def _fit_tool_tabs(self, current: int) -> None:
-        """The tools take the height of the page shown, not of the tallest: the sweep's rows keep the rest."""
-        for index in range(self.tool_tabs.count()):
-            policy = QSizePolicy.Policy.Preferred if index == current else QSizePolicy.Policy.Ignored
-            self.tool_tabs.widget(index).setSizePolicy(policy, policy)
-        self.tool_tabs.updateGeometry()
 
     def _build_controls(self) -> QHBoxLayout:
         self.start_button = QPushButton("Start sweep")
