@@ -136,7 +136,9 @@ class Child:
         self._lock = threading.Lock()
         self._messages: queue.Queue[Any] = queue.Queue()
         self._output: deque[str] = deque(maxlen=TAIL_LINES)
-        self._doing, self._reply, self._how, self._end = "", None, "", None
+        self._doing, self._how = "", ""
+        self._reply: Any = None
+        self._end: ChildEnd | None = None
         self._kill_at: float | None = None
         self._ended = threading.Event()
         self._popen = subprocess.Popen(
