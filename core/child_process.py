@@ -23,6 +23,7 @@ then ends the child, so a child never outlives the app for long).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -237,12 +238,9 @@ class Child:
 
     def send_line(self, line: str) -> None:
         """Write one line on the child's stdin (its control pipe); a child that is gone is ignored."""
-        try:
-            assert self._popen.stdin is not None
-            self._popen.stdin.write(line + "\n")
-            self._popen.stdin.flush()
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # gone, closed, or no stdin
+            self._popen.stdin.write(line + "\n")  # type: ignore[union-attr]
+            self._popen.stdin.flush()  # type: ignore[union-attr]
 
     def output(self, chars: int = 2000) -> str:
         """The last `chars` characters of what it wrote besides its messages (stderr, stray stdout), raw."""
@@ -381,11 +379,8 @@ def _thread(target: Callable[[], None], name: str) -> threading.Thread:
 
 
 def _close_quietly(stream: IO[str] | None) -> None:
-    if stream is not None:
-        try:
-            stream.close()
-        except OSError:
-            pass
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no such stream
+        stream.close()  # type: ignore[union-attr]
 
 
 # The child's side.
@@ -450,31 +445,3 @@ def _take_stdout() -> IO[str]:
         os.dup2(2, 1)
         _reply_stream = os.fdopen(reply_fd, "w", encoding="utf-8")
     return _reply_stream
-
-
-# Kept until their users move onto `Child` (the next commits remove them).
-
-
-def kill_process_group(process: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group on POSIX (it leads its own), else the child alone."""
-    if os.name == "posix":
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:
-        process.kill()
-
-
-def read_answer(path: Path) -> dict[str, Any] | None:
-    """The JSON answer a child wrote to `path` (its `--out`); None when it wrote none or half of one (it died first)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def last_line(text: str, limit: int, default: str = "") -> str:
-    """The last non-blank line of a child's stderr, its last `limit` characters: what it said before it ended."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else default)[-limit:]

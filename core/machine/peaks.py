@@ -171,8 +171,8 @@ def measure_peaks(
     key, start = machine_key(), time.monotonic()
     try:
         child = Child.start("core.machine.peaks_child", what="measuring the ceilings", limit_s=timeout_s, stop_event=stop_event)
-    except OSError as error:
-        return PeaksReport(key, error=f"Could not start the measuring process ({error}).")
+    except OSError as exc:
+        return PeaksReport(key, error=f"Could not start the measuring process ({exc}).")
     messages: list[dict[str, Any]] = []
     said = ""
     with child:  # leaving early (Ctrl-C, a raising on_stage) kills it

@@ -224,8 +224,8 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_e
             stop_event=stop_event,
             poll_s=STOP_POLL_S,
         )
-    except OSError as error:
-        return TpuProbe(False, f"Could not start the TPU probe process ({error}).")
+    except OSError as exc:
+        return TpuProbe(False, f"Could not start the TPU probe process ({exc}).")
     end = child.wait()
     elapsed = time.monotonic() - start
     last = child.result if isinstance(child.result, dict) else {}

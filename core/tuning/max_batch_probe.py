@@ -167,7 +167,7 @@ def _verdict(
     on_accelerator = bool(answer.get("on_accelerator"))
     host_peak = max(watched_peak, int(answer.get("max_rss") or 0))
     peak = answer.get("device_peak") if on_accelerator else host_peak
-    common = {"seconds": seconds, "on_accelerator": on_accelerator, "replicas": int(answer.get("replicas") or 1)}
+    common: dict[str, Any] = {"seconds": seconds, "on_accelerator": on_accelerator, "replicas": int(answer.get("replicas") or 1)}
     message = str(answer.get("message") or "")
     if answer.get("status") == "completed":
         if host_peak > limits.host_bytes:
