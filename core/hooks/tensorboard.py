@@ -1,7 +1,8 @@
 """TensorBoard output for runs, and starting TensorBoard itself.
 
-`TensorBoardWriter` writes one event-file folder per run with TensorFlow's own
-`tf.summary` writer, so it needs only TensorFlow. Viewing needs the
+`TensorBoardWriter` writes one event-file folder per run from a writer thread
+(`core.hooks.event_file`: events encoded without a TensorFlow op, framed by
+`tf.io.TFRecordWriter`), so writing needs only TensorFlow. Viewing needs the
 `tensorboard` package, which TensorFlow 2.21 no longer installs: it is the
 optional extra `device-lab[tensorboard]`.
 """
