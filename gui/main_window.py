@@ -77,7 +77,6 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self._callback_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
         self._run_config: RunConfig | None = None
-        self._sweep_job = "sweep"  # what the Sweep tab runs now or ran last: "sweep" or "search"
         self.setObjectName("mainWindow")
         self.setWindowTitle("Device Lab")
         self.settings = settings
@@ -259,6 +258,7 @@ class MainWindow(QMainWindow):
         self.sweep_panel.running_changed.connect(self._on_sweep_running)
         self.sweep_panel.row_saved.connect(self._on_sweep_row_saved)
         self.sweep_panel.message.connect(self.statusBar().showMessage)
+        self.sweep_panel.follow_in(self.run_panel.progress_bar, self.run_panel.result_label)  # never an older job's words
         self.run_panel.stop_requested.connect(self.sweep_panel.stop)
         self.run_panel.form_changed.connect(self.sweep_panel.tuning_box.follow_form)
         self.sweep_panel.tuning_box.follow_form(self.run_panel.config())
@@ -269,24 +269,8 @@ class MainWindow(QMainWindow):
 
     def _on_sweep_running(self, running: bool) -> None:
         self._on_running_changed(running)
-        self._show_sweep_state(running)
         if self._charts is not None:
             self.compare_panel.set_blocked(running)
-
-    def _show_sweep_state(self, running: bool) -> None:
-        """The run form's bar and result line, and the status bar, follow a sweep or search (never an older job's words)."""
-        if running:
-            self._sweep_job = "sweep" if self.sweep_controller.is_running() else "search"
-        job = self._sweep_job
-        bar, label = self.run_panel.progress_bar, self.run_panel.result_label
-        bar.setRange(0, 1)
-        bar.setValue(0 if running else 1)
-        bar.setFormat(f"{job.capitalize()} running (Sweep tab)…" if running else f"{job.capitalize()} ended")
-        if running:
-            label.setText(f"A {job} is running: follow it in the Sweep tab (Stop or Esc ends it).")
-            self.statusBar().showMessage(f"A {job} is running in the Sweep tab…")
-        else:
-            label.setText(f"The {job} has ended: its results are in the Sweep tab.")
 
     def _on_sweep_row_saved(self, _row: object) -> None:
         if self._charts is not None:

@@ -169,6 +169,22 @@ class SweepPanel(QWidget):
         self.progress_label.setText("Planning the sweep (which precisions this target runs usefully)…")
         return self.controller.start(SweepJob(base, values, self.axes_box.keep_slow()))
 
+    def follow_in(self, bar: QProgressBar, label: QLabel) -> None:
+        """Show in another bar and label (the run form's) that a sweep or search runs here, then that it has ended."""
+        job = ["sweep"]  # what runs now or ran last: "sweep" or "search"
+
+        def on_running(running: bool) -> None:
+            if running:
+                job[0] = "sweep" if self.controller.is_running() else "search"
+                self.message.emit(f"A {job[0]} is running in the Sweep tab…")
+            bar.setRange(0, 1)
+            bar.setValue(0 if running else 1)
+            bar.setFormat(f"{job[0].capitalize()} running (Sweep tab)…" if running else f"{job[0].capitalize()} ended")
+            ended = f"The {job[0]} has ended: its results are in the Sweep tab."
+            label.setText(f"A {job[0]} is running: follow it in the Sweep tab (Stop or Esc ends it)." if running else ended)
+
+        self.running_changed.connect(on_running)
+
     def stop(self) -> None:
         """End the point in flight after its current step call and skip the rest; stop a search too."""
         self.tuning_box.controller.stop()
