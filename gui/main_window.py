@@ -202,6 +202,7 @@ class MainWindow(QMainWindow):
         self.run_panel.stop_requested.connect(self._stop_run)
         self.run_panel.start_enabled_changed.connect(self.start_action.setEnabled)
         self.run_panel.result_label.linkActivated.connect(lambda _link: self.show_panel(self.result_panel))
+        self.run_panel.model_changed.connect(lambda title: self.statusBar().showMessage(f"Model: {title}.", STATUS_TIMEOUT_MS))
 
     def _wire_charts(self) -> None:
         """Connect the chart panels, and bring them up to date with the devices already listed."""

@@ -89,6 +89,15 @@ class RunControls(QWidget):
         self._say_on_bar(compiling_text(0), done=False)
         self.result_label.setText(f"Running {html.escape(label)}")
 
+    def show_model_changed(self, title: str) -> None:
+        """Another model is chosen: an idle bar, and a line saying the last result (in the Result tab) was another model's."""
+        self.progress_bar.setRange(0, IDLE_STEPS)
+        self.progress_bar.setValue(0)
+        self.progress_bar.setFormat("Idle")
+        self.result_label.setText(
+            f"<span style='color:#777'>{html.escape(title)}: no run yet. The last result is in the Result tab.</span>"
+        )
+
     def show_compiling(self, seconds: float) -> None:
         """No step yet: how long building the model and compiling its step has taken so far (a large model takes minutes)."""
         self._say_on_bar(compiling_text(seconds), done=False)

@@ -202,10 +202,12 @@ def test_file_menu_opens_a_model_file_with_ctrl_o_and_lists_the_recent_ones(wind
     choose(window.run_panel.model_combo, "mlp")
 
 
-def test_the_autotune_box_follows_the_run_form(window, qtbot):
+def test_the_autotune_box_and_the_form_s_result_line_follow_the_model(window, qtbot):
     box, panel = window.sweep_panel.tuning_box, window.run_panel
     choose(panel.model_combo, "cnn")
     assert box.job_label.text().startswith(MODELS["cnn"].title)
+    assert f"{MODELS['cnn'].title}: no run yet" in panel.result_label.text() and panel.progress_bar.text() == "Idle"
+    assert window.statusBar().currentMessage() == f"Model: {MODELS['cnn'].title}.", "no older job's words left"
     choose(panel.model_combo, "mlp")
     assert box.job_label.text().startswith("MLP on "), "never an earlier model's job"
     panel.batch_edit.setText("not a number")
