@@ -90,12 +90,12 @@ class RunControls(QWidget):
         self.result_label.setText(f"Running {html.escape(label)}")
 
     def show_model_changed(self, title: str) -> None:
-        """Another model is chosen: an idle bar, and a line saying the last result (in the Result tab) was another model's."""
+        """Another model is chosen: an idle bar, and a line saying earlier results stay in their tabs."""
         self.progress_bar.setRange(0, IDLE_STEPS)
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("Idle")
         self.result_label.setText(
-            f"<span style='color:#777'>{html.escape(title)}: no run yet. The last result is in the Result tab.</span>"
+            f"<span style='color:#777'>{html.escape(title)}: no run yet. Earlier results stay in the Result, Compare and History tabs.</span>"
         )
 
     def show_compiling(self, seconds: float) -> None:

@@ -325,7 +325,7 @@ class RunPanel(QWidget):
         ]  # fmt: skip
 
     def _on_model_changed(self) -> None:
-        """A different model: the last job's line and bar were about another one; the Result tab keeps that run's result."""
+        """A different model: the last job's line and bar were about another one (its results stay in their tabs)."""
         model = self.model_choice.config_fields()["model"]
         if model == self._model_shown:
             return
