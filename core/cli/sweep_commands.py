@@ -14,10 +14,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.history_commands import CliHistory, open_history
+from core.cli.history_commands import CliHistory
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
@@ -26,11 +26,8 @@ from core.config import OPTIMIZERS, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.results import StepRecord
-from core.tuning.sweep import Sweep, run_sweep
+from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
-
-if TYPE_CHECKING:
-    from core.history.recorder import HistoryRecorder
 
 AXIS_OPTIONS = {"batch_size": "--batch-sizes", "steps_per_call": "--steps-per-call", "precision": "--precision", "xla": "--xla"}
 AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off"}
@@ -104,77 +101,56 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         say(f"sweep: {plan.describe()}")
         for item in plan.left_out:
             say(f"left out {format_setting(item.axis, item.value)}: {item.reason} (--all-precisions runs it anyway)")
-        recording = SweepRecording(CliHistory(args.no_save), plan)
-        progress = SweepProgress(plan)
+        history = CliHistory(args.no_save)
+        group = _sweep_group(history, plan)
+        options = history.options(group=group, listener=SweepProgress(plan, history))
         with stdout_to_stderr():
-            sweep = run_interruptibly(
-                lambda: run_sweep(
-                    plan, progress.announce, progress, stop_event, progress.row_done, recorders=recording.recorders(), group=recording.group
-                )
-            )
-    recording.report()
+            sweep = run_interruptibly(lambda: run_sweep(plan, history.store, options, stop_event))
+    saved = [row.run_id for row in sweep.rows if row.run_id is not None]
+    if saved:
+        say(f"saved {len(saved)} run(s) in the history as group '{group}'")
     print(json.dumps(sweep.to_dict(), indent=2) if args.json else format_sweep(sweep))
     return EXIT_RUN_FAILED if sweep.stopped else EXIT_OK
 
 
-class SweepProgress:
-    """Progress on stderr: 'point 2 of 4: batch 32 · float32', then that point's step line."""
+def _sweep_group(history: CliHistory, plan: SweepPlan) -> str:
+    """The sweep's group in the history ('sweep 3: batch × precision'); "" when it is not recorded."""
+    if history.store is None:
+        history.say_error(history.error.replace("This run is not saved.", "The sweep is not saved."))
+        return ""
+    try:
+        return next_sweep_group(history.store.groups(), plan)
+    except StoreError as exc:
+        history.say_error(f"The run history could not be read: {exc} The sweep is not saved.")
+        history.store = None
+        return ""
 
-    def __init__(self, plan: SweepPlan):
+
+class SweepProgress(SweepListener):
+    """Progress on stderr: 'point 2 of 4: batch 32 · float32', then that point's step line and where it is saved."""
+
+    def __init__(self, plan: SweepPlan, history: CliHistory):
         self._plan = plan
+        self._history = history
         self._printer: ProgressPrinter | None = None
 
-    def announce(self, index: int, total: int, label: str) -> None:
+    def on_job_start(self, index: int, total: int, label: str) -> None:
         settings = self._plan.points()[index]
         batch = settings.get("batch_size", self._plan.base.batch_size)
         say(f"point {index + 1} of {total}: {label}")
         self._printer = ProgressPrinter(self._plan.base.steps, batch)
 
-    def __call__(self, records: Sequence[StepRecord]) -> None:
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
         if self._printer is not None:
             self._printer(records)
 
-    def row_done(self, index: int, row) -> None:
+    def on_row(self, index: int, row: SweepRow) -> None:
         if self._printer is not None:
             self._printer.finish()
             self._printer = None
         if row.result.message:
             say(f"  {row.status}: {row.result.message}")
-
-
-class SweepRecording:
-    """The sweep's points in the history, under one group; each reason it cannot record said once."""
-
-    def __init__(self, history: CliHistory, plan: SweepPlan):
-        self._history = history
-        self._recorders: list[HistoryRecorder] = []
-        self._store = None
-        self.group = ""
-        if history.skip:
-            return
-        try:
-            self._store = open_history(for_recording=True)
-            self.group = next_sweep_group(self._store.groups(), plan)
-        except StoreError as exc:
-            say(f"warning: the run history could not be opened: {exc} The sweep is not saved.")
-
-    def recorders(self):
-        """The factory `run_sweep` takes (None: nothing is recorded)."""
-        return None if self._store is None else self._recorder
-
-    def _recorder(self, config: RunConfig, label: str, group: str) -> HistoryRecorder:
-        from core.history.recorder import HistoryRecorder
-
-        recorder = HistoryRecorder(self._store, config, label, group)
-        self._recorders.append(recorder)
-        return recorder
-
-    def report(self) -> None:
-        for recorder in self._recorders:
-            self._history.say_error(recorder)
-        saved = [recorder.run_id for recorder in self._recorders if recorder.run_id is not None and not recorder.error]
-        if saved:
-            say(f"saved {len(saved)} run(s) in the history as group '{self.group}'")
+        self._history.say_error(row.history_error)
 
 
 def format_sweep(sweep: Sweep) -> str:
