@@ -25,7 +25,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     """The stored runs, newest first; a run on a model file says whether that file changed since (or is gone)."""
     from core.history.model_files import ModelFileStates
 
-    runs = open_history().list_runs()
+    runs = _stored_runs()
     files = ModelFileStates()  # each model file hashed once for the whole listing
     if args.json:
         print(json.dumps([_run_dict(r, files) for r in runs], indent=2))
@@ -46,6 +46,19 @@ def cmd_history(args: argparse.Namespace) -> int:
     ]
     print(format_columns(headers, table))
     return EXIT_OK
+
+
+def _stored_runs() -> list[RunSummary]:
+    """The stored runs; none, with a warning, when there is no history yet and it cannot be created (an unwritable folder)."""
+    from core.history.store import default_path
+
+    try:
+        return open_history().list_runs()
+    except StoreError as exc:
+        if default_path().exists():
+            raise
+        print(f"warning: {exc} No run is stored there yet.", file=sys.stderr)
+        return []
 
 
 def _run_dict(run: RunSummary, files: ModelFileStates) -> dict[str, Any]:

@@ -18,11 +18,12 @@ from typing import Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory
+from core.cli.job_options import add_job_arguments, job_config
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
-from core.config import OPTIMIZERS, RunConfig
+from core.config import ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.results import StepRecord
@@ -40,11 +41,8 @@ AXIS_HELP = {
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `sweep` subcommand's options."""
-    parser.add_argument("--model", required=True, help="sample model name (see `main.py models`) or a model file")
-    parser.add_argument(
-        "--data", default="synthetic", help="synthetic, digits, mnist, fashion_mnist, cifar10, imdb (or, for a file, an .npz)"
-    )
+    """The `sweep` subcommand's options: the shared job options, the target, each setting's values, steps."""
+    add_job_arguments(parser)
     parser.add_argument("--target", default="default", metavar="T", help="where every point runs: CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
     for name, option in AXIS_OPTIONS.items():
         parser.add_argument(
@@ -54,35 +52,25 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
     )
     parser.add_argument("--steps", type=int, default=100, help="steps of every point (the first call is warm-up, reported apart)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of every point")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trust", action="store_true", help="let a model file run its own code")
-    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
-    parser.add_argument("--no-save", action="store_true", help="do not record the points in the history")
-    parser.add_argument("--json", action="store_true", help="one JSON object with rows and best on stdout")
-    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
 def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
-    """Each setting's values from its option; ConfigError names the option and the allowed form."""
-    return {name: parse_values(name, getattr(args, name), option) for name, option in AXIS_OPTIONS.items()}
+    """Each setting's values from its option; ConfigError names the option and the allowed form, or the value given twice."""
+    values = {}
+    for name, option in AXIS_OPTIONS.items():
+        text = getattr(args, name)
+        values[name] = parse_values(name, text, option)
+        given = [parse_values(name, part, option)[0] for part in str(text).split(",")]
+        repeated = [value for value in values[name] if given.count(value) > 1]
+        if repeated:
+            raise ConfigError(option, text, f"each value once ({format_setting(name, repeated[0])} is given more than once)")
+    return values
 
 
 def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) -> RunConfig:
-    """The job every point shares, on the target: each setting at its first value."""
+    """The job every point shares, on the target: each setting at its first value (a model file checked in a child first)."""
     target = parse_target_option(args.target, "--target")
-    job = RunConfig(
-        model=args.model,
-        dataset=args.data,
-        steps=args.steps,
-        learning_rate=args.lr,
-        optimizer=args.optimizer,
-        seed=args.seed,
-        trust=args.trust,
-        **{name: values[name][0] for name in AXES},
-    )
-    return target.config_for(job)
+    return job_config(args, target, **{name: values[name][0] for name in AXES})
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
