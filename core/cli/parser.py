@@ -56,6 +56,21 @@ def value_options(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
+    """The `run` subcommand: the shared job and training options, the strategy and devices, hooks, the verdict."""
+    add_job_arguments(run)
+    add_training_arguments(run)
+    run.add_argument("--strategy", default="default", choices=STRATEGIES)
+    run.add_argument("--devices", default="", metavar="CPU:0,CPU:1", help="comma-separated TF device names")
+    run.add_argument("--workers", type=int, default=2, help="processes for --strategy multi-worker")
+    run.add_argument("--cluster", default="", metavar="H:P,H:P", help="multi-worker across hosts: this host is the first")
+    run.add_argument("--tpu", default="", metavar="ADDRESS", help="TPU name, grpc://host:port or 'local'")
+    run.add_argument("--tensorboard", default="", metavar="DIR", help="write TensorBoard event files under DIR")
+    run.add_argument("--profile", default="", metavar="A-B", help="capture a TF profiler trace of steps A to B")
+    run.add_argument("--no-verdict", action="store_true", help="skip the diagnosis after the run (its probe runs take a few seconds)")
+    run.set_defaults(handler=training_commands.cmd_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="main.py", description="Device Lab: how fast does this model train on each device I have?")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -74,18 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true")
     models.set_defaults(handler=machine_commands.cmd_models)
 
-    run = sub.add_parser("run", help="train one model on one device or strategy")
-    add_job_arguments(run)
-    add_training_arguments(run)
-    run.add_argument("--strategy", default="default", choices=STRATEGIES)
-    run.add_argument("--devices", default="", metavar="CPU:0,CPU:1", help="comma-separated TF device names")
-    run.add_argument("--workers", type=int, default=2, help="processes for --strategy multi-worker")
-    run.add_argument("--cluster", default="", metavar="H:P,H:P", help="multi-worker across hosts: this host is the first")
-    run.add_argument("--tpu", default="", metavar="ADDRESS", help="TPU name, grpc://host:port or 'local'")
-    run.add_argument("--tensorboard", default="", metavar="DIR", help="write TensorBoard event files under DIR")
-    run.add_argument("--profile", default="", metavar="A-B", help="capture a TF profiler trace of steps A to B")
-    run.add_argument("--no-verdict", action="store_true", help="skip the diagnosis after the run (its probe runs take a few seconds)")
-    run.set_defaults(handler=training_commands.cmd_run)
+    add_run_arguments(sub.add_parser("run", help="train one model on one device or strategy"))
 
     compare = sub.add_parser("compare", help="run the same job on several targets and compare")
     add_job_arguments(compare)

@@ -4,7 +4,7 @@ The CLI, the window, compare, sweep and autotune all train through this
 service; none of them assembles recorder, diagnosis and `run_training` itself.
 """
 
-from core.jobs.listener import JobListener
-from core.jobs.service import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
+from core.jobs.listener import JobListener, RecordedRun
+from core.jobs.service import PLAIN, JobOptions, record_unrun, run_job
 
 __all__ = ["PLAIN", "JobListener", "JobOptions", "RecordedRun", "record_unrun", "run_job"]

@@ -3,17 +3,26 @@
 A listener is a `RunCallback` (the run's start, each call's steps, its end, in
 the thread that trains) with the job's own events added: which run of a
 comparison or sweep starts, that a completed run is being diagnosed, and where
-each run ended up. Override what you need; every method defaults to nothing.
+each run ended up (a `RecordedRun`). Override what you need; every method
+defaults to nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from core.results import RunResult
 from core.training.callbacks import RunCallback
 
-if TYPE_CHECKING:
-    from core.jobs.service import RecordedRun
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A job's run as it ended: its result, its id in the history (None: not saved), why not saved, and whether it started."""
+
+    result: RunResult
+    run_id: int | None
+    history_error: str = ""
+    started: bool = True
 
 
 class JobListener(RunCallback):

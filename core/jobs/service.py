@@ -18,7 +18,7 @@ from core.config import ConfigError, RunConfig
 from core.diagnosis.run_verdict import VerdictHook
 from core.history.recorder import HistoryRecorder
 from core.history.store import RunStore
-from core.jobs.listener import JobListener
+from core.jobs.listener import JobListener, RecordedRun
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.callbacks import RunCallback
@@ -49,16 +49,6 @@ class JobOptions:
 
 PLAIN = JobOptions()
 """A job with no label, group, hooks, listener or diagnosis."""
-
-
-@dataclass(frozen=True)
-class RecordedRun:
-    """A job's run as it ended: its result, its id in the history (None: not saved), why not saved, and whether it started."""
-
-    result: RunResult
-    run_id: int | None
-    history_error: str = ""
-    started: bool = True
 
 
 def run_job(
