@@ -55,7 +55,8 @@ def _stored_runs() -> list[RunSummary]:
     try:
         return open_history().list_runs()
     except StoreError as exc:
-        if default_path().exists():
+        path = default_path()
+        if path.exists() or not path.parent.is_dir():  # a history that is there, or no folder for one: a real problem
             raise
         print(f"warning: {exc} No run is stored there yet.", file=sys.stderr)
         return []
