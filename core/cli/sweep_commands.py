@@ -102,16 +102,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_group(history: CliHistory, plan: SweepPlan) -> str:
-    """The sweep's group in the history ('sweep 3: batch × precision'); "" when it is not recorded."""
-    if history.store is None:
-        history.say_error(history.error.replace("This run is not saved.", "The sweep is not saved."))
-        return ""
-    try:
-        return next_sweep_group(history.store.groups(), plan)
-    except StoreError as exc:
-        history.say_error(f"The run history could not be read: {exc} The sweep is not saved.")
-        history.store = None
-        return ""
+    """The sweep's group in the history ('sweep 3: batch × precision'); "" when it is not recorded (why said once)."""
+    if history.store is not None:
+        try:
+            return next_sweep_group(history.store.groups(), plan)
+        except StoreError as exc:
+            history.store, history.error = None, f"The run history could not be read: {exc} This run is not saved."
+    history.error = history.error.replace("This run is not saved.", "The sweep is not saved.")
+    history.say_error(history.error)
+    return ""
 
 
 class SweepProgress(SweepListener):
