@@ -104,7 +104,11 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
 def add_logical_cpus_argument(parser: argparse.ArgumentParser) -> None:
     rule = f"a whole number from 0 (no split) to {MAX_LOGICAL_CPUS}"
     parser.add_argument(
-        "--logical-cpus", type=whole_number("--logical-cpus", 0, MAX_LOGICAL_CPUS, rule), default=0, metavar="N", help="split the CPU into N logical devices"
+        "--logical-cpus",
+        type=whole_number("--logical-cpus", 0, MAX_LOGICAL_CPUS, rule),
+        default=0,
+        metavar="N",
+        help="split the CPU into N logical devices",
     )
 
 

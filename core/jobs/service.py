@@ -78,9 +78,7 @@ def run_job(
     return _finished(recorder, result, options, started)
 
 
-def record_unrun(
-    result: RunResult, config: RunConfig, store: RunStore | None, options: JobOptions = PLAIN
-) -> RecordedRun:
+def record_unrun(result: RunResult, config: RunConfig, store: RunStore | None, options: JobOptions = PLAIN) -> RecordedRun:
     """Save `result`, a run that never trained (failed before it started), in one transaction; `config` is the job it was meant to be."""
     return _finished(_recorder(store, config, options), result, options, started=False)
 

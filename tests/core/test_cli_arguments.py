@@ -103,7 +103,11 @@ def test_a_tpu_device_on_a_machine_without_one_is_refused_before_tensorflow(tmp_
 def test_values_that_start_with_a_dash_reach_their_option() -> None:
     options = {"--memory-limit", "--batch-sizes"}
     assert joined_values(["max-batch", "--memory-limit", "-1GiB", "--json"], options) == ["max-batch", "--memory-limit=-1GiB", "--json"]
-    assert joined_values(["sweep", "--batch-sizes", "--json"], options) == ["sweep", "--batch-sizes", "--json"]  # a missing value stays missing
+    assert joined_values(["sweep", "--batch-sizes", "--json"], options) == [
+        "sweep",
+        "--batch-sizes",
+        "--json",
+    ]  # a missing value stays missing
 
 
 def test_history_on_an_empty_unwritable_data_folder_lists_no_run_with_a_warning(tmp_path) -> None:
@@ -111,7 +115,9 @@ def test_history_on_an_empty_unwritable_data_folder_lists_no_run_with_a_warning(
     data.mkdir()
     env = dict(os.environ, DEVICE_LAB_DATA_DIR=str(data), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
     with read_only(data):
-        out = subprocess.run([sys.executable, "main.py", "history", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "main.py", "history", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
     assert out.returncode == 0 and json.loads(out.stdout) == [], out.stderr
     assert out.stderr.startswith("warning: Can not create the run history") and "No run is stored there yet." in out.stderr
 

@@ -42,7 +42,10 @@ def test_each_target_is_recorded_while_it_trains_and_failed_targets_too(two_cpus
     watcher = StoreWatcher(store)
     base = RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)
     comparison = run_comparison(
-        base, parse_targets(f"{two_cpus[0]}; CPU:9; mirrored:CPU:0,GPU:0"), store=store, options=JobOptions(group="comparison", hooks=(watcher,))
+        base,
+        parse_targets(f"{two_cpus[0]}; CPU:9; mirrored:CPU:0,GPU:0"),
+        store=store,
+        options=JobOptions(group="comparison", hooks=(watcher,)),
     )
     assert [row.status for row in comparison.rows] == [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.FAILED]
     assert watcher.at_start == [(RunStatus.RUNNING, 0)]  # begun before the engine started
