@@ -38,7 +38,8 @@ SETTING_OPTIONS = {
     "tpu_timeout_s": "tpu_timeout",
     "allow_network_workers": "allow_network_workers",
 }
-"""RunConfig fields taken from the option of that `dest` where a command has it (`run`, `compare`); others pass them to `job_config`."""
+"""RunConfig fields read from the option of that `dest` where a command has one; a command whose option of that
+name says something else (a sweep's comma-separated values) passes the field to `job_config` instead."""
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True, records: bool = True) -> None:
