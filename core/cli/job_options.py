@@ -26,6 +26,7 @@ from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.workload import is_model_file, model_title
 
 SAMPLE_DATA_DEFAULT = "synthetic"
+MAX_VOCAB = 2**31 - 1
 
 
 SETTING_OPTIONS = {
@@ -67,7 +68,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True,
         "--trust", action="store_true", help="let the model file run its code (any .py file, Lambda layers): only for files you trust"
     )
     parser.add_argument(
-        "--vocab", type=int, default=None, metavar="N", help="synthetic ids in [0, N) for integer inputs that feed no Embedding"
+        "--vocab",
+        type=whole_number("--vocab", 2, MAX_VOCAB, f"a whole number from 2 to {MAX_VOCAB}"),
+        default=None,
+        metavar="N",
+        help="synthetic ids in [0, N) for integer inputs that feed no Embedding",
     )
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
     parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)

@@ -53,6 +53,7 @@ BAD_INPUTS = [
     (["run", "--model", ""], "--model", "got an empty value; allowed: a sample model's name or a model file"),
     (["compare", "--model", "mlp", "--data", "", "--targets", "CPU:0"], "--data", "got an empty value"),
     (["run", "--model", "mlp", "--batch-size", "-4"], "batch_size", "allowed:"),
+    (["run", "--model", "mlp", "--vocab", "0"], "--vocab", "a whole number from 2 to"),
     (["run", "--model", "mlp", "--steps-per-call", "0"], "steps_per_call", "allowed:"),
     (["autotune", "--model", "mlp", "--budget-s", "-5"], "--budget-s", "seconds from"),
     (["max-batch", "--model", "mlp", "--tolerance", "-0.5"], "--tolerance", "a fraction from 0.001 to 1"),
