@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.config import ConfigError, RunConfig
-from core.diagnosis.run_verdict import VerdictHook
-from core.history.recorder import HistoryRecorder
-from core.history.store import RunStore
 from core.jobs.listener import JobListener, RecordedRun
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.callbacks import RunCallback
+
+if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
+    from core.history.recorder import HistoryRecorder
+    from core.history.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,15 @@ def run_hooks(config: RunConfig, options: JobOptions, stop_event: threading.Even
     listener = options.listener
     hooks: list[RunCallback] = [*([listener] if listener is not None else []), *options.hooks]
     if options.diagnose:
+        from core.diagnosis.run_verdict import VerdictHook
+
         hooks.append(VerdictHook(config, stop_event, listener.on_diagnosing if listener is not None else None))
     return hooks
 
 
 def _recorder(store: RunStore | None, config: RunConfig, options: JobOptions) -> HistoryRecorder | None:
+    from core.history.recorder import HistoryRecorder
+
     if store is not None:
         return HistoryRecorder(store, config, options.label, options.group)
     if options.unsaved_reason:
