@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from core.config import OPTIMIZERS, PRECISIONS, RunConfig
+from core.config import FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, RunConfig
 from core.formatting import format_bytes
 from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.workload import is_model_file, model_title
@@ -35,14 +35,25 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--trust", action="store_true", help="let the model file run its code (any .py file, Lambda layers): only for files you trust"
     )
     parser.add_argument(
-        "--vocab", type=int, default=None, metavar="N", help="synthetic ids in [0, N) for integer inputs that feed no Embedding"
+        "--vocab", type=int, default=None, metavar="N", help="synthetic ids in [0, N) for integer inputs whose range the model does not say"
+    )
+    parser.add_argument(
+        "--custom-objects",
+        default="",
+        metavar="FILE.py",
+        help="a .py defining the model file's custom layers (registered before it opens; runs its code: needs --trust)",
     )
     parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
     parser.add_argument("--batch-size", type=int, default=64, help="global batch size")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=None, help="whole passes over the data instead of --steps")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    parser.add_argument(
+        "--optimizer",
+        default=None,
+        choices=(*OPTIMIZERS, FILE_OPTIMIZER),
+        help="default: a model file's own compiled optimizer with its settings (file), else adam",
+    )
     parser.add_argument("--precision", default="off", choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
     parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="steps per tf.function call")
@@ -77,7 +88,7 @@ def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
         steps=args.steps,
         epochs=args.epochs,
         learning_rate=args.lr,
-        optimizer=args.optimizer,
+        optimizer=args.optimizer or (FILE_OPTIMIZER if is_model_file(args.model) else "adam"),
         precision=args.precision,
         xla=args.xla,
         steps_per_call=args.steps_per_call,
@@ -86,6 +97,7 @@ def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
         allow_network_workers=args.allow_network_workers,
         trust=args.trust,
         vocab=args.vocab,
+        custom_objects=args.custom_objects,
     )
     fields.update(overrides)
     config = RunConfig(**fields)  # every setting checked before a child is started for the file
@@ -104,7 +116,12 @@ def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
     from core.workloads.model_probe import describe_model_file
 
     described = describe_model_file(
-        config.model, config.trust, vocab=config.vocab, data=config.dataset if data_given else None, batch_size=config.batch_size
+        config.model,
+        config.trust,
+        vocab=config.vocab,
+        data=config.dataset if data_given else None,
+        batch_size=config.batch_size,
+        custom_objects=config.custom_objects or None,
     )
     print(describe_line(described, config), file=sys.stderr)
     return config.with_changes(dataset=described["data"], model_sha256=described["sha256"])
@@ -119,10 +136,22 @@ def describe_line(described: dict[str, Any], config: RunConfig) -> str:
         f"{format_bytes(estimate.total_bytes)} before activations (weights {format_bytes(estimate.weight_bytes)}, "
         f"gradients {format_bytes(estimate.gradient_bytes)}, optimizer state {format_bytes(estimate.optimizer_bytes)})"
     )
+    notes = "".join(f"; {note}" for note in described.get("notes", []))
     return (
         f"model file {model_title(config.model)}: inputs {inputs}; {len(described['outputs'])} output(s); "
-        f"{described['params']:,} parameters; loss {losses}; data {model_title(described['data'])}; memory {memory}"
+        f"{described['params']:,} parameters; loss {losses}; optimizer {optimizer_in_use(described, config.optimizer)}; "
+        f"data {model_title(described['data'])}; memory {memory}{notes}"
     )
+
+
+def optimizer_in_use(described: dict[str, Any], optimizer: str) -> str:
+    """The optimizer a run on the described file trains with, and whose it is ("rmsprop (the file's)")."""
+    own = described.get("optimizer")
+    if optimizer != FILE_OPTIMIZER and own and own != optimizer and described.get("kind") != "python":
+        return f"{optimizer} (the run's, replacing the file's {own})"
+    if own:
+        return f"{own} (the file's)"
+    return f"{'adam' if optimizer == FILE_OPTIMIZER else optimizer} (the run's)"
 
 
 def _shape(shape: list[int | None]) -> str:

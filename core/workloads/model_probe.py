@@ -38,6 +38,7 @@ def describe_model_file(
     data: str | None = None,
     batch_size: int | None = None,
     stop_event: threading.Event | None = None,
+    custom_objects: str | None = None,
 ) -> dict[str, Any]:
     """The model's description (see UserWorkload.describe), worked out in a child process.
 
@@ -45,14 +46,16 @@ def describe_model_file(
     the file's default), resolved in the description's "data". With `batch_size`
     the child also checks that data against the model (`UserWorkload.check_data`),
     so data that does not fit is refused before a run starts. Setting `stop_event`
-    kills the child within STOP_POLL_S (ModelFileError "stopped").
+    kills the child within STOP_POLL_S (ModelFileError "stopped"). `custom_objects`
+    is a trusted .py whose classes the child registers before loading the file.
 
     Raises ModelFileError: at once, without a child, for what `check_model_path`
     refuses (missing, corrupt, untrusted .py or Lambda); else the problem the child
     found (with `needs_trust` when trust would open it; a ModelDataError's path is
     the data file's), or a child that ran past `timeout_s`, was stopped or crashed.
     """
-    file = check_model_path(path, trust).path  # a missing, corrupt or untrusted file is refused before any child starts
+    source = check_model_path(path, trust, custom_objects)  # a missing, corrupt or untrusted file is refused before any child starts
+    file = source.path
     with tempfile.TemporaryDirectory(prefix="device-lab-probe-") as folder:
         answer_file = Path(folder) / "answer.json"
         command = [sys.executable, "-m", "core.workloads.model_probe", file, "--out", str(answer_file)]
@@ -60,6 +63,7 @@ def describe_model_file(
         command += ["--vocab", str(vocab)] if vocab is not None else []
         command += ["--data", data] if data is not None else []
         command += ["--batch-size", str(batch_size)] if batch_size is not None else []
+        command += ["--custom-objects", source.custom_objects] if source.custom_objects else []
         returncode, stderr = _run_child(command, timeout_s, file, stop_event)
         answer = read_answer(answer_file)
     if answer is None:
@@ -117,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int)
     parser.add_argument("--data")
     parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--custom-objects")
     args = parser.parse_args(argv)
     try:
-        workload = open_user_workload(args.path, args.trust, args.data, args.vocab)
+        workload = open_user_workload(args.path, args.trust, args.data, args.vocab, args.custom_objects)
         if args.batch_size is not None:
             workload.check_data(args.batch_size)
         answer: dict[str, Any] = {"model": workload.describe()}
