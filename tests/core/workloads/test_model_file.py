@@ -121,4 +121,21 @@ def test_custom_class_says_how_to_provide_it(tmp_path):
     keras.saving.get_custom_objects().pop("device_lab_test>AddOne")
     with pytest.raises(ModelFileError) as error:
         open_user_workload(path, trust=True)
-    assert "AddOne" in str(error.value) and "build_model()" in str(error.value) and not error.value.needs_trust
+    assert "AddOne" in str(error.value) and "--custom-objects" in str(error.value) and not error.value.needs_trust
+    layers_py = write_py(
+        tmp_path,
+        "my_layers.py",
+        """
+        import keras
+
+        @keras.saving.register_keras_serializable(package="device_lab_test")
+        class AddOne(keras.layers.Layer):
+            def call(self, x):
+                return x + 1.0
+        """,
+    )
+    with pytest.raises(ModelFileError) as untrusted:
+        open_user_workload(path, custom_objects=layers_py)
+    assert untrusted.value.needs_trust and "--trust" in str(untrusted.value)
+    described = open_user_workload(path, trust=True, custom_objects=layers_py).describe()
+    assert described["custom_objects"] == str(layers_py) and described["params"] == 8
