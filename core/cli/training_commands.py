@@ -68,7 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the history record is finished with the verdict, after the diagnosis
         listeners = [*callbacks, *([] if args.no_verdict else [counter]), *([HoldRunEnd(recorder)] if recorder is not None else [])]
         try:
-            with stdout_to_stderr():
+            with stdout_to_stderr(), progress.ticking(stop_event):
                 result = run_interruptibly(lambda: run_training(config, progress, stop_event, listeners))
         except ConfigError:
             if recorder is not None:

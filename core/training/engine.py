@@ -300,6 +300,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     steps = total_steps(config, workload)
     per_call, why = call_size(config.steps_per_call, steps)
     tally.notes += [note for note in (batch_warning(config, workload.num_examples), why) if note]
+    tally.notes += workload.run_notes(config.optimizer)
     if per_call != config.steps_per_call:
         config = tally.config = config.with_changes(steps_per_call=per_call)
     if config.batch_size % strategy.num_replicas_in_sync:

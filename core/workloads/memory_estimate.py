@@ -127,11 +127,7 @@ def estimate_from_description(described: dict[str, Any], optimizer: str, precisi
     file's compiled one (with its momentum, centered, amsgrad settings) when
     `optimizer` is "file"; else the run's. "file" without one is Adam.
     """
-    own = described.get("optimizer")
-    if own and (optimizer == FILE_OPTIMIZER or described.get("kind") == "python"):
-        name, settings = own, described.get("optimizer_settings") or {}
-    else:
-        name, settings = ("adam" if optimizer == FILE_OPTIMIZER else optimizer), {}
+    name, settings = optimizer_for_run(described, optimizer)
     return estimate_memory(
         int(described["trainable_params"]),
         int(described.get("non_trainable_params", 0)),
@@ -139,6 +135,14 @@ def estimate_from_description(described: dict[str, Any], optimizer: str, precisi
         precision,
         settings,
     )
+
+
+def optimizer_for_run(described: dict[str, Any], optimizer: str) -> tuple[str, dict[str, Any] | None]:
+    """(name, the file's settings) of the optimizer a run on the described file uses; settings None: the run's own."""
+    own = described.get("optimizer")
+    if own and (optimizer == FILE_OPTIMIZER or described.get("kind") == "python"):
+        return own, dict(described.get("optimizer_settings") or {})
+    return ("adam" if optimizer == FILE_OPTIMIZER else optimizer), None
 
 
 def _parameters(variables: Any) -> int:

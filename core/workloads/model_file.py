@@ -42,13 +42,15 @@ _modules: dict[tuple[str, str], ModuleType] = {}
 class ModelFileError(ValueError):
     """A model (or data) file that cannot be used: the message names the path and the reason.
 
-    `needs_trust` is True when the file would open if the user trusts it to run its code.
+    `needs_trust` is True when the file would open if the user trusts it to run its code;
+    `needs_custom_objects` when it names a class only a custom-objects file can define.
     """
 
-    def __init__(self, path: str | os.PathLike, reason: str, needs_trust: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, reason: str, needs_trust: bool = False, needs_custom_objects: bool = False) -> None:
         self.path = str(path)
         self.reason = reason
         self.needs_trust = needs_trust
+        self.needs_custom_objects = needs_custom_objects
         super().__init__(f"{self.path}: {reason}")
 
 
@@ -248,7 +250,7 @@ def explain_load_error(source: ModelSource, exc: Exception) -> ModelFileError:
     if "Could not locate" in text or "Unknown layer" in text or "Unknown " in cause:
         name = _custom_name(text)
         return ModelFileError(
-            source.path, f"the model uses a custom class or function{name} that is not defined here. {CUSTOM_OBJECTS_HINT}"
+            source.path, f"the model uses a custom class or function{name} that is not defined here. {CUSTOM_OBJECTS_HINT}", False, True
         )
     if "No model config found" in text:
         return ModelFileError(source.path, "the file holds weights only, no model. Open the .keras, .h5 or .py file that builds the model.")

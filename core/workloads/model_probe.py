@@ -72,7 +72,9 @@ def describe_model_file(
             f"inspecting the model crashed ({exit_description(returncode)}): {last_line(stderr, STDERR_TAIL_CHARS, 'no error output')}",
         )
     if "error" in answer:
-        raise ModelFileError(answer.get("path", file), answer["error"], bool(answer.get("needs_trust")))
+        raise ModelFileError(
+            answer.get("path", file), answer["error"], bool(answer.get("needs_trust")), bool(answer.get("needs_custom_objects"))
+        )
     return answer["model"]
 
 
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             workload.check_data(args.batch_size)
         answer: dict[str, Any] = {"model": workload.describe()}
     except ModelFileError as exc:
-        answer = {"error": exc.reason, "path": exc.path, "needs_trust": exc.needs_trust}
+        answer = {"error": exc.reason, "path": exc.path, "needs_trust": exc.needs_trust, "needs_custom_objects": exc.needs_custom_objects}
     Path(args.out).write_text(json.dumps(answer), encoding="utf-8")
     return 0
 

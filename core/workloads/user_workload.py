@@ -42,6 +42,7 @@ from core.workloads.model_file import (
 from core.workloads.model_signature import LossChoice, ModelSignature, OutputInfo, choose_losses, infer_loss, read_signature
 
 SYNTHETIC, PYTHON_DATA = "synthetic", "build_dataset"
+OPTIMIZER_NOTE = "optimizer: "
 
 
 @dataclass
@@ -168,6 +169,22 @@ class UserWorkload:
         if self.facts.optimizer_config is None:
             return keras.optimizers.Adam(learning_rate=learning_rate)
         return build_optimizer(self.facts.optimizer_config)[0]
+
+    def optimizer_note(self, setting: str) -> str:
+        """Which optimizer a run with the optimizer `setting` trains with, and whose it is ("" when only the run's)."""
+        own = self.optimizer_name()
+        if own is None:
+            return ""
+        if self.source.kind == PYTHON:
+            return f"{OPTIMIZER_NOTE}{own} (the Python file's)"
+        if setting == FILE_OPTIMIZER:
+            return f"{OPTIMIZER_NOTE}the file's {_with_settings(self.facts.optimizer_config)}"
+        return f"{OPTIMIZER_NOTE}{setting} (the run's choice) replaces the file's {_with_settings(self.facts.optimizer_config)}"
+
+    def run_notes(self, optimizer_setting: str) -> list[str]:
+        """What a run on this file should say in its details: legacy fixes, synthetic masks and ids, the optimizer used."""
+        kept = [note for note in self.facts.notes if not note.startswith(OPTIMIZER_NOTE)]
+        return [*kept, *([note] if (note := self.optimizer_note(optimizer_setting)) else [])]
 
     def _user_dataset(self, global_batch_size: int):
         import tensorflow as tf
@@ -323,9 +340,7 @@ def _file_facts(source: ModelSource, compiled: Any, facts: _Facts) -> None:
         facts.notes.append(f"the file's optimizer {optimizer_name(compiled.optimizer)} cannot be rebuilt here ({exc}): Adam instead")
         return
     facts.optimizer_config = compiled.optimizer
-    settings = ", ".join(f"{k} {v}" for k, v in optimizer_settings(compiled.optimizer).items())
-    kept = f" ({settings})" if settings else ""
-    facts.notes.append(f"optimizer: the file's {optimizer_name(compiled.optimizer)}{kept}, unless the run picks another")
+    facts.notes.append(f"{OPTIMIZER_NOTE}the file's {_with_settings(compiled.optimizer)}, unless the run picks another")
     if dropped:
         facts.notes.append(f"the file's optimizer arguments Keras 3 has no use for were left out: {', '.join(dropped)}")
 
@@ -369,6 +384,12 @@ def fix_open_dims(model: Any, signature: ModelSignature) -> ModelSignature:
         return signature
     outputs = tuple(OutputInfo(o.name, (None, *r.shape[1:]), o.activation) for o, r in zip(signature.outputs, results, strict=True))
     return ModelSignature(signature.inputs, outputs, signature.dict_inputs, signature.dict_outputs)
+
+
+def _with_settings(config: Any) -> str:
+    """ "rmsprop (learning_rate 0.01, momentum 0.5)": an optimizer config's name and the settings worth showing."""
+    settings = ", ".join(f"{key} {value}" for key, value in optimizer_settings(config).items())
+    return f"{optimizer_name(config)} ({settings})" if settings else str(optimizer_name(config))
 
 
 def _loss_config(model: Any, module: Any, compiled: Any) -> tuple[Any, Any, str]:

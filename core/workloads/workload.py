@@ -3,7 +3,7 @@
 `open_workload(model, dataset, ...)` gives an object the engine and the probes
 use alike: `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
 seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr, setting)` (None:
-the run's optimizer setting), `steps_per_epoch(batch)` and `num_examples`.
+the run's optimizer setting), `steps_per_epoch(batch)`, `num_examples` and `run_notes(optimizer)` (for the run's details).
 `is_model_file` tells a file path from a sample model's name without opening anything.
 """
 
@@ -59,6 +59,10 @@ class SampleWorkload:
         import keras
 
         return keras.losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
+
+    def run_notes(self, optimizer_setting: str) -> list[str]:
+        """Nothing to add to a sample model's run details."""
+        return []
 
     def make_optimizer(self, learning_rate: float, setting: str = "") -> None:
         """Sample models train with the run's optimizer setting."""
