@@ -139,3 +139,17 @@ def test_custom_class_says_how_to_provide_it(tmp_path):
     assert untrusted.value.needs_trust and "--trust" in str(untrusted.value)
     described = open_user_workload(path, trust=True, custom_objects=layers_py).describe()
     assert described["custom_objects"] == str(layers_py) and described["params"] == 8
+
+
+def test_a_load_error_keeps_its_cause_whole_and_never_cuts_a_word():
+    from core.workloads.model_file import MAX_CAUSE_CHARS, load_error_cause
+
+    config = "{" + ", ".join(f"'option_{i}': {i}" for i in range(300)) + "}"
+    keras_style = TypeError(
+        f"Error when deserializing class 'DepthwiseConv2D' using config={config}.\n\n"
+        "Exception encountered: Unrecognized keyword arguments passed to DepthwiseConv2D: {'groups': 2}"
+    )
+    assert load_error_cause(keras_style) == "Unrecognized keyword arguments passed to DepthwiseConv2D: {'groups': 2}"
+    long_cause = ValueError(" ".join(["averyveryverylongword"] * 200))
+    shortened = load_error_cause(long_cause)
+    assert len(shortened) <= MAX_CAUSE_CHARS + 2 and shortened.endswith("averyveryverylongword …")
