@@ -153,3 +153,23 @@ def test_a_load_error_keeps_its_cause_whole_and_never_cuts_a_word():
     long_cause = ValueError(" ".join(["averyveryverylongword"] * 200))
     shortened = load_error_cause(long_cause)
     assert len(shortened) <= MAX_CAUSE_CHARS + 2 and shortened.endswith("averyveryverylongword …")
+
+
+def test_a_class_from_a_package_not_installed_names_the_package_and_the_python(tmp_path):
+    import json
+    import sys
+    import zipfile
+
+    from core.workloads.model_file import missing_package_reason
+
+    path = tmp_path / "detector.keras"
+    config = {"module": "keras_cv.src.models.yolo", "class_name": "YOLOV8Detector", "config": {}, "registered_name": "YOLOV8Detector"}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("config.json", json.dumps(config))
+        zf.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    with pytest.raises(ModelFileError) as error:
+        open_user_workload(path)
+    message = str(error.value)
+    assert "YOLOV8Detector" in message and "keras-cv" in message and f"{sys.executable} -m pip install keras-cv" in message, message
+    hub = missing_package_reason("keras_hub", "GPT2CausalLM")
+    assert "GPT2CausalLM" in hub and 'pip install -e ".[hub]"' in hub and sys.executable in hub

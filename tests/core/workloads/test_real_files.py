@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -180,19 +179,3 @@ def test_custom_layer_model_needs_custom_objects_and_trust(corpus, tmp_path):
     assert untrusted.returncode == 2 and "--trust" in untrusted.stderr, untrusted.stderr[-2000:]
     result, stderr = cli_run(corpus["custom"], tmp_path, "--custom-objects", str(corpus["layers_py"]), "--trust")
     assert result["custom_objects"] == str(corpus["layers_py"]) and "optimizer rmsprop (the file's)" in stderr
-
-
-def test_a_missing_package_names_what_to_install_and_where(tmp_path):
-    import zipfile
-
-    path = tmp_path / "from_elsewhere.keras"
-    config = {"module": "not_installed_hub.models", "class_name": "GPT9CausalLM", "config": {}, "registered_name": "GPT9CausalLM"}
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("config.json", json.dumps(config))
-        zf.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
-    from core.workloads.model_file import ModelFileError
-
-    with pytest.raises(ModelFileError) as error:
-        open_user_workload(path)
-    message = textwrap.shorten(str(error.value), 2000)
-    assert "GPT9CausalLM" in message and "not-installed-hub" in message and sys.executable in message, message
