@@ -179,3 +179,19 @@ def test_custom_layer_model_needs_custom_objects_and_trust(corpus, tmp_path):
     assert untrusted.returncode == 2 and "--trust" in untrusted.stderr, untrusted.stderr[-2000:]
     result, stderr = cli_run(corpus["custom"], tmp_path, "--custom-objects", str(corpus["layers_py"]), "--trust")
     assert result["custom_objects"] == str(corpus["layers_py"]) and "optimizer rmsprop (the file's)" in stderr
+
+
+def test_custom_objects_reach_local_multi_worker_workers(corpus):
+    """Each worker process opens the file itself: the custom-objects path travels in the run's config."""
+    config = RunConfig(
+        model=str(corpus["custom"]),
+        custom_objects=str(corpus["layers_py"]),
+        trust=True,
+        strategy="multi-worker",
+        workers=2,
+        batch_size=8,
+        steps=STEPS,
+    )
+    result = run_training(config)
+    assert result.status == RunStatus.COMPLETED, result.message
+    assert result.replicas == 2 and result.config["custom_objects"] == str(corpus["layers_py"])
