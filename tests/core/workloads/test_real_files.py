@@ -125,6 +125,14 @@ def test_keras_applications_open_without_fixes(corpus, name):
     assert described["losses"][0]["loss"] == "sparse_categorical_crossentropy"
 
 
+@pytest.mark.parametrize("name", ["mobilenet_v2.h5", "efficientnet_b0"])
+def test_keras_applications_train_a_few_steps(corpus, name):
+    """In this process (one TensorFlow start): tracing these graphs takes one to two minutes on a busy 2-core machine."""
+    result = run_training(RunConfig(model=str(corpus[name]), steps=STEPS, batch_size=4))
+    assert result.status == RunStatus.COMPLETED, result.message
+    assert result.steps_done == STEPS and all(loss == loss for loss in result.losses)  # finite, not NaN
+
+
 def test_tf_keras_mobilenet_h5_trains_with_its_legacy_fix_and_its_rmsprop(corpus, tmp_path):
     result, stderr = cli_run(corpus["mobilenet_v2_tf_keras"], tmp_path)
     assert "loaded with 1 legacy fix: DepthwiseConv2D: dropped groups=1 (17 layers)" in stderr
