@@ -45,6 +45,7 @@ class ProgressPrinter:
         """
         done = threading.Event()
         started = time.monotonic()
+        ticked = threading.Event()
 
         def tick() -> None:
             while not done.wait(TICK_S):
@@ -54,6 +55,7 @@ class ProgressPrinter:
                     stopping = stop_event is not None and stop_event.is_set()
                     self.stream.write(f"\r{first_call_text(time.monotonic() - started, stopping)}   ")
                     self.stream.flush()
+                    ticked.set()
 
         thread = threading.Thread(target=tick, name="first-call-ticker", daemon=True)
         thread.start()
@@ -62,6 +64,8 @@ class ProgressPrinter:
         finally:
             done.set()
             thread.join()
+            if ticked.is_set() and self._last is None:  # no step came: end the ticking line before what follows
+                self.stream.write("\n")
 
     def __call__(self, records: Sequence[StepRecord]) -> None:
         with self._lock:

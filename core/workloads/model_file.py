@@ -2,8 +2,11 @@
 
 Nothing in a file runs unless the caller trusts it: `.keras`/`.h5` load with
 Keras `safe_mode=True` (a Lambda layer's bytecode is refused), a `.py` file is
-refused outright, and nothing is ever unpickled. Every problem is one
-`ModelFileError` naming the path and the reason; `needs_trust` says when trust
+refused outright, and nothing is ever unpickled. A `.keras` archive is checked
+against its size caps before anything reads it (`archive`), known tf.keras 2
+config differences are fixed before Keras deserialises (`legacy_compat`), and a
+trusted custom-objects `.py` can define the model's own classes. Every problem is
+one `ModelFileError` naming the path and the reason; `needs_trust` says when trust
 alone would open it. TensorFlow is imported only inside the loaders.
 """
 
