@@ -208,7 +208,6 @@ class MainWindow(QMainWindow):
         """Connect the chart panels, and bring them up to date with the devices already listed."""
         self.run_controller.run_started.connect(self._on_run_started)
         self.run_controller.progress.connect(self._on_progress)
-        self.run_controller.compiling.connect(self._on_compiling)
         self.run_controller.run_finished.connect(self._on_run_finished)
         self.run_controller.run_failed.connect(self._on_run_failed)
         self.run_controller.diagnosing.connect(self.run_panel.show_diagnosing)
@@ -333,10 +332,6 @@ class MainWindow(QMainWindow):
         self.result_panel.show_running(label)
         self.show_panel(self.plots)
         self.statusBar().showMessage(f"Training {label}…")
-
-    def _on_compiling(self, seconds: float) -> None:
-        self.run_panel.show_compiling(seconds)
-        self.statusBar().showMessage(f"Training: building the model and compiling the step · {format_duration(seconds)}")
 
     def _on_progress(self, progress: Progress) -> None:
         self.run_panel.show_progress(progress.done, progress.total, progress.samples_per_s, progress.eta_s)

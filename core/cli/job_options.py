@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.compare.targets import CompareTarget
-from core.config import OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
+from core.config import FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import format_bytes
 from core.machine.runtime import MAX_LOGICAL_CPUS
 from core.workloads.memory_estimate import estimate_from_description
@@ -72,10 +72,21 @@ def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True,
         type=whole_number("--vocab", 2, MAX_VOCAB, f"a whole number from 2 to {MAX_VOCAB}"),
         default=None,
         metavar="N",
-        help="synthetic ids in [0, N) for integer inputs that feed no Embedding",
+        help="synthetic ids in [0, N) for integer inputs whose range the model does not say",
+    )
+    parser.add_argument(
+        "--custom-objects",
+        default="",
+        metavar="FILE.py",
+        help="a .py defining the model file's custom layers (registered before it opens; runs its code: needs --trust)",
     )
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    parser.add_argument(
+        "--optimizer",
+        default=None,
+        choices=(*OPTIMIZERS, FILE_OPTIMIZER),
+        help="default: a model file's own compiled optimizer with its settings (file), else adam",
+    )
     parser.add_argument("--seed", type=int, default=0)
     if trains_here:
         add_logical_cpus_argument(parser)
@@ -133,8 +144,9 @@ def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **
         trust=args.trust,
         vocab=args.vocab,
         learning_rate=args.lr,
-        optimizer=args.optimizer,
+        optimizer=args.optimizer or (FILE_OPTIMIZER if is_model_file(args.model) else "adam"),
         seed=args.seed,
+        custom_objects=args.custom_objects,
     )
     fields.update(overrides)
     config = RunConfig(**fields)  # every setting checked before a child is started for the file
@@ -218,7 +230,12 @@ def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
     from core.workloads.model_probe import describe_model_file
 
     described = describe_model_file(
-        config.model, config.trust, vocab=config.vocab, data=config.dataset if data_given else None, batch_size=config.batch_size
+        config.model,
+        config.trust,
+        vocab=config.vocab,
+        data=config.dataset if data_given else None,
+        batch_size=config.batch_size,
+        custom_objects=config.custom_objects or None,
     )
     print(describe_line(described, config), file=sys.stderr)
     return config.with_changes(dataset=described["data"], model_sha256=described["sha256"])
@@ -233,10 +250,22 @@ def describe_line(described: dict[str, Any], config: RunConfig) -> str:
         f"{format_bytes(estimate.total_bytes)} before activations (weights {format_bytes(estimate.weight_bytes)}, "
         f"gradients {format_bytes(estimate.gradient_bytes)}, optimizer state {format_bytes(estimate.optimizer_bytes)})"
     )
+    notes = "".join(f"; {note}" for note in described.get("notes", []))
     return (
         f"model file {model_title(config.model)}: inputs {inputs}; {len(described['outputs'])} output(s); "
-        f"{described['params']:,} parameters; loss {losses}; data {model_title(described['data'])}; memory {memory}"
+        f"{described['params']:,} parameters; loss {losses}; optimizer {optimizer_in_use(described, config.optimizer)}; "
+        f"data {model_title(described['data'])}; memory {memory}{notes}"
     )
+
+
+def optimizer_in_use(described: dict[str, Any], optimizer: str) -> str:
+    """The optimizer a run on the described file trains with, and whose it is ("rmsprop (the file's)")."""
+    own = described.get("optimizer")
+    if optimizer != FILE_OPTIMIZER and own and own != optimizer and described.get("kind") != "python":
+        return f"{optimizer} (the run's, replacing the file's {own})"
+    if own:
+        return f"{own} (the file's)"
+    return f"{'adam' if optimizer == FILE_OPTIMIZER else optimizer} (the run's)"
 
 
 def _shape(shape: list[int | None]) -> str:

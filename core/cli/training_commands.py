@@ -56,9 +56,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_RUN_FAILED
         history = CliHistory(args.no_save)
         history.say_error(history.error)
-        progress = RunProgress(ProgressPrinter(total_steps(config), config.batch_size), hooks)
+        printer = ProgressPrinter(total_steps(config), config.batch_size)
+        progress = RunProgress(printer, hooks)
         options = history.options(diagnose=not args.no_verdict, hooks=tuple(hooks), listener=progress, raise_config_error=True)
-        with stdout_to_stderr():
+        with stdout_to_stderr(), printer.ticking(stop_event):
             recorded = run_interruptibly(lambda: run_job(config, history.store, options, stop_event))
         progress.finish()
     result = recorded.result

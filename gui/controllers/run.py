@@ -10,7 +10,6 @@ ends it); `diagnose = False` leaves runs without a verdict.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal
@@ -24,7 +23,6 @@ from gui.controllers.training_worker import TrainingWorker
 from gui.job_data import FinishedRun, Progress
 
 POLL_INTERVAL_MS = 100
-COMPILE_TICK_S = 1.0
 
 
 class RunController(JobController):
@@ -38,7 +36,6 @@ class RunController(JobController):
     curve_added = Signal(str, str, object)  # plot key, label, batch size: a new run's curves
     steps_arrived = Signal(str, object)  # plot key, StepArrays: steps to append to its curves
     steps_complete = Signal()  # the run's last steps are in: draw them now
-    compiling = Signal(float)  # no step yet: seconds since Start (building the model, tracing and compiling), about once a second
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
@@ -50,8 +47,6 @@ class RunController(JobController):
         self._steady_s = 0.0
         self._steady_steps = 0
         self._progress_rate = RateLimit()
-        self._compile_rate = RateLimit(COMPILE_TICK_S)
-        self._started = 0.0
         self.diagnose = True
         self._diagnosing = False
 
@@ -72,8 +67,6 @@ class RunController(JobController):
         self._done, self._steady_s, self._steady_steps = 0, 0.0, 0
         self._diagnosing = False
         self._progress_rate.reset()
-        self._compile_rate.reset()
-        self._started = time.monotonic()
         self._buffer = StepBuffer()
         self.curve_added.emit(self._key, label, config.batch_size)
         worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks, self.diagnose)
@@ -90,8 +83,6 @@ class RunController(JobController):
         """Timer tick: move new steps into the plots, and report progress (rate-limited)."""
         if (self._drain() or self._done) and not self._diagnosing and self._progress_rate.ready():
             self._report_progress()
-        elif not self._done and self._compile_rate.ready():
-            self.compiling.emit(time.monotonic() - self._started)
 
     def _drain(self) -> int:
         if self._buffer is None:

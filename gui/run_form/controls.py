@@ -11,17 +11,19 @@ first, is in the Result tab (gui.panels.run_result).
 from __future__ import annotations
 
 import html
+import time
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from gui.job_data import FinishedRun
-from gui.run_form.outcome import compiling_text, diagnosing_text, failure_html, final_progress_text, progress_text, result_html
+from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html, starting_text
 from gui.style import ERROR_COLOR, WARNING_COLOR
 
 RESULT_HEIGHT = 96  # the last result's box: the same height empty or full (it scrolls beyond)
 NO_RUN_YET = "<span style='color:#777'>No run yet: the last run's result appears here, its verdict in full in the Result tab.</span>"
 IDLE_STEPS = 300  # the idle bar's range before any run
+TICK_MS = 1000  # the first call's elapsed time is updated this often
 
 
 class RunControls(QWidget):
@@ -53,6 +55,12 @@ class RunControls(QWidget):
         self.result_area.setFrameShape(QFrame.Shape.NoFrame)
         self.result_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.result_area.setFixedHeight(RESULT_HEIGHT)
+        self._starting_since: float | None = None
+        self._stopping = False
+        self._tick = QTimer(self)
+        self._tick.setInterval(TICK_MS)
+        self._tick.timeout.connect(self._show_starting_time)
+        self.stop_button.clicked.connect(self._on_stop)
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
@@ -73,6 +81,7 @@ class RunControls(QWidget):
 
     def show_progress(self, done: int, total: int, samples_per_s: float | None, eta_s: float | None) -> None:
         """Update the progress bar: steps done of total, throughput and time left."""
+        self._end_starting()
         if total > 0:
             self.progress_bar.setRange(0, total)
             self.progress_bar.setValue(min(done, total))
@@ -82,12 +91,29 @@ class RunControls(QWidget):
 
     def show_diagnosing(self, what: str) -> None:
         """A completed run is being diagnosed (short probe runs; Stop ends them): the full bar says what it does."""
+        self._end_starting()
         self._say_on_bar(diagnosing_text(what), done=True)
 
     def show_starting(self, label: str) -> None:
-        """A run was handed to the worker: the bar says so until its first step."""
-        self._say_on_bar(compiling_text(0), done=False)
+        """A run was handed to the worker: until its first step the bar counts the first call (build, trace, compile)."""
+        self._starting_since, self._stopping = time.monotonic(), False
+        self._show_starting_time()
+        self._tick.start()
         self.result_label.setText(f"Running {html.escape(label)}")
+
+    def _show_starting_time(self) -> None:
+        if self._starting_since is not None:
+            self._say_on_bar(starting_text(time.monotonic() - self._starting_since, self._stopping), done=False)
+
+    def _on_stop(self) -> None:
+        """Stop before the first step: it takes effect when the first call ends, and the bar says so."""
+        if self._starting_since is not None:
+            self._stopping = True
+            self._show_starting_time()
+
+    def _end_starting(self) -> None:
+        self._tick.stop()
+        self._starting_since = None
 
     def show_model_changed(self, title: str) -> None:
         """Another model is chosen: an idle bar, and a line saying earlier results stay in their tabs."""
@@ -98,10 +124,6 @@ class RunControls(QWidget):
             f"<span style='color:#777'>{html.escape(title)}: no run yet. Earlier results stay in the Result, Compare and History tabs.</span>"
         )
 
-    def show_compiling(self, seconds: float) -> None:
-        """No step yet: how long building the model and compiling its step has taken so far (a large model takes minutes)."""
-        self._say_on_bar(compiling_text(seconds), done=False)
-
     def _say_on_bar(self, text: str, done: bool) -> None:
         """Text on an empty or full bar (a busy bar, range 0..0, shows no text in the Fusion style)."""
         self.progress_bar.setRange(0, 1)
@@ -111,6 +133,7 @@ class RunControls(QWidget):
     def show_result(self, finished: FinishedRun) -> None:
         """The outcome of a run: headline figures, or the error and what to do."""
         result = finished.result
+        self._end_starting()
         if self.progress_bar.maximum() <= 1:  # still the "starting" bar: the run ended before its first step
             self.progress_bar.setRange(0, max(1, result.steps_done))
         self.progress_bar.setValue(min(result.steps_done, self.progress_bar.maximum()))
@@ -119,6 +142,7 @@ class RunControls(QWidget):
 
     def show_failure(self, head: str, message: str) -> None:
         """A red `head` ("Failed", "Not started") and why, where the result would appear."""
+        self._end_starting()
         self.result_label.setText(failure_html(head, message))
 
     @staticmethod

@@ -14,7 +14,7 @@ import html
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from core.diagnosis.readout import memory_estimate_text, peak_text
-from core.formatting import format_duration, format_value
+from core.formatting import format_duration, format_elapsed, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.job_data import FinishedRun
 from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
@@ -60,14 +60,16 @@ def status_head(status: RunStatus) -> tuple[str, str]:
     return STATUS_HEADS.get(status, ("Failed", FAILED_COLOR))
 
 
+def starting_text(elapsed_s: float, stopping: bool = False) -> str:
+    """The busy bar before the first step: the first call (build, trace, compile) blocks, so its elapsed time shows it lives."""
+    if stopping:
+        return f"Stopping when the first call ends (compiling cannot be interrupted)… {format_elapsed(elapsed_s)}"
+    return f"Starting: building the model and compiling the step… {format_elapsed(elapsed_s)}"
+
+
 def diagnosing_text(what: str = "") -> str:
     """The bar's text while a completed run is diagnosed: 'Diagnosing… why is it this fast? (probe run 1: batch 8 instead of 64, 31 steps)'."""
     return f"{DIAGNOSING} ({what})" if what else DIAGNOSING
-
-
-def compiling_text(seconds: float) -> str:
-    """The bar's text before a run's first step: 'Starting: building the model and compiling the step… 0:12'."""
-    return f"Starting: building the model and compiling the step… {format_duration(seconds)}"
 
 
 def final_progress_text(result: RunResult) -> str:

@@ -146,10 +146,6 @@ class RunPanel(QWidget):
         """A completed run is being diagnosed (short probe runs; Stop ends them): a busy bar saying what it does."""
         self.controls.show_diagnosing(what)
 
-    def show_compiling(self, seconds: float) -> None:
-        """No step yet: the time spent building the model and compiling its step so far."""
-        self.controls.show_compiling(seconds)
-
     def show_starting(self, label: str) -> None:
         """A run was handed to the worker: a busy bar until its first step."""
         self.controls.show_starting(label)
