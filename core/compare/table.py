@@ -5,7 +5,7 @@ the GUI thread may build and re-baseline comparisons. "% of peak" is against
 the measured ceiling of the row's devices for its precision (the ceilings this
 process knows, `core.diagnosis.ceilings.known_peaks`, unless given); the
 datasheet/ISA estimate the run recorded while it ran
-(`core.training.flops.run_peak_environment`) is kept beside it.
+(`core.machine.peak_estimates.run_peak_environment`) is kept beside it.
 
 Every row that ran has a verdict: its run's own when it has one (`main.py
 run` and the window diagnose each run), else one judged here from the compared
@@ -29,7 +29,7 @@ from core.diagnosis.verdict import verdict
 from core.formatting import format_value
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
-from core.training.flops import recorded_native_bfloat16, recorded_peak_flops
+from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000

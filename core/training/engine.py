@@ -197,7 +197,6 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
     config = tally.config
     has_accelerator = any(not d.startswith("CPU") for d in tally.device_names)
     stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
-    peak, source = tally.memory.peak()
     return RunResult(
         status=status,
         config=config.to_dict(),
@@ -206,8 +205,7 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         replicas=tally.replicas,
         **stats.result_fields(),
         final_loss=tally.losses[-1] if tally.losses else None,
-        peak_memory_bytes=peak,
-        peak_memory_source=source,
+        **tally.memory.result_fields(),
         memory_estimate=dict(tally.memory_estimate),
         wall_s=time.perf_counter() - start,
         started_at=started_at,

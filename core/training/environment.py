@@ -7,7 +7,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from core.training.flops import run_peak_environment
+from core.machine.peak_estimates import run_peak_environment
 
 
 def environment(device_names: Sequence[str] = (), precision: str = "off") -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 
 from core.diagnosis.readout import memory_estimate_text, peak_text
-from core.formatting import format_duration, format_value
+from core.formatting import format_bytes, format_duration, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.controllers.training_worker import FinishedRun
 from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
@@ -91,6 +91,8 @@ def _memory_text(result: RunResult) -> str:
     if result.peak_memory_bytes is not None:
         source = f" ({html.escape(result.peak_memory_source)})" if result.peak_memory_source else ""
         parts.append(f"peak memory {_figure(result, 'peak_memory_bytes')}{source}")
+    if result.memory_added_bytes is not None and result.memory_added_source != result.peak_memory_source:
+        parts.append(f"added by this run {format_bytes(result.memory_added_bytes)} ({html.escape(result.memory_added_source)})")
     if estimate:
         parts.append(f"estimate {html.escape(estimate)}")
     return ", ".join(parts)

@@ -316,7 +316,7 @@ def test_rows_read_their_figures_from_the_run():
 
 
 def test_comparison_reads_only_the_results_never_the_hardware(monkeypatch):
-    import core.training.flops as flops
+    import core.machine.peak_estimates as flops
 
     def no_hardware(*args):
         raise AssertionError("a comparison must not read the hardware")
