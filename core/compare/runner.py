@@ -105,7 +105,7 @@ def _run_target(base, target, on_steps, stop_event, callbacks, recorder) -> tupl
             callbacks = [*callbacks, recorder]
         return run_training(config, on_steps, stop_event, callbacks), True
     except Exception as exc:  # one target that cannot run must not lose the others' results
-        from core.training.engine import explain_failure
+        from core.training.failures import explain_failure
 
         return _unrun(base, target, RunStatus.FAILED, explain_failure(exc)), False
 

@@ -27,9 +27,9 @@ from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_ru
 from core.diagnosis.readout import measured_ceiling
 from core.diagnosis.verdict import verdict
 from core.formatting import format_value
+from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
-from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000

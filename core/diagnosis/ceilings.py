@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.history.store import default_path
-from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, load_cached, peaks, with_estimates
 from core.machine.peak_estimates import peak_flops
+from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, load_cached, peaks, with_estimates
 
 ESTIMATED_PRECISIONS = {"CPU": ("float32",), "GPU": ("float32", "bfloat16", "float16")}
 RUN_PRECISIONS = {"float32": "off", "bfloat16": "bfloat16", "float16": "float16"}

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.diagnosis.verdict import Evidence, Point
+from core.history.recorded_peaks import recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
-from core.history.recorded_peaks import recorded_peak_flops
 
 IGNORED_KEYS = frozenset({"steps", "epochs", "seed", "extra"})
 """Config keys that do not change how fast a step is, so runs that differ in them still match."""

@@ -201,7 +201,7 @@ def run_point(
             listeners = [*callbacks, *([recorder] if recorder is not None else [])]
             result = run_training(config, on_steps, stop_event, listeners)
         except Exception as exc:  # one point that cannot run must not lose the others
-            from core.training.engine import explain_failure
+            from core.training.failures import explain_failure
 
             result = _unrun(plan, settings, RunStatus.FAILED, explain_failure(exc))
     run_id = recorder.finish(result) if recorder is not None else None  # a no-op write when the engine has finished it

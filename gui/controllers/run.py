@@ -4,7 +4,7 @@ The training thread only appends step records to a `StepBuffer`; a 10 Hz timer
 in the GUI thread drains it into the plots, and the progress figures follow at
 most 4 times a second. No signal per step, so a fast model cannot flood the event loop.
 After a completed run the worker diagnoses it (`diagnosing` says each step, Stop
-ends it); `diagnose = False` leaves runs without a verdict.
+ends it).
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ class RunController(JobController):
         self._steady_s = 0.0
         self._steady_steps = 0
         self._progress_rate = RateLimit()
-        self.diagnose = True
         self._diagnosing = False
 
     @property
@@ -78,7 +77,7 @@ class RunController(JobController):
         self._progress_rate.reset()
         self._buffer = StepBuffer()
         self._plots.add_run(self._key, label, batch_size=config.batch_size)
-        worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks, self.diagnose)
+        worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks)
         worker.result_ready.connect(self._on_result)
         worker.failed.connect(self.run_failed)
         worker.diagnosing.connect(self._on_diagnosing)

@@ -49,7 +49,7 @@ class FinishedRun:
 
 
 class TrainingWorker(QObject):
-    """Runs one `run_training` call in a worker thread, then (`diagnose`) the diagnosis of a completed run.
+    """Runs one `run_training` call in a worker thread, then the diagnosis of a completed run.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
     call of the compiled step function, probe runs included. Steps go to `buffer`
@@ -70,11 +70,9 @@ class TrainingWorker(QObject):
         buffer: StepBuffer,
         stop_event: threading.Event,
         callbacks: Sequence[RunCallback] = (),
-        diagnose: bool = True,
     ):
         super().__init__()
         self.callbacks = list(callbacks)
-        self.diagnose = diagnose
         self.config = config
         self.label = label
         self.buffer = buffer
@@ -100,15 +98,14 @@ class TrainingWorker(QObject):
         if recorder is not None:
             recorder.begin()
             callbacks.append(HoldRunEnd(recorder))  # ahead of the run's own hooks; finished below, with the verdict
-        if self.diagnose:
-            callbacks.append(counter)
+        callbacks.append(counter)
         try:
             result = run_training(self.config, self.buffer.append, self.stop_event, [*callbacks, *self.callbacks])
         except Exception as exc:  # a config the machine cannot run: recorded like any failed run
             message = explain(exc)
             self.failed.emit(message)
             result = RunResult(status=RunStatus.FAILED, config=self.config.to_dict(), message=message)
-        if self.diagnose and result.status == RunStatus.COMPLETED and not self.stop_event.is_set():
+        if result.status == RunStatus.COMPLETED and not self.stop_event.is_set():
             result = self._diagnosed(result, counter)
         if recorder is not None:
             recorder.finish(result)
