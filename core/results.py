@@ -128,6 +128,13 @@ class RunResult:
     def ok(self) -> bool:
         return self.status == RunStatus.COMPLETED
 
+    @property
+    def measured_peak_flops(self) -> float | None:
+        """The measured FLOP/s ceiling the run was judged against (achieved / % of it), or None."""
+        if self.achieved_flops is None or not self.pct_of_measured_peak:
+            return None
+        return self.achieved_flops / (self.pct_of_measured_peak / 100)
+
     def figures(self) -> dict[str, Any]:
         """The headline figures by name, in `FIGURES` order."""
         return {f.name: getattr(self, f.name) for f in FIGURES}

@@ -141,10 +141,15 @@ def compare_results(
 
     `peaks`: the measured ceilings to judge the rows against; by default the
     ones this process has loaded or measured (`known_peaks`), none if it has not.
+    Without `flops_per_step`, the FLOPs per step the runs recorded are used, so
+    runs compared from the history show the FLOP/s they showed live.
     """
     check_baseline(baseline_index, len(entries))
     peaks = peaks if peaks is not None else known_peaks()
     results = [result for _, result in entries]
+    recorded = {result.flops_per_step for result in results if result.flops_per_step is not None}
+    if flops_per_step is None and len(recorded) == 1:  # runs picked from the history: the FLOPs they recorded
+        flops_per_step, flops_method = recorded.pop(), flops_method or "as the runs recorded them"
     rows = tuple(_row(label, _judged(result, results, flops_per_step, model_params, peaks), peaks) for label, result in entries)
     comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
     return replace(comparison, warnings=tuple(fairness_warnings(comparison)))

@@ -19,9 +19,7 @@ MEMORY_PARTS = (("weight_bytes", "weights"), ("gradient_bytes", "gradients"), ("
 
 def measured_ceiling(result: RunResult) -> float | None:
     """The measured FLOP/s ceiling the run was judged against (achieved / % of it), or None."""
-    if result.achieved_flops is None or not result.pct_of_measured_peak:
-        return None
-    return result.achieved_flops / (result.pct_of_measured_peak / 100)
+    return result.measured_peak_flops
 
 
 def estimate_share(result: RunResult) -> tuple[float | None, float | None]:
