@@ -4,7 +4,8 @@ Every op of the traced forward pass is counted with TensorFlow's registered
 per-op FLOP counts (MatMul, BatchMatMul, Conv2D/3D, depthwise conv, BiasAdd,
 pooling, element-wise arithmetic; a multiply-add is 2 FLOPs), the ones TF
 leaves out are added from their shapes (Einsum, used by Keras 3 attention;
-transposed convolutions), and the graph's functions are followed: a loop's
+transposed convolutions; the fused cuDNN LSTM/GRU Keras uses on a GPU), and
+the graph's functions are followed: a loop's
 body (a recurrent layer: LSTM, GRU, SimpleRNN, each direction of a
 Bidirectional) counts once per iteration, its trip count read from the
 loop's condition. So Dense, Conv 1D/2D/3D (depthwise, separable,
@@ -14,7 +15,7 @@ with no hand-kept list of layer formulas.
 
 Convention: training FLOPs = 3 x forward FLOPs (`TRAINING_TO_FORWARD`).
 Ops whose arithmetic cannot be counted (a loop with no static trip count,
-fused cuDNN recurrent kernels, XLA ops) leave the count partial: `FlopCount`
+XLA ops, any other matrix op TF has no count for) leave the count partial: `FlopCount`
 names them, the run says so in a warning and in `flops_uncounted`, and "% of
 peak" is then a lower bound.
 """
@@ -46,6 +47,9 @@ LOOP_OPS = frozenset({"While", "StatelessWhile"})
 CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 BRANCH_OPS = frozenset({"If", "StatelessIf"})
 TRANSPOSED_CONV_OPS = frozenset({"Conv2DBackpropInput", "Conv3DBackpropInput", "Conv3DBackpropInputV2"})
+CUDNN_RNN_OPS = frozenset({"CudnnRNN", "CudnnRNNV2", "CudnnRNNV3"})
+CUDNN_GATES = {b"lstm": 4, b"gru": 3, b"rnn_tanh": 1, b"rnn_relu": 1}
+"""Matrix products per timestep of each cuDNN recurrent mode (Keras runs LSTM and GRU through CudnnRNNV3 on a GPU)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ def _op_count(op: Any, graph: Any, outer: Any) -> FlopCount:
         return FlopCount(_einsum_flops(op))
     if op.type in TRANSPOSED_CONV_OPS:
         return FlopCount(_transposed_conv_flops(op))
+    if op.type in CUDNN_RNN_OPS:
+        return _cudnn_rnn_count(op)
     flops = _registered_flops(graph, op)
     if flops is None and HEAVY_OP.search(op.type):
         return FlopCount(0.0, (f"{_layer_of(op)} ({op.type}: no FLOP count)",))
@@ -181,6 +187,24 @@ def _transposed_conv_flops(op: Any) -> float:
     return float(2 * values * math.prod(kernel[:-1]))
 
 
+def _cudnn_rnn_count(op: Any) -> FlopCount:
+    """A fused cuDNN recurrent layer: per timestep and direction, gates x 2 x batch x (inputs + units) x units.
+
+    Inputs: x [time, batch, features] (or batch-major), h [layers x directions,
+    batch, units]; layers after the first read the previous layer's outputs.
+    """
+    gates = CUDNN_GATES.get(op.get_attr("rnn_mode"))
+    x, h = op.inputs[0].shape.as_list(), op.inputs[1].shape.as_list()
+    if gates is None or None in x or None in h:
+        return FlopCount(0.0, (f"{_layer_of(op)} ({op.type}: shapes or mode not static)",))
+    time_major = op.get_attr("time_major") if op.type == "CudnnRNNV3" else True
+    steps, batch, features = x if time_major else (x[1], x[0], x[2])
+    directions = 2 if op.get_attr("direction") == b"bidirectional" else 1
+    layers, units = h[0] // directions, h[2]
+    widths = [features] + [directions * units] * (layers - 1)
+    return FlopCount(float(sum(directions * steps * gates * 2 * batch * (width + units) * units for width in widths)))
+
+
 def _einsum_flops(op: Any) -> float:
     """2 x output elements x size of the summed-over indices (a multiply-add is 2 FLOPs)."""
     equation = op.get_attr("equation").decode().replace(" ", "")
@@ -208,10 +232,7 @@ def _einsum_flops(op: Any) -> float:
 
 def partial_warning(uncounted: tuple[str, ...]) -> str:
     """The run's warning when its FLOPs are partial: which layers, and what it means for % of peak."""
-    return (
-        f"FLOPs are partial: not counted in {', '.join(uncounted)}. "
-        "Achieved FLOP/s and % of peak are lower bounds."
-    )
+    return f"FLOPs are partial: not counted in {', '.join(uncounted)}. Achieved FLOP/s and % of peak are lower bounds."
 
 
 class FlopsCounter(RunCallback):

@@ -222,3 +222,25 @@ def test_counter_adds_flops_and_a_partial_warning_to_the_result(two_cpus):
     assert partial.flops_uncounted == counter.uncounted
     assert any("FLOPs are partial" in w and "data_loop" in w and "lower bounds" in w for w in partial.warnings)
     assert partial.summary()["flops_uncounted"] == list(counter.uncounted)
+
+
+def test_the_fused_cudnn_lstm_keras_uses_on_a_gpu_is_counted_like_the_loop(two_cpus):
+    # The op is only traced, never run, so no GPU is needed: the graph is what a GPU run would trace.
+    import keras
+    import tensorflow as tf
+
+    class CudnnLstm(keras.layers.Layer):
+        def call(self, x):
+            time_major = tf.transpose(x, (1, 0, 2))
+            state = tf.zeros((1, BATCH, UNITS))
+            params = tf.zeros((4 * UNITS * (FEATURES + UNITS) + 8 * UNITS,))
+            outputs = tf.raw_ops.CudnnRNNV3(
+                input=time_major, input_h=state, input_c=state, params=params, sequence_lengths=tf.fill([BATCH], STEPS),
+                rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", is_training=False, time_major=True,
+            )  # fmt: skip
+            return outputs[0][-1]
+
+    count = count_forward(_single_layer((STEPS, FEATURES), CudnnLstm()), BATCH)
+    analytic = BATCH * STEPS * 4 * 2 * (FEATURES + UNITS) * UNITS
+    _within_10_percent(count.flops, analytic)
+    assert not count.partial
