@@ -181,7 +181,15 @@ def format_sweep(sweep: Sweep) -> str:
     """The rows as a plain table (the best marked), then what was left out and the learning-rate rule."""
     axes = [axis.name for axis in sweep.plan.axes]
     batch_swept = "batch_size" in axes
-    headers = [*(AXIS_TITLES[name] for name in axes), "status", "samples/s", "mean step (ms)", "median step (ms)", "final loss", "peak memory"]
+    headers = [
+        *(AXIS_TITLES[name] for name in axes),
+        "status",
+        "samples/s",
+        "mean step (ms)",
+        "median step (ms)",
+        "final loss",
+        "peak memory",
+    ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
     for index, row in enumerate(sweep.rows):
