@@ -161,8 +161,11 @@ def test_a_connected_tpu_makes_the_tpu_strategy_available(qtbot, monkeypatch):
 
 
 def test_the_parameter_count_is_that_of_the_model_built_for_the_chosen_data(qtbot):
+    from core.machine.runtime import RuntimeSettings, configure_runtime
     from core.workloads.workload import SampleWorkload
+    from tests.conftest import LOGICAL_CPUS
 
+    configure_runtime(RuntimeSettings(logical_cpus=LOGICAL_CPUS))  # TF starts here, as the window would start it
     panel = make_panel(qtbot)
     choose(panel.model_combo, "cnn")
     choose(panel.dataset_combo, "digits")
