@@ -97,7 +97,8 @@ def _started_job_clock(clocks: list[harness.CallClock], result, steps: int) -> h
 
 
 def timed_engine() -> list[harness.CallClock]:
-    """Give every later run_training call in this process a CallClock (the window's worker imports it at run time)."""
+    """Give every later run_training call in this process a CallClock (the window's worker trains through core.jobs)."""
+    import core.jobs.service
     import core.runner
 
     clocks: list[harness.CallClock] = []
@@ -108,6 +109,7 @@ def timed_engine() -> list[harness.CallClock]:
         return engine(config, on_steps, stop_event, [*callbacks, clocks[-1]])
 
     core.runner.run_training = run_training
+    core.jobs.service.run_training = run_training
     return clocks
 
 

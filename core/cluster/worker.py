@@ -82,9 +82,8 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | C
     from core.workloads.workload import check_model_file
 
     try:
-        check_model_file(
-            config.model, config.trust, config.model_sha256
-        )  # a missing or different model file: said before TensorFlow starts and the cluster forms
+        # a missing or different model file: said before TensorFlow starts and the cluster forms
+        check_model_file(config.model, config.trust, config.model_sha256, config.custom_objects)
     except ModelFileError as exc:
         reporter.report_error(str(exc))
         return 1

@@ -228,7 +228,7 @@ def total_steps(config: RunConfig, workload: Any = None) -> int:
     """Steps the run will do: `steps`, or `epochs` whole passes over the data (one epoch of an endless data set: `steps`)."""
     if config.epochs is None:
         return config.steps
-    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
     per_epoch = workload.steps_per_epoch(config.batch_size)
     return config.epochs * (per_epoch or config.steps)
 
@@ -243,12 +243,13 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     import tensorflow as tf
 
     strategy = make_strategy(config, stop_event)
-    workload = open_checked_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.model_sha256)
+    workload = open_checked_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.model_sha256, config.custom_objects)
     if getattr(workload, "source", None) is not None and not config.model_sha256:
         config = tally.config = config.with_changes(model_sha256=workload.source.sha256)
     steps = total_steps(config, workload)
     per_call, why = call_size(config.steps_per_call, steps)
     tally.notes += [note for note in (batch_warning(config, workload.num_examples), why) if note]
+    tally.notes += workload.run_notes(config.optimizer)
     if per_call != config.steps_per_call:
         config = tally.config = config.with_changes(steps_per_call=per_call)
     if config.batch_size % strategy.num_replicas_in_sync:
@@ -260,7 +261,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     tf.random.set_seed(config.seed)
     with strategy.scope():
         model = workload.build_model(seed=config.seed)
-        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate))
+        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate, config.optimizer))
         optimizer.build(model.trainable_variables)
     tally.memory_estimate = estimate_for_model(model, optimizer, config.precision, strategy.num_replicas_in_sync).to_dict()
     dataset = workload.make_dataset(config.batch_size, config.seed)

@@ -15,7 +15,7 @@ end the start and the best are measured again (each figure is then the mean of
 its two measurements): the first run in a process pays for thread pools and
 caches that later runs find warm.
 
-Every point is an ordinary run (`core.runner.run_training`) stopped once it
+Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
 other is launched only when its set-up, warm-up and shortest measurement fit
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
-from core.results import RunResult, RunStatus, StepRecord
-from core.runner import run_training
+from core.jobs import JobOptions, RecordedRun, run_job
+from core.results import RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.tuning.max_batch import default_memory_limit
 
@@ -57,7 +57,7 @@ KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
 
 OnPoint = Callable[["TunePoint"], None]
-Runner = Callable[..., RunResult]
+Runner = Callable[..., RecordedRun]
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def autotune(
     memory_limit: int | None = None,
     has_accelerator: bool | None = None,
     cpu_flags: Sequence[str] | None = None,
-    run: Runner = run_training,
+    run: Runner = run_job,
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
 
@@ -186,7 +186,7 @@ def autotune(
     known); without it a larger batch is tried on the CPU only while twice the
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
-    decide the precisions; `run` is the training entry point.
+    decide the precisions; `run` is the job service (`core.jobs.run_job`).
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
@@ -281,7 +281,7 @@ class _Tuner:
         point_stop = threading.Event()
         clock = _PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
         began = time.monotonic()
-        result = self.run(job, stop_event=point_stop, callbacks=[clock])
+        result = self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result
         seconds = time.monotonic() - began
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
         self.overheads[settings["xla"]] = seconds - steady_s  # the latest: the first point in a process also pays for its start-up
