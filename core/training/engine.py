@@ -243,7 +243,9 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     import tensorflow as tf
 
     strategy = make_strategy(config, stop_event)
-    workload = open_checked_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.model_sha256, config.custom_objects)
+    workload = open_checked_workload(
+        config.model, config.dataset, config.seed, config.trust, config.vocab, config.model_sha256, config.custom_objects
+    )
     if getattr(workload, "source", None) is not None and not config.model_sha256:
         config = tally.config = config.with_changes(model_sha256=workload.source.sha256)
     steps = total_steps(config, workload)
