@@ -32,7 +32,7 @@ class FinishedRun:
 
 
 class TrainingWorker(QObject):
-    """Runs one job in a worker thread through the job service: trained, recorded, and a completed run diagnosed.
+    """Runs one job in a worker thread through the job service: trained, recorded, and (`diagnose`) a completed run diagnosed.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
     call of the compiled step function, probe runs included. Steps go to `buffer`
@@ -53,9 +53,11 @@ class TrainingWorker(QObject):
         buffer: StepBuffer,
         stop_event: threading.Event,
         callbacks: Sequence[RunCallback] = (),
+        diagnose: bool = True,
     ):
         super().__init__()
         self.callbacks = list(callbacks)
+        self.diagnose = diagnose
         self.config = config
         self.label = label
         self.buffer = buffer
@@ -67,7 +69,7 @@ class TrainingWorker(QObject):
             with JobHistory() as history:
                 options = JobOptions(
                     label=self.label,
-                    diagnose=True,
+                    diagnose=self.diagnose,
                     hooks=tuple(self.callbacks),
                     listener=_WorkerListener(self),
                     unsaved_reason=history.error,
