@@ -144,14 +144,23 @@ def format_sweep(sweep: Sweep) -> str:
     """The rows as a plain table (the best marked), then what was left out and the learning-rate rule."""
     axes = [axis.name for axis in sweep.plan.axes]
     batch_swept = "batch_size" in axes
-    headers = [*(AXIS_TITLES[name] for name in axes), "status", "samples/s", "median step (ms)", "final loss", "peak memory"]
+    headers = [
+        *(AXIS_TITLES[name] for name in axes),
+        "status",
+        "samples/s",
+        "mean step (ms)",
+        "median step (ms)",
+        "final loss",
+        "peak memory",
+    ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
     for index, row in enumerate(sweep.rows):
         result = row.result
         cells = [format_setting(name, row.settings[name]) for name in axes]
         cells += [row.status.value + (" (best)" if index == sweep.best else "")]
-        cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.step_time_median_ms, "ms", NA)]
+        cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.mean_step_ms, "ms", NA)]
+        cells += [format_value(result.step_time_median_ms, "ms", NA)]
         cells += [format_value(result.final_loss, "loss", NA), format_bytes(result.peak_memory_bytes)]
         cells += [f"{row.suggested_learning_rate:.3g}"] if batch_swept else []
         table.append(cells)

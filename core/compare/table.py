@@ -5,7 +5,7 @@ the GUI thread may build and re-baseline comparisons. "% of peak" is against
 the measured ceiling of the row's devices for its precision (the ceilings this
 process knows, `core.diagnosis.ceilings.known_peaks`, unless given); the
 datasheet/ISA estimate the run recorded while it ran
-(`core.training.flops.run_peak_environment`) is kept beside it.
+(`core.machine.peak_estimates.run_peak_environment`) is kept beside it.
 
 Every row that ran has a verdict: its run's own when it has one (`main.py
 run` and the window diagnose each run), else one judged here from the compared
@@ -27,9 +27,9 @@ from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_ru
 from core.diagnosis.readout import measured_ceiling
 from core.diagnosis.verdict import verdict
 from core.formatting import format_value
+from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
-from core.training.flops import recorded_native_bfloat16, recorded_peak_flops
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
@@ -141,10 +141,15 @@ def compare_results(
 
     `peaks`: the measured ceilings to judge the rows against; by default the
     ones this process has loaded or measured (`known_peaks`), none if it has not.
+    Without `flops_per_step`, the FLOPs per step the runs recorded are used, so
+    runs compared from the history show the FLOP/s they showed live.
     """
     check_baseline(baseline_index, len(entries))
     peaks = peaks if peaks is not None else known_peaks()
     results = [result for _, result in entries]
+    recorded = {result.flops_per_step for result in results if result.flops_per_step is not None}
+    if flops_per_step is None and len(recorded) == 1:  # runs picked from the history: the FLOPs they recorded
+        flops_per_step, flops_method = recorded.pop(), flops_method or "as the runs recorded them"
     rows = tuple(_row(label, _judged(result, results, flops_per_step, model_params, peaks), peaks) for label, result in entries)
     comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
     return replace(comparison, warnings=tuple(fairness_warnings(comparison)))

@@ -2,7 +2,7 @@
 
 `core.machine.peaks` measures and caches; this module names the cache file
 (`peaks.json` in the history's folder) and fills in the estimates of
-`core.training.flops`, which the machine layer may not import.
+`core.machine.peak_estimates`.
 
 The ceilings this process last loaded or measured are kept (`known_peaks`), so
 a comparison built in the GUI thread can judge its rows against them without
@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.history.store import default_path
+from core.machine.peak_estimates import peak_flops
 from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, load_cached, peaks, with_estimates
-from core.training.flops import peak_flops
 
 ESTIMATED_PRECISIONS = {"CPU": ("float32",), "GPU": ("float32", "bfloat16", "float16")}
 RUN_PRECISIONS = {"float32": "off", "bfloat16": "bfloat16", "float16": "float16"}

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.diagnosis.verdict import Evidence, Point
+from core.history.recorded_peaks import recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
-from core.training.flops import recorded_peak_flops
 
 IGNORED_KEYS = frozenset({"steps", "epochs", "seed", "extra"})
 """Config keys that do not change how fast a step is, so runs that differ in them still match."""
@@ -56,7 +56,8 @@ def evidence_from_runs(
 
     `pipeline_s` is the input pipeline timed alone, seconds per batch
     (`probes.time_pipeline`); `flops_per_step` and `model_params` come from
-    `core.training.flops.FlopsCounter`.
+    `core.training.flops.FlopsCounter`; without them, the FLOPs per step the run
+    recorded (so a run picked from the history is judged as it was live).
     """
     config = result.config
     devices = device_names(result)
@@ -74,7 +75,7 @@ def evidence_from_runs(
         precision=precision,
         xla=bool(config.get("xla")),
         samples_per_s=result.samples_per_s,
-        flops_per_step=flops_per_step,
+        flops_per_step=flops_per_step if flops_per_step is not None else result.flops_per_step,
         model_params=model_params,
         ceiling_flops=ceiling,
         ceiling_how=how,

@@ -124,7 +124,7 @@ class Verdict:
 
 
 def achieved_flops(evidence: Evidence) -> float | None:
-    """Steady-state FLOP/s: FLOPs per step x samples/s / batch (as `core.training.flops.achieved_flops`)."""
+    """Steady-state FLOP/s: FLOPs per step x samples/s / batch."""
     if evidence.flops_per_step is None or not evidence.samples_per_s or evidence.run is None:
         return None
     return evidence.flops_per_step * evidence.samples_per_s / evidence.run.batch_size

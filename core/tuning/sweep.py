@@ -33,7 +33,7 @@ LINEAR_SCALING_NOTE = (
     "Linear scaling rule: at a larger batch, try learning rate x batch / {base} (the batch the learning rate was set for), "
     "reached by a linear warm-up over the first few epochs (Goyal et al. 2017; the TPU performance guide)."
 )
-ROW_FIGURES = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
+ROW_FIGURES = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
 
 
 @dataclass(frozen=True)

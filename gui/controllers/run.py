@@ -4,7 +4,7 @@ The training thread only appends step records to a `StepBuffer`; a 10 Hz timer
 in the GUI thread drains it into the plots, and the progress figures follow at
 most 4 times a second. No signal per step, so a fast model cannot flood the event loop.
 After a completed run the worker diagnoses it (`diagnosing` says each step, Stop
-ends it); `diagnose = False` leaves runs without a verdict.
+ends it); `diagnose = False` leaves runs without a verdict (tests that are not about it).
 """
 
 from __future__ import annotations

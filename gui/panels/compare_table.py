@@ -23,10 +23,9 @@ from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
 
 from core.compare.table import CompareRow, Comparison, over_linear
-from core.diagnosis.readout import verdict_line
+from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
-from core.training.flops import efficiency_note
 from gui.style import FAILED_COLOR, WARNING_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
@@ -74,12 +73,17 @@ def _number_cell(key: str, kind: str, row: CompareRow, is_baseline: bool, compar
 
 
 def _flops_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    recorded = row.result.flops_per_step
     if comparison.flops_per_step is not None:
         tip = f"{comparison.flops_per_step:.4g} FLOPs per training step ({comparison.flops_method})"
+    elif recorded is not None:
+        tip = f"{recorded:.4g} FLOPs per training step, as the run recorded them"
     elif comparison.flops_method:
         tip = f"FLOPs per step {comparison.flops_method}"
     else:
-        tip = "FLOPs per step not counted for runs picked from the history."
+        tip = "FLOPs per step not recorded with this run (an older version of the app ran it)."
+    if row.result.flops_uncounted:
+        tip += f"; partial, a lower bound: {', '.join(row.result.flops_uncounted)} not counted"
     return format_si(row.achieved_flops, ""), row.achieved_flops, tip
 
 
@@ -92,7 +96,7 @@ def _peak_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Ce
 
 def _estimate_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
     estimate = f"Estimate {format_si(row.estimate_flops, 'FLOP/s')}: " if row.estimate_flops else "Estimate: "
-    tip = efficiency_note(row.fraction_of_estimate) + ". " + estimate + row.estimate_how
+    tip = share_of_peak_note(row.fraction_of_estimate) + ". " + estimate + row.estimate_how
     return format_value(row.fraction_of_estimate, "fraction"), row.fraction_of_estimate, tip
 
 

@@ -37,11 +37,11 @@ NPZ_FILTERS = "NumPy arrays (*.npz);;All files (*)"
 MAX_VOCAB = 2**31 - 1
 
 
-def _count_parameters(name: str) -> tuple[str, int]:
-    """(name, parameter count) of a sample model; builds it, so TensorFlow is imported."""
-    from core.workloads.models import param_count
+def _count_parameters(key: tuple[str, str]) -> tuple[tuple[str, str], int]:
+    """((model, data set), parameter count) of a sample model built for that data; builds it, so TensorFlow is imported."""
+    from core.workloads.workload import sample_param_count
 
-    return name, param_count(name)
+    return key, sample_param_count(*key)
 
 
 def _muted(label: QLabel) -> QLabel:
@@ -54,13 +54,16 @@ class ModelChoice(QObject):
     """The Model and Data set rows; `changed` fires whenever what the form would train changes."""
 
     changed = Signal()
-    params_counted = Signal()  # every sample model's parameters are counted (or counting failed): start-up work is over
+    params_counted = Signal()  # a model's parameters were counted (or counting failed): after the first, start-up work is over
 
     def __init__(self, settings: QSettings, dialog_parent: QWidget | None = None, parent: QObject | None = None):
         super().__init__(parent)
         self._settings = settings
         self._dialog_parent = dialog_parent
-        self._params: dict[str, int] = {}
+        self._params: dict[tuple[str, str], int] = {}  # (sample model, data set) -> parameters of the model that trains on it
+        self._may_count = False  # TensorFlow has loaded: counting may build models
+        self._counting: tuple[str, str] | None = None  # the (model, data set) being counted
+        self._count_failed: set[tuple[str, str]] = set()
         self._closed = False
         self._current = DEFAULT_MODEL  # the model the form describes: a sample's name or a described file's path
         self._files: dict[str, OpenedModel] = {}
@@ -219,6 +222,7 @@ class ModelChoice(QObject):
         self.dataset_note.clear()
         self._form.setRowVisible(self.dataset_note, False)
         self._show_vocab()
+        self._show_info()
         self.changed.emit()
 
     def _on_opened(self, outcome: OpenOutcome) -> None:
@@ -328,10 +332,14 @@ class ModelChoice(QObject):
             self._say(self.model_info, details_html(opened, *self._training, self._measured.get(opened.path)))
             self.model_info.setToolTip(opened.path)
             return
-        name = self._current
-        counted = f"{format_value(self._params[name], 'count')} parameters" if name in self._params else ""
+        name, dataset = self._current, self.dataset()
+        count = self._params.get((name, dataset))
+        data = DATASETS[dataset].title if dataset in DATASETS else dataset
+        counted = f"{format_value(count, 'count')} parameters, as built for {data}" if count is not None else ""
         self._say(self.model_info, f"{MODELS[name].description}\n{counted or 'parameters: counting once TensorFlow has loaded…'}")
         self.model_info.setToolTip("")
+        if count is None:
+            self._count_next()
 
     def _vocab_needed(self) -> bool:
         opened = self.opened_file()
@@ -381,14 +389,18 @@ class ModelChoice(QObject):
     # --- sample models' parameter counts --------------------------------------
 
     def load_param_counts(self) -> None:
-        """Count the sample models' parameters in a worker thread, the selected model first (builds each once)."""
-        missing = [name for name in MODELS if name not in self._params]
-        if not missing:
-            self.params_counted.emit()
-        if not missing or self._closed:
+        """TensorFlow has loaded: count the parameters of the selected model as built for the selected data, in a worker thread."""
+        self._may_count = True
+        self._count_next()
+
+    def _count_next(self) -> None:
+        key = (self._current, self.dataset())
+        if not self._may_count or self._counting or self._closed or self._current not in MODELS:
             return
-        name = self._current if self._current in missing else missing[0]
-        worker = FunctionWorker(_count_parameters, name)
+        if key in self._params or key in self._count_failed:
+            return
+        self._counting = key
+        worker = FunctionWorker(_count_parameters, key)
         worker.done.connect(self._on_param_count)
         worker.failed.connect(self._on_param_count_failed)
         start_worker(worker, "param-count")
@@ -398,13 +410,17 @@ class ModelChoice(QObject):
         self._closed = True
         self.opener.close_down()
 
-    def _on_param_count(self, counted: tuple[str, int]) -> None:
-        name, count = counted
-        self._params[name] = count
+    def _on_param_count(self, counted: tuple[tuple[str, str], int]) -> None:
+        key, count = counted
+        self._params[key] = count
+        self._counting = None
         self._show_info()
-        self.load_param_counts()
+        self.params_counted.emit()
 
     def _on_param_count_failed(self, message: str) -> None:
+        if self._counting is not None:
+            self._count_failed.add(self._counting)
+        self._counting = None
         self.params_counted.emit()
         if self._current in MODELS:
             self._say(self.model_info, f"{MODELS[self._current].description}\nparameters unknown: {message}")

@@ -14,7 +14,7 @@ import html
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from core.diagnosis.readout import memory_estimate_text, peak_text
-from core.formatting import format_duration, format_elapsed, format_value
+from core.formatting import format_bytes, format_duration, format_elapsed, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.job_data import FinishedRun
 from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
@@ -103,6 +103,8 @@ def _memory_text(result: RunResult) -> str:
     if result.peak_memory_bytes is not None:
         source = f" ({html.escape(result.peak_memory_source)})" if result.peak_memory_source else ""
         parts.append(f"peak memory {_figure(result, 'peak_memory_bytes')}{source}")
+    if result.memory_added_bytes is not None and result.memory_added_source != result.peak_memory_source:
+        parts.append(f"added by this run {format_bytes(result.memory_added_bytes)} ({html.escape(result.memory_added_source)})")
     if estimate:
         parts.append(f"estimate {html.escape(estimate)}")
     return ", ".join(parts)

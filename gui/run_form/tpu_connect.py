@@ -101,10 +101,6 @@ class TpuConnect(QObject):
         self._closed = True
         self._cancel.set()
 
-    def is_probing(self) -> bool:
-        """Whether a probe is in flight (Cancel shown in Connect's place)."""
-        return self._probing
-
     def cancel(self) -> None:
         """End the probe in flight (its child process is killed within a fraction of a second)."""
         if self._probing:

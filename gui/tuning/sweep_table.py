@@ -23,7 +23,7 @@ from gui.style import FAILED_COLOR
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 BEST_MARK = "★ best"
 PENDING_COLOR = "#808080"
-FIGURE_KEYS = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes")
+FIGURE_KEYS = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes")
 LR_KEY = "suggested_learning_rate"
 LR_TIP = "The linear scaling rule's learning rate at this batch: lr x batch / the run form's batch (reach it with a warm-up)."
 
