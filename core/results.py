@@ -110,6 +110,7 @@ class RunResult:
     wall_s: float = 0.0
     started_at: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    conditions: dict[str, Any] = field(default_factory=dict)  # core.machine.conditions.Conditions.to_dict(); {} before they were kept
     losses: tuple[float, ...] = ()
     step_times_s: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -120,6 +121,11 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == RunStatus.COMPLETED
+
+    @property
+    def contended(self) -> bool:
+        """True when other work on the machine made this run's figures low and noisy (see `conditions["reason"]`)."""
+        return bool(self.conditions.get("contended"))
 
     def figures(self) -> dict[str, Any]:
         """The headline figures by name, in `FIGURES` order."""
@@ -146,6 +152,7 @@ class RunResult:
             "wall_s": self.wall_s,
             "started_at": self.started_at,
             "warnings": list(self.warnings),
+            "conditions": dict(self.conditions),
             "hooks": dict((cfg.get("extra") or {}).get("hooks", {})),
         }
 
