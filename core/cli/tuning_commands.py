@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.job_options import checked_model_file
@@ -22,7 +23,7 @@ from core.cli.signals import run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
 from core.config import MAX_BATCH_SIZE, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
-from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
+from core.tuning.autotune import BUDGET_SLACK_S, DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
 from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, check_target, find_max_batch, margin_text, parse_size
 from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting
@@ -151,6 +152,7 @@ def format_max_batch(result: MaxBatchResult) -> str:
 def cmd_autotune(args: argparse.Namespace) -> int:
     from core.cli.machine_commands import configure_tensorflow
 
+    started = time.monotonic()  # the budget bounds the whole command, TensorFlow's start-up included
     budget_s = check_budget(args.budget_s)
     memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
     if args.max_batch is not None and args.max_batch < args.batch_size:
@@ -163,12 +165,14 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         check_against_machine(job)
         say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
         result = run_interruptibly(
-            lambda: autotune(job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit)
+            lambda: autotune(
+                job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit, started=started
+            )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
     if result.error:
-        say(f"the job itself failed: {result.error}")
-    return EXIT_RUN_FAILED if result.stopped or result.error else EXIT_OK
+        say(f"autotune failed: {result.error}" if not result.measured else f"the job itself failed: {result.error}")
+    return EXIT_RUN_FAILED if result.stopped or result.error or not result.measured else EXIT_OK
 
 
 def _print_point(point: TunePoint) -> None:
@@ -183,7 +187,9 @@ def format_autotune(result: AutotuneResult) -> str:
     lines.append(
         f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): {_times(result.gain_over_keras_defaults)}"
     )
-    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget")
+    if result.gain_interval is not None:
+        lines.append(f"how sure: {result.gain_interval.text()}; {result.gain_interval.sureness()}")
+    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)")
     lines += [f"left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

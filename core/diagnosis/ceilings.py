@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from core.history.store import default_path
 from core.machine.peaks import CACHE_FILE, TIMEOUT_S, DevicePeaks, PeaksReport, load_cached, peaks, with_estimates

@@ -14,9 +14,8 @@ evidence too noisy to judge (`noise_reason`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 from core.diagnosis.verdict import Evidence, Point
 from core.machine.peaks import PeaksReport

@@ -258,7 +258,9 @@ def _overhead_rule(evidence: Evidence, pct: float | None) -> tuple[Bound, str, s
         assert calls is not None
         advice = f"Raise steps per call (to {calls[1].steps_per_call} or more), then the batch if the learning problem allows."
     elif calls_gain:
-        advice = "Raise the batch (with the learning rate scaled to it), or steps per call: each step costs nearly the same whatever its size."
+        advice = (
+            "Raise the batch (with the learning rate scaled to it), or steps per call: each step costs nearly the same whatever its size."
+        )
     else:
         advice = "Raise the batch (with the learning rate scaled to it): each step costs nearly the same whatever its size."
     return Bound.OVERHEAD, text, advice

@@ -58,7 +58,7 @@ class Interval:
         return [self.low, self.high]
 
     def text(self) -> str:
-        """"1.82× (95% interval 1.71–1.94×)", or the same ending in ": no difference beyond noise"."""
+        """ "1.82× (95% interval 1.71–1.94×)", or the same ending in ": no difference beyond noise"."""
         base = f"{self.ratio:.2f}× (95% interval {self.low:.2f}–{self.high:.2f}×)"
         return base if self.beyond_noise else f"{base}: no difference beyond noise"
 
@@ -126,4 +126,3 @@ def runs_ratio(a: object, b: object) -> Interval | None:
     batch_a = (getattr(a, "config", {}) or {}).get("batch_size") or 1
     batch_b = (getattr(b, "config", {}) or {}).get("batch_size") or 1
     return bootstrap_ratio(series[0], series[1], batch_b / batch_a)
-
