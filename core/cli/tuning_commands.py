@@ -67,6 +67,7 @@ def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="F",
         help=f"stop when the gap between fits and does not fit is within this fraction (default {TOLERANCE})",
     )
+    parser.add_argument("--budget-s", type=float, default=None, metavar="S", help="seconds the whole search may take (default: no limit)")
 
 
 def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +114,8 @@ def parse_tolerance(text: str) -> float:
 
 
 def cmd_max_batch(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    budget_s = check_budget(args.budget_s) if args.budget_s is not None else None
     memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
     tolerance = parse_tolerance(args.tolerance)
     for option, value in (("--start-batch", args.start_batch), ("--up-to", args.up_to)):
@@ -123,11 +126,22 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     with stop_on_signals() as stop_event:
         say(f"largest batch of {job.model} on {args.target}: {PROBE_STEPS} steps per probe, each in a child process")
         result = run_interruptibly(
-            lambda: find_max_batch(job, memory_limit, stop_event=stop_event, on_probe=_print_probe, cap=args.up_to, tolerance=tolerance)
+            lambda: find_max_batch(
+                job,
+                memory_limit,
+                stop_event=stop_event,
+                on_probe=_print_probe,
+                cap=args.up_to,
+                tolerance=tolerance,
+                budget_s=budget_s,
+                started=started,
+            )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_max_batch(result))
     if result.error:
         say(f"the search ended early: {result.error}")
+    elif result.stopped:
+        say(f"the search was stopped: {margin_text(result)}")
     return EXIT_OK if result.finished else EXIT_RUN_FAILED
 
 
@@ -143,7 +157,8 @@ def format_max_batch(result: MaxBatchResult) -> str:
     rows = [[f"{p.batch:,}", "yes" if p.fits else "no", format_bytes(p.peak_bytes), f"{p.seconds:.1f} s", p.reason] for p in result.probes]
     lines = [format_columns(["batch", "fits", "peak memory", "time", "why not"], rows), ""]
     per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NA
-    lines.append(f"largest batch: {result.max_batch:,} ({margin_text(result)})")
+    found = f"{result.max_batch:,}" if not result.stopped or result.smallest_failing is not None else "not found"
+    lines.append(f"largest batch: {found} ({margin_text(result)})")
     lines.append(f"memory per example: {per_example}; limit: {result.limit_kind} {format_bytes(result.memory_limit)}")
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from core.diagnosis.readout import memory_estimate_text, peak_text
+from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
 from core.formatting import format_duration, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.controllers.training_worker import FinishedRun
@@ -118,6 +118,10 @@ def result_html(finished: FinishedRun) -> str:
     if result.message:
         lines.append(f"<span style='color:{color}'>{html.escape(result.message)}</span>")
     lines.extend(html.escape(w) for w in result.warnings)
+    conditions = conditions_text(result.conditions)
+    if conditions:
+        shade = WARNING_COLOR if result.contended else EVIDENCE_COLOR
+        lines.append(f"<span style='color:{shade}'>{html.escape(conditions)}</span>")
     saved = f"Saved to the history as run #{finished.run_id}." if finished.run_id is not None else finished.history_error
     if saved:
         lines.append(html.escape(saved))

@@ -7,8 +7,8 @@ import html
 import pytest
 
 from core.diagnosis.ceilings import estimate, peaks_path
-from core.formatting import format_si
 from core.diagnosis.run_verdict import STOPPED
+from core.formatting import format_si
 from core.history.store import RunStore
 from core.machine import peaks
 from core.machine.peaks import DevicePeaks, PeaksReport
