@@ -64,7 +64,11 @@ def conditions_text(conditions: Mapping[str, Any]) -> str:
     if not conditions:
         return ""
     parts = []
-    for key, words in (("other_cpu_share", "other processes {} of the CPU"), ("steal_share", "steal {}"), ("cpu_pressure", "CPU pressure {}")):
+    for key, words in (
+        ("other_cpu_share", "other processes {} of the CPU"),
+        ("steal_share", "steal {}"),
+        ("cpu_pressure", "CPU pressure {}"),
+    ):
         if conditions.get(key) is not None:
             parts.append(words.format(format_value(conditions[key], "percent")))
     if conditions.get("load_average"):
@@ -73,6 +77,8 @@ def conditions_text(conditions: Mapping[str, Any]) -> str:
         parts.append(f"{conditions['cpu_mhz']:,.0f} MHz")
     for gpu in conditions.get("gpus") or ():
         throttled = ", ".join(gpu.get("throttle_reasons") or ()) or "not throttled"
-        parts.append(f"{gpu.get('device')}: {len(gpu.get('other_processes') or ())} other process(es), SM {gpu.get('sm_clock_mhz')} MHz, {throttled}")
+        parts.append(
+            f"{gpu.get('device')}: {len(gpu.get('other_processes') or ())} other process(es), SM {gpu.get('sm_clock_mhz')} MHz, {throttled}"
+        )
     window = f" ({conditions.get('window')}, {conditions.get('window_s')} s)" if conditions.get("window") else ""
     return f"Conditions{window}: " + " · ".join(parts)

@@ -44,11 +44,11 @@ from typing import Any
 import numpy as np
 
 from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
-from core.results import RunResult, RunStatus, StepRecord
+from core.results import RunResult, RunStatus
 from core.runner import run_training
-from core.training.callbacks import RunCallback, RunContext
 from core.training.noise import Interval, bootstrap_ratio, call_times
 from core.tuning.max_batch import default_memory_limit
+from core.tuning.point_clock import PointClock, bounded_run
 
 DEFAULT_BUDGET_S = 120.0
 MIN_BUDGET_S = 5.0
@@ -58,7 +58,6 @@ MAX_CALL_S = 1.0
 """Larger call sizes are tried only while one call stays under a second: Stop and the budget act between calls."""
 MIN_MEASURE_S = 1.0
 MAX_MEASURE_S = 8.0
-MIN_STEADY_CALLS = 3
 GAIN_THRESHOLD = 0.02
 SETUP_GUESS_S = 2.0
 """Set-up and warm-up of a point before any was timed (XLA: XLA_SETUP_GUESS_S, compilation is slower)."""
@@ -234,34 +233,6 @@ def autotune(
     return tuner.result(left_out)
 
 
-class _PointClock(RunCallback):
-    """Stops a point once it has timed `measure_s` of steady state (MIN_STEADY_CALLS calls at least), at the deadline, or on Stop."""
-
-    def __init__(self, point_stop: threading.Event, user_stop: threading.Event, measure_s: float, deadline: float):
-        self.point_stop = point_stop
-        self.user_stop = user_stop
-        self.measure_s = measure_s
-        self.deadline = deadline
-        self.steady_since: float | None = None
-        self.steady_calls = 0
-
-    def on_run_start(self, context: RunContext) -> None:
-        self._check(time.monotonic())
-
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
-        now = time.monotonic()
-        if self.steady_since is None:
-            self.steady_since = now  # the warm-up call just ended
-        else:
-            self.steady_calls += 1
-        self._check(now)
-
-    def _check(self, now: float) -> None:
-        measured = self.steady_since is not None and now - self.steady_since >= self.measure_s and self.steady_calls >= MIN_STEADY_CALLS
-        if measured or now >= self.deadline or self.user_stop.is_set():
-            self.point_stop.set()
-
-
 class _Tuner:
     """The search's state: the deadline, the points so far, the fastest, and what set-up costs."""
 
@@ -311,9 +282,9 @@ class _Tuner:
         except ConfigError as exc:
             return TunePoint(stage, settings, "failed", message=str(exc))
         point_stop = threading.Event()
-        clock = _PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
+        clock = PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
         began = time.monotonic()
-        result = self._bounded_run(job, point_stop, clock)
+        result = bounded_run(self.run, job, point_stop, clock, self.deadline + BUDGET_SLACK_S)
         seconds = time.monotonic() - began
         if result is None:
             self.abandoned = True
@@ -340,31 +311,6 @@ class _Tuner:
             calls,
             result.contended,
         )
-
-    def _bounded_run(self, job: RunConfig, point_stop: threading.Event, clock: _PointClock) -> RunResult | None:
-        """The point's run in its own thread, stopped at the deadline (a timer) and abandoned (None) at the deadline plus the slack."""
-        outcome: list[RunResult] = []
-        errors: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                outcome.append(self.run(job, stop_event=point_stop, callbacks=[clock]))
-            except BaseException as exc:  # re-raised in the searching thread
-                errors.append(exc)
-
-        timer = threading.Timer(max(0.0, clock.deadline - time.monotonic()), point_stop.set)
-        timer.daemon = True
-        timer.start()
-        worker = threading.Thread(target=work, name="autotune-point", daemon=True)
-        worker.start()
-        worker.join(max(0.0, self.deadline + BUDGET_SLACK_S - time.monotonic()))
-        timer.cancel()
-        if worker.is_alive():
-            point_stop.set()
-            return None
-        if errors:
-            raise errors[0]
-        return outcome[0]
 
     def rate(self, settings: dict[str, Any]) -> float | None:
         """Mean samples/s of the measurements of `settings`; None when none was measured."""

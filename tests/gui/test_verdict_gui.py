@@ -60,7 +60,9 @@ def test_a_completed_run_is_diagnosed_and_stop_ends_a_diagnosis(peaks_cache, rea
     assert any(what.startswith("probe run 1:") for what, _, _ in seen)
     assert result.pct_of_measured_peak == pytest.approx(100 * result.achieved_flops / FLOAT32)
     shown = panel.result_label.text()
-    assert "Verdict: " in shown and html.escape(result.advice) in shown and f"of the measured {format_si(FLOAT32, 'FLOP/s')} ceiling" in shown
+    assert (
+        "Verdict: " in shown and html.escape(result.advice) in shown and f"of the measured {format_si(FLOAT32, 'FLOP/s')} ceiling" in shown
+    )
     assert "estimate " in shown and "weights" in shown  # the memory estimate beside the measured peak
     with RunStore.open() as store:
         (stored,) = store.list_runs()

@@ -62,7 +62,9 @@ def test_no_advice_whose_own_probe_showed_no_gain_over_every_combination():
 
 
 def test_too_noisy_to_judge_instead_of_a_bound():
-    evidence = Evidence(run=RUN, other_batches=(_batch_point(0.0095, SLOWER),), noisy="the run was measured while other processes used 63% of the CPU")
+    evidence = Evidence(
+        run=RUN, other_batches=(_batch_point(0.0095, SLOWER),), noisy="the run was measured while other processes used 63% of the CPU"
+    )
     found = verdict(evidence)
     assert found.bound is Bound.UNKNOWN and found.bound_evidence.startswith("Too noisy to judge: the run was measured while")
     assert found.advice.startswith("Re-run on a quiet machine")

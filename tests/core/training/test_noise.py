@@ -36,7 +36,10 @@ def test_neighbouring_calls_that_move_together_widen_the_interval():
     # resampling single calls would make it, and still holds the true ratio of 1.
     rng = np.random.default_rng(7)
     drift = np.repeat(rng.choice([0.008, 0.012], size=8), 50)
-    a, b = (drift * rng.gamma(50, 1 / 50, drift.size), np.ones(drift.size)), (drift * rng.gamma(50, 1 / 50, drift.size), np.ones(drift.size))
+    a, b = (
+        (drift * rng.gamma(50, 1 / 50, drift.size), np.ones(drift.size)),
+        (drift * rng.gamma(50, 1 / 50, drift.size), np.ones(drift.size)),
+    )
     found = bootstrap_ratio(a, b)
     assert found is not None and found.low < 1 < found.high
 
