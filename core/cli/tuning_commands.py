@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -187,7 +188,12 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
     if result.error:
         say(f"autotune failed: {result.error}" if not result.measured else f"the job itself failed: {result.error}")
-    return EXIT_RUN_FAILED if result.stopped or result.error or not result.measured else EXIT_OK
+    code = EXIT_RUN_FAILED if result.stopped or result.error or not result.measured else EXIT_OK
+    if result.abandoned:  # a TensorFlow call still runs in its thread and cannot be interrupted: end without waiting for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _print_point(point: TunePoint) -> None:

@@ -120,6 +120,7 @@ class AutotuneResult:
     learning_rate: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     gain_interval: Interval | None = None  # best over start, 95% interval from the per-call timings
+    abandoned: bool = False  # a point's call was still running past the deadline plus the slack (left in its thread)
 
     @property
     def measured(self) -> bool:
@@ -151,6 +152,7 @@ class AutotuneResult:
             "beyond_noise": self.gain_interval.beyond_noise if self.gain_interval is not None else None,
             "sureness": self.gain_interval.sureness() if self.gain_interval is not None else "",
             "slack_s": BUDGET_SLACK_S,
+            "abandoned": self.abandoned,
             "keras_defaults_samples_per_s": self.keras_defaults_samples_per_s,
             "gain_over_keras_defaults": self.gain_over_keras_defaults,
             "start": dict(self.start),
@@ -432,6 +434,7 @@ class _Tuner:
             learning_rate=scaled,
             notes=tuple(notes),
             gain_interval=self.interval(best, start) if best != start else None,
+            abandoned=self.abandoned,
         )
 
 
