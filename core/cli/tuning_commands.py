@@ -114,8 +114,19 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
+def process_started() -> float:
+    """The time.monotonic() at which this process started, so a budget counts everything the command did."""
+    try:
+        import psutil
+
+        age = time.time() - psutil.Process().create_time()
+    except Exception:  # no process table to read: count from now
+        age = 0.0
+    return time.monotonic() - max(age, 0.0)
+
+
 def cmd_max_batch(args: argparse.Namespace) -> int:
-    started = time.monotonic()
+    started = process_started()
     budget_s = check_budget(args.budget_s) if args.budget_s is not None else None
     memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
     tolerance = parse_tolerance(args.tolerance)
@@ -168,7 +179,7 @@ def format_max_batch(result: MaxBatchResult) -> str:
 def cmd_autotune(args: argparse.Namespace) -> int:
     from core.cli.machine_commands import configure_tensorflow
 
-    started = time.monotonic()  # the budget bounds the whole command, TensorFlow's start-up included
+    started = process_started()  # the budget bounds the whole command: the interpreter's and TensorFlow's start-up included
     budget_s = check_budget(args.budget_s)
     memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
     if args.max_batch is not None and args.max_batch < args.batch_size:
