@@ -1,7 +1,8 @@
 """TensorBoard output for runs, and starting TensorBoard itself.
 
-`TensorBoardWriter` writes one event-file folder per run with TensorFlow's own
-`tf.summary` writer, so it needs only TensorFlow. Viewing needs the
+`TensorBoardWriter` writes one event-file folder per run from a writer thread
+(`core.hooks.event_file`: events encoded without a TensorFlow op, framed by
+`tf.io.TFRecordWriter`), so writing needs only TensorFlow. Viewing needs the
 `tensorboard` package, which TensorFlow 2.21 no longer installs: it is the
 optional extra `device-lab[tensorboard]`.
 """
@@ -17,13 +18,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.cluster.topology import free_ports
-from core.hooks.event_file import EventFileThread
+from core.hooks.event_file import EventEncoder, EventFileThread
 from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
@@ -98,9 +99,10 @@ class TensorBoardWriter(RunCallback):
     `hook_overhead`).
     """
 
-    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0) -> None:
+    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0, encoder: Callable[[], EventEncoder] | None = None) -> None:
         self.directory = as_run_directory(logdir)
         self._flush_s = flush_s
+        self._encoder = encoder
         self._thread: EventFileThread | None = None
 
     @property
@@ -113,7 +115,9 @@ class TensorBoardWriter(RunCallback):
         # A multi-worker run relays its hooks from worker processes (context.model is None there):
         # this process's memory says nothing about theirs, so no memory scalar is written.
         devices = context.device_names if context.model is not None else None
-        self._thread = EventFileThread(run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices))
+        self._thread = EventFileThread(
+            run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices), self._encoder() if self._encoder else None
+        )
         config_text = json.dumps(context.config.to_dict(), indent=2, default=str)
         self._thread.add_text("config", f"```\n{config_text}\n```", step=0)
         self._thread.start()
