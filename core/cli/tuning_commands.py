@@ -20,7 +20,7 @@ import time
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.job_options import checked_model_file
 from core.cli.output import format_columns
-from core.cli.signals import run_interruptibly, stop_on_signals
+from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
 from core.config import MAX_BATCH_SIZE, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
@@ -31,6 +31,8 @@ from core.tuning.sweep_plan import format_setting
 from core.workloads.workload import is_model_file
 
 TOLERANCE_FIELD = "--tolerance"
+WATCHDOG_GRACE_S = 1.0
+"""The whole command ends by budget + slack + this, even inside TensorFlow's import (the search itself ends by budget + slack)."""
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -185,7 +187,8 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
-    with stop_on_signals() as stop_event:
+    give_up = started + budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S
+    with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json)):
         configure_tensorflow(args.logical_cpus, args.verbose)
         from core.training.engine import check_against_machine
 
@@ -205,6 +208,17 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _out_of_time(budget_s: float, started: float, as_json: bool) -> None:
+    """What autotune says when its budget and slack ran out before the search could answer."""
+    error = (
+        f"nothing was measured within the {budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack): "
+        "TensorFlow's start-up and the first point's set-up took it all"
+    )
+    if as_json:
+        print(json.dumps({"best": None, "samples_per_s": None, "points": [], "elapsed_s": time.monotonic() - started, "error": error}))
+    say(f"autotune failed: {error}; give it a larger --budget-s")
 
 
 def _print_point(point: TunePoint) -> None:

@@ -271,7 +271,12 @@ class _Tuner:
         if self.abandoned:
             return TunePoint(stage, settings, "skipped", message="not run: an earlier point's call outlived the budget")
         if not self.points:
-            return None
+            late = time.monotonic() - self.deadline
+            return (
+                TunePoint(stage, settings, "skipped", message=f"not started: the budget ran out {late:.1f} s before it")
+                if late > 0
+                else None
+            )
         needed = self.overheads.get(settings["xla"], XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S) + MIN_MEASURE_S
         left = self.deadline - time.monotonic()
         if left < needed + END_RESERVE_S:

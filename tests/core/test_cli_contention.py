@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from core.cli.machine_commands import peaks_document
+from core.cli.tuning_commands import WATCHDOG_GRACE_S
 from core.tuning.autotune import BUDGET_SLACK_S
 from tests.busy import busy_cores
 
@@ -79,8 +80,9 @@ def test_autotune_ends_within_its_budget_and_slack_quiet_or_busy(cli_env):
             began = time.monotonic()
             out = cli(args, cli_env)
         took = time.monotonic() - began
-        assert took <= budget_s + BUDGET_SLACK_S + startup, (busy, took, startup, out.stderr[-2000:])
-        assert json.loads(out.stdout)["elapsed_s"] <= budget_s + BUDGET_SLACK_S  # the command's own clock
+        bound = budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S  # the command's own clock, from its process's start
+        assert took <= bound + startup, (busy, took, startup, out.stderr[-2000:])
+        assert json.loads(out.stdout)["elapsed_s"] <= bound
         if out.returncode == 0:
             data = json.loads(out.stdout)
             assert data["samples_per_s"] > 0 and data["slack_s"] == BUDGET_SLACK_S and "gain_ci" in data
@@ -94,11 +96,11 @@ def test_an_autotune_that_measures_nothing_exits_1_with_a_message(cli_env):
     startup = startup_s(cli_env)
     began = time.monotonic()
     out = cli(args, cli_env)
-    assert time.monotonic() - began <= 5 + BUDGET_SLACK_S + startup
+    assert time.monotonic() - began <= 5 + BUDGET_SLACK_S + WATCHDOG_GRACE_S + startup
     assert out.returncode == 1, out.stderr[-2000:]
     assert "autotune failed: nothing was measured within the 5 s budget" in out.stderr
-    data = json.loads(out.stdout)
-    assert data["samples_per_s"] is None and data["error"].startswith("nothing was measured")
+    data = json.loads(out.stdout)  # from the search, or from the watchdog when start-up took the budget and slack
+    assert data["samples_per_s"] is None and data["error"].startswith("nothing was measured within the 5 s budget")
 
 
 def test_compare_the_same_target_twice_reports_an_interval_holding_1(cli_env):
