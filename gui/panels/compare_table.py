@@ -46,7 +46,7 @@ class CompareColumn:
 
 
 def _target_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    text = contended_label(row.label, row.result) + (" (baseline)" if is_baseline else "")
+    text = contended_label(row.label + (" (baseline)" if is_baseline else ""), row.result)
     text += "" if row.status == RunStatus.COMPLETED else f" [{row.status}]"
     busy = f"Measured while {row.result.conditions.get('reason')}: figures are low and noisy. " if row.result.contended else ""
     return text, row.label, busy + (row.result.message or ", ".join(row.devices) or row.strategy)
