@@ -11,7 +11,7 @@ import pytest
 
 from core.config import ConfigError, RunConfig
 from core.tuning.max_batch import MARGIN, TOLERANCE, bytes_per_example, find_max_batch, margin_text, parse_size
-from core.tuning.max_batch_probe import Probe
+from core.tuning.max_batch_probe import Probe, ProbeLimits, run_probe
 
 MiB = 2**20
 
@@ -117,3 +117,12 @@ def test_a_budget_kills_the_real_probe_in_flight() -> None:
     assert time.monotonic() - began < 8.0
     assert result.stopped and result.probes == ()
     assert margin_text(result) == "stopped after 0 probe(s): no batch was found to fit yet; the limit was not found"
+
+
+@pytest.mark.slow
+def test_a_probe_past_its_host_budget_is_killed_by_the_memory_watch() -> None:
+    budget = 200 * MiB  # TensorFlow alone takes more once imported
+    probe = run_probe(RunConfig(model="mlp", strategy="one-device", devices=("CPU:0",)), 8, ProbeLimits(budget), timeout_s=120)
+    assert not probe.fits and not probe.stopped
+    assert probe.reason == f"over the memory budget: the process passed {budget:,} bytes and was stopped"
+    assert probe.peak_bytes is not None and probe.peak_bytes > budget
