@@ -73,7 +73,8 @@ def test_two_targets_side_by_side_with_speedup_chart_and_history(compare_window,
     assert "share the same physical cores" in panel.notes_label.text()
 
     panel.baseline_combo.setCurrentIndex(1)
-    assert cell(panel, 1, COL_TARGET).text() == f"{MIRRORED} (baseline)"
+    busy = " (busy)" if comparison.rows[1].result.contended else ""
+    assert cell(panel, 1, COL_TARGET).text() == f"{MIRRORED} (baseline){busy}"
     assert cell(panel, 1, COL_SPEEDUP).data(ROLE_VALUE) == 1.0
     assert cell(panel, 0, COL_SPEEDUP).data(ROLE_VALUE) == single / mirrored
     assert panel.comparison.rows[0].result is comparison.rows[0].result, "changing the baseline re-ran something"
