@@ -4,7 +4,8 @@ Linux gives the signals cheaply, so every run samples them at the start and the
 end of its steady state (`ConditionsSampler`) and keeps the difference:
 
 - other processes' CPU share: the whole machine's busy time (`/proc/stat`) minus
-  this process's and its children's CPU time, as a share of all cores' time;
+  this process's CPU time and its children's once waited for (`os.times`; a
+  child still running counts as another process), as a share of all cores' time;
 - steal: time the hypervisor gave this VM's CPUs to someone else (`/proc/stat`);
 - CPU pressure: the share of time some runnable task waited for a CPU
   (`/proc/pressure/cpu`, "some" total);
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ class Snapshot:
     busy_s: float | None  # all cores' busy time since boot (steal included)
     total_s: float | None  # all cores' time since boot
     steal_s: float | None
-    own_s: float  # this process's and its children's CPU time
+    own_s: float  # this process's CPU time and its waited-for children's
     pressure_us: float | None  # /proc/pressure/cpu "some" total
 
 
@@ -88,17 +89,11 @@ class Conditions:
         return cls(**known)
 
 
-def snapshot(children: Sequence[Any] = ()) -> Snapshot:
-    """Read the counters now (about 50 µs); `children` are psutil.Process objects of live children to count as own."""
+def snapshot() -> Snapshot:
+    """Read the counters now (about 0.1 ms: two small /proc files and os.times)."""
     busy, total, steal = _read_stat()
     times = os.times()
     own = times.user + times.system + times.children_user + times.children_system
-    for child in children:
-        try:
-            cpu = child.cpu_times()
-            own += cpu.user + cpu.system
-        except Exception:  # a child that ended meanwhile is counted by os.times once waited for
-            continue
     return Snapshot(time.monotonic(), busy, total, steal, own, _read_pressure())
 
 
@@ -239,31 +234,18 @@ def _read(query: Any) -> Any:
 class ConditionsSampler:
     """Snapshots at a run's start, after its warm-up and at its end; `conditions()` gives the steady state's (or the whole run's)."""
 
-    with_children: bool = True
     run_start: Snapshot | None = None
     steady_start: Snapshot | None = None
     end: Snapshot | None = None
-    _children: list[Any] = field(default_factory=list)
-
-    def _snapshot(self) -> Snapshot:
-        return snapshot(self._live_children() if self.with_children else ())
-
-    def _live_children(self) -> list[Any]:
-        try:
-            import psutil
-
-            return psutil.Process().children(recursive=True)
-        except Exception:  # psutil missing or the process table unreadable: waited children still count
-            return []
 
     def start(self) -> None:
-        self.run_start = self.end = self._snapshot()
+        self.run_start = self.end = snapshot()
 
     def steady(self) -> None:
-        self.steady_start = self.end = self._snapshot()
+        self.steady_start = self.end = snapshot()
 
     def stop(self) -> None:
-        self.end = self._snapshot()
+        self.end = snapshot()
 
     def conditions(self, gpus: Sequence[Mapping[str, Any]] = ()) -> Conditions | None:
         """Over the steady state when it lasted at least MIN_WINDOW_S, else over the whole run; None before `start`."""
