@@ -17,7 +17,7 @@ end the start and the best are measured again (each figure is then the mean of
 its two measurements): the first run in a process pays for thread pools and
 caches that later runs find warm.
 
-Every point is an ordinary run (`core.runner.run_training`) stopped once it
+Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
 other is launched only when its set-up, warm-up and shortest measurement fit
@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
-from core.results import RunResult, RunStatus
-from core.runner import run_training
+from core.jobs import JobOptions, RecordedRun, run_job
+from core.results import RunStatus
 from core.training.noise import Interval, bootstrap_ratio, call_times
 from core.tuning.max_batch import default_memory_limit
 from core.tuning.point_clock import PointClock, bounded_run
@@ -70,7 +70,7 @@ KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
 
 OnPoint = Callable[["TunePoint"], None]
-Runner = Callable[..., RunResult]
+Runner = Callable[..., RecordedRun]
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ def autotune(
     memory_limit: int | None = None,
     has_accelerator: bool | None = None,
     cpu_flags: Sequence[str] | None = None,
-    run: Runner = run_training,
+    run: Runner = run_job,
     started: float | None = None,
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
@@ -215,8 +215,8 @@ def autotune(
     known); without it a larger batch is tried on the CPU only while twice the
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
-    decide the precisions; `run` is the training entry point; `started` the
-    time.monotonic() the budget counts from (default: now).
+    decide the precisions; `run` is the job service (`core.jobs.run_job`);
+    `started` the time.monotonic() the budget counts from (default: now).
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
@@ -291,7 +291,12 @@ class _Tuner:
         point_stop = threading.Event()
         clock = PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
         began = time.monotonic()
-        result = bounded_run(self.run, job, point_stop, clock, self.deadline + BUDGET_SLACK_S)
+        result = bounded_run(
+            lambda: self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result,
+            point_stop,
+            clock.deadline,
+            self.deadline + BUDGET_SLACK_S,
+        )
         seconds = time.monotonic() - began
         if result is None:
             self.abandoned = True
@@ -341,15 +346,11 @@ class _Tuner:
 
     def _calls(self, settings: dict[str, Any]) -> tuple[Any, Any] | None:
         found = [p.calls for p in self.points if p.settings == settings and p.status == "measured" and p.calls is not None]
-        if not found:
-            return None
-        return np.concatenate([c[0] for c in found]), np.concatenate([c[1] for c in found])
+        return (np.concatenate([c[0] for c in found]), np.concatenate([c[1] for c in found])) if found else None
 
     def _faster(self, settings: dict[str, Any], than: dict[str, Any]) -> bool:
-        found = self.interval(settings, than)
-        if found is None:
-            return (self.rate(settings) or 0) > (self.rate(than) or 0) * (1 + GAIN_THRESHOLD)
-        return found.low > 1
+        found = self.interval(settings, than)  # without timings, the mean rates by GAIN_THRESHOLD
+        return found.low > 1 if found is not None else (self.rate(settings) or 0) > (self.rate(than) or 0) * (1 + GAIN_THRESHOLD)
 
     def tried(self, settings: dict[str, Any]) -> bool:
         return any(p.settings == settings and p.status in ("measured", "failed") for p in self.points)
