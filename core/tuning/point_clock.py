@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from core.config import RunConfig
 from core.results import RunResult, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 
@@ -48,20 +47,18 @@ class PointClock(RunCallback):
             self.point_stop.set()
 
 
-def bounded_run(
-    run: Callable[..., RunResult], job: RunConfig, point_stop: threading.Event, clock: PointClock, hard_deadline: float
-) -> RunResult | None:
-    """`run(job)` in its own thread, stopped at `clock.deadline` (a timer) and abandoned (None) at `hard_deadline`."""
+def bounded_run(run: Callable[[], RunResult], point_stop: threading.Event, deadline: float, hard_deadline: float) -> RunResult | None:
+    """`run()` (a point that `point_stop` stops) in its own thread: stopped at `deadline`, abandoned (None) at `hard_deadline`."""
     outcome: list[RunResult] = []
     errors: list[BaseException] = []
 
     def work() -> None:
         try:
-            outcome.append(run(job, stop_event=point_stop, callbacks=[clock]))
+            outcome.append(run())
         except BaseException as exc:  # re-raised in the searching thread
             errors.append(exc)
 
-    timer = threading.Timer(max(0.0, clock.deadline - time.monotonic()), point_stop.set)
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), point_stop.set)
     timer.daemon = True
     timer.start()
     worker = threading.Thread(target=work, name="autotune-point", daemon=True)
