@@ -115,6 +115,7 @@ class RunResult:
     wall_s: float = 0.0
     started_at: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    conditions: dict[str, Any] = field(default_factory=dict)  # core.machine.conditions.Conditions.to_dict(); {} before they were kept
     losses: tuple[float, ...] = ()
     step_times_s: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -134,6 +135,11 @@ class RunResult:
         if self.achieved_flops is None or not self.pct_of_measured_peak:
             return None
         return self.achieved_flops / (self.pct_of_measured_peak / 100)
+
+    @property
+    def contended(self) -> bool:
+        """True when other work on the machine made this run's figures low and noisy (see `conditions["reason"]`)."""
+        return bool(self.conditions.get("contended"))
 
     def figures(self) -> dict[str, Any]:
         """The headline figures by name, in `FIGURES` order."""
@@ -165,6 +171,7 @@ class RunResult:
             "warnings": list(self.warnings),
             "flops_per_step": self.flops_per_step,
             "flops_uncounted": list(self.flops_uncounted),
+            "conditions": dict(self.conditions),
             "hooks": dict((cfg.get("extra") or {}).get("hooks", {})),
         }
 

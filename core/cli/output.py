@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from core.diagnosis.readout import memory_estimate_text, peak_text
+from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
 from core.formatting import NA, format_bytes, format_elapsed
 from core.results import FIGURES, Figure, RunResult, StepRecord
 
@@ -117,6 +117,9 @@ def format_result(result: RunResult) -> str:
         if value
     ]
     lines += [("warning", w) for w in s["warnings"]]
+    conditions = conditions_text(result.conditions)
+    if conditions:
+        lines.append(("conditions", conditions.removeprefix("Conditions")))
     width = max(len(name) for name, _ in lines)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in lines)
 

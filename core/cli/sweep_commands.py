@@ -22,12 +22,13 @@ from core.cli.job_options import add_job_arguments, job_config
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
+from core.compare.significance import contended_label
 from core.compare.targets import parse_target_option
 from core.config import ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.results import StepRecord
-from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep
+from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, tied_with_best
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
 
 AXIS_OPTIONS = {"batch_size": "--batch-sizes", "steps_per_call": "--steps-per-call", "precision": "--precision", "xla": "--xla"}
@@ -155,10 +156,12 @@ def format_sweep(sweep: Sweep) -> str:
     ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
+    tied = tied_with_best(sweep.rows)
     for index, row in enumerate(sweep.rows):
         result = row.result
         cells = [format_setting(name, row.settings[name]) for name in axes]
-        cells += [row.status.value + (" (best)" if index == sweep.best else "")]
+        mark = " (tied)" if index in tied or (index == sweep.best and tied) else " (best)" if index == sweep.best else ""
+        cells += [contended_label(row.status.value, result) + mark]
         cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.mean_step_ms, "ms", NA)]
         cells += [format_value(result.step_time_median_ms, "ms", NA)]
         cells += [format_value(result.final_loss, "loss", NA), format_bytes(result.peak_memory_bytes)]
@@ -166,6 +169,10 @@ def format_sweep(sweep: Sweep) -> str:
         table.append(cells)
     lines = [format_columns(headers, table)]
     lines += [f"{row.label}: {row.status}: {row.result.message}" for row in sweep.rows if row.result.message]
+    if tied:
+        lines.append("(tied): no difference from the fastest beyond noise (the 95% interval of their samples/s ratio holds 1)")
+    if any(row.result.contended for row in sweep.rows):
+        lines.append("(busy): measured while other processes used the machine: figures are low and noisy; re-run on a quiet machine")
     lines += [f"left out {format_setting(item.axis, item.value)}: {item.reason}" for item in sweep.plan.left_out]
     lines += [sweep.lr_note()] if batch_swept else []
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.compare.significance import contended_label, interval_cell, noise_warnings, speedup_interval
 from core.config import ConfigError
 from core.diagnosis.ceilings import known_peaks
 from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
@@ -57,6 +58,8 @@ class CompareRow:
     datasheet/ISA estimate the run recorded; each fraction is achieved FLOP/s
     over it, None when the FLOPs per step or the ceiling are unknown.
     `result` is the run with its verdict (its own, or the comparison's).
+    `speedup_ci` is the speed-up's 95% interval from the per-call timings,
+    `beyond_noise` False when it holds 1 (None: no interval, or the baseline).
     """
 
     label: str
@@ -74,6 +77,8 @@ class CompareRow:
     fraction_of_estimate: float | None
     estimate_how: str
     result: RunResult = field(compare=False, repr=False)
+    speedup_ci: tuple[float, float] | None = None
+    beyond_noise: bool | None = None
 
     def __getattr__(self, name: str) -> Any:
         """A headline figure of the row's run, by its `FIGURES` name."""
@@ -115,6 +120,9 @@ class Comparison:
                 "label": row.label,
                 "baseline": index == self.baseline_index,
                 "speedup": row.speedup,
+                "speedup_ci": list(row.speedup_ci) if row.speedup_ci else None,
+                "beyond_noise": row.beyond_noise,
+                "contended": row.result.contended,
                 "scaling_efficiency": row.scaling_efficiency,
                 "flops_per_step": self.flops_per_step,
                 "achieved_flops": row.achieved_flops,
@@ -210,12 +218,15 @@ def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[Com
     base = rows[baseline_index] if rows else None
     updated = []
     for row in rows:
-        speedup = efficiency = None
+        speedup = efficiency = interval = None
         if base is not None and row.samples_per_s and base.samples_per_s:
             speedup = row.samples_per_s / base.samples_per_s
+            interval = speedup_interval(row.result, base.result)
             if row.device_kinds and row.device_kinds == base.device_kinds and row.replicas and base.replicas:
                 efficiency = speedup / (row.replicas / base.replicas)
-        updated.append(replace(row, speedup=speedup, scaling_efficiency=efficiency))
+        ci = (interval.low, interval.high) if interval is not None else None
+        beyond = interval.beyond_noise if interval is not None else None
+        updated.append(replace(row, speedup=speedup, scaling_efficiency=efficiency, speedup_ci=ci, beyond_noise=beyond))
     return tuple(updated)
 
 
@@ -227,6 +238,7 @@ def fairness_warnings(comparison: Comparison) -> list[str]:
     notes.extend(_mismatch_warnings(comparison.rows))
     base = comparison.baseline
     notes.extend(_efficiency_warnings(comparison.rows, base))
+    notes.extend(noise_warnings(comparison.rows, base))
     if base is not None and base.samples_per_s is None and len(comparison.rows) > 1:
         notes.append(f"The baseline {base.label} has no steady-state speed, so there are no speed-ups: pick another baseline.")
     return notes
@@ -352,7 +364,7 @@ def _hooks_on(result: RunResult) -> str:
     return ", ".join(words) or "no hooks"
 
 
-COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "efficiency", "% of estimate")
+COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "95% interval", "efficiency", "% of estimate")
 """The figures' "% of peak" is against the measured ceiling; "% of estimate" keeps the datasheet/ISA estimate beside it."""
 
 
@@ -369,7 +381,9 @@ def format_table(comparison: Comparison) -> str:
         for line in [COLUMNS, *body]
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    lines.append("* baseline for speed-ups")
+    lines.append("* baseline for speed-ups; (noise): the speed-up's 95% interval holds 1, no difference beyond noise")
+    if any(row.result.contended for row in comparison.rows):
+        lines.append("(busy): measured while other processes used the machine: figures are low and noisy (see the warnings)")
     if comparison.flops_per_step is not None:
         lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({comparison.flops_method})")
     lines.extend(ceiling_notes(comparison))
@@ -386,13 +400,16 @@ def ceiling_notes(comparison: Comparison) -> list[str]:
 
 
 def _cells(row: CompareRow, base: CompareRow | None) -> tuple[str, ...]:
-    target = row.label + (" *" if row is base else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
+    target = contended_label(row.label + (" *" if row is base else ""), row.result) + (
+        "" if row.status == RunStatus.COMPLETED else f" [{row.status}]"
+    )
     figures = row.result.figures()
     return (
         target,
         str(row.replicas) if row.status.ran else "-",
         *(figure.format(figures[figure.name]) for figure in FIGURES),
         format_value(row.speedup, "ratio"),
+        interval_cell(row, row is base),
         format_value(row.scaling_efficiency, "percent") + ("!" if over_linear(row, base) else ""),
         format_value(row.fraction_of_estimate, "fraction"),
     )

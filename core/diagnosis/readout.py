@@ -1,4 +1,4 @@
-"""A run's verdict, % of peak and memory estimate in words: the same text in the CLI, the window and the tables.
+"""A run's verdict, % of peak, memory estimate and conditions in words: the same text in the CLI, the window and the tables.
 
 Reads only a finished `RunResult` (no hardware, no TensorFlow), so the GUI
 thread may call it.
@@ -69,3 +69,28 @@ def verdict_line(result: RunResult) -> str:
     head = "no single limit found" if result.bound == "unknown" else f"{result.bound}-bound"
     advice = f" Advice: {result.advice}" if result.advice else ""
     return f"{head}: {result.bound_evidence}{advice}"
+
+
+def conditions_text(conditions: Mapping[str, Any]) -> str:
+    """'Conditions (steady state, 4.1 s): other processes 63% of the CPU · steal 0% · CPU pressure 71% · load 5.8 · 2,300 MHz'."""
+    if not conditions:
+        return ""
+    parts = []
+    for key, words in (
+        ("other_cpu_share", "other processes {} of the CPU"),
+        ("steal_share", "steal {}"),
+        ("cpu_pressure", "CPU pressure {}"),
+    ):
+        if conditions.get(key) is not None:
+            parts.append(words.format(format_value(conditions[key], "percent")))
+    if conditions.get("load_average"):
+        parts.append(f"load {conditions['load_average'][0]:g}")
+    if conditions.get("cpu_mhz"):
+        parts.append(f"{conditions['cpu_mhz']:,.0f} MHz")
+    for gpu in conditions.get("gpus") or ():
+        throttled = ", ".join(gpu.get("throttle_reasons") or ()) or "not throttled"
+        parts.append(
+            f"{gpu.get('device')}: {len(gpu.get('other_processes') or ())} other process(es), SM {gpu.get('sm_clock_mhz')} MHz, {throttled}"
+        )
+    window = f" ({conditions.get('window')}, {conditions.get('window_s')} s)" if conditions.get("window") else ""
+    return f"Conditions{window}: " + " · ".join(parts)

@@ -28,6 +28,7 @@ from core.logs import quiet_native_stderr
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.conditions_hook import ConditionsHook
 from core.training.environment import environment
 from core.training.failures import NonFiniteLoss, explain_failure
 from core.training.memory import MemoryTracker
@@ -78,14 +79,15 @@ def train_in_this_process(
     setting `stop_event` ends it with status "stopped" after the call in
     flight (or at once while a TPU is being probed). The result's warnings
     say what was questionable (float16 on a CPU, a batch larger than the data
-    set, a call size lowered so that steady-state steps remain).
+    set, a call size lowered so that steady-state steps remain, other work on
+    the machine); its `conditions` what else the machine did (`ConditionsHook`).
 
     A cluster worker calls this with TF_CONFIG set, so MultiWorkerMirroredStrategy
     joins the cluster TF_CONFIG describes.
     """
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
-    listeners = list(callbacks)
+    listeners = [ConditionsHook(), *callbacks]  # every run records the conditions it was measured in
     started_at = utc_now()
     start = time.perf_counter()
     tally = _Tally(MemoryTracker(), config)

@@ -22,6 +22,7 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
 
+from core.compare.significance import NO_DIFFERENCE, contended_label
 from core.compare.table import CompareRow, Comparison, over_linear
 from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
@@ -44,8 +45,19 @@ class CompareColumn:
 
 
 def _target_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    text = row.label + (" (baseline)" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
-    return text, row.label, row.result.message or ", ".join(row.devices) or row.strategy
+    text = contended_label(row.label + (" (baseline)" if is_baseline else ""), row.result)
+    text += "" if row.status == RunStatus.COMPLETED else f" [{row.status}]"
+    busy = f"Measured while {row.result.conditions.get('reason')}: figures are low and noisy. " if row.result.contended else ""
+    return text, row.label, busy + (row.result.message or ", ".join(row.devices) or row.strategy)
+
+
+def _speedup_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    text = format_value(row.speedup, "ratio")
+    if row.speedup_ci is None:
+        return text, row.speedup, ""
+    low, high = row.speedup_ci
+    tip = f"95% interval {low:.2f}–{high:.2f}×" + ("" if row.beyond_noise else f": {NO_DIFFERENCE}")
+    return text + ("" if row.beyond_noise else " ≈"), row.speedup, tip
 
 
 def _replicas_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
@@ -65,11 +77,6 @@ def _efficiency_cell(row: CompareRow, is_baseline: bool, comparison: Comparison)
         return format_value(value, "percent"), value, ""
     tip = next((w for w in comparison.warnings if w.startswith(f"{row.label}: efficiency")), "Over 100%: see the warnings.")
     return f"{format_value(value, 'percent')} (!)", value, tip
-
-
-def _number_cell(key: str, kind: str, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    value = getattr(row, key)
-    return format_value(value, kind), value, ""
 
 
 def _flops_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
@@ -108,7 +115,10 @@ COLUMNS: tuple[CompareColumn, ...] = (
     CompareColumn("replicas", "Replicas", "", _replicas_cell),
     *(CompareColumn(f.name, f.title, f.description, partial(_figure_cell, f)) for f in FIGURES if f.name not in SHOWN_AS_COMPARISON),
     CompareColumn(
-        "speedup", "Speed-up", "Samples/s of this row / samples/s of the baseline row.", partial(_number_cell, "speedup", "ratio")
+        "speedup",
+        "Speed-up",
+        "Samples/s of this row / samples/s of the baseline row; ≈ marks no difference beyond noise (its 95% interval holds 1).",
+        _speedup_cell,
     ),
     CompareColumn(
         "scaling_efficiency",

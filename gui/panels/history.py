@@ -177,7 +177,7 @@ class HistoryPanel(QWidget):
             return
         entries: list[tuple[str, RunResult]] = []
         for run_id in run_ids:
-            result = self._store.load(run_id, with_steps=False)
+            result = self._store.load(run_id)  # with its step series: each speed-up gets its interval
             entries.append((f"{target_text(result.config)} #{run_id}", result))
         comparison = compare_results(entries)
         comparison = comparison.with_baseline(default_baseline([row.devices for row in comparison.rows]))

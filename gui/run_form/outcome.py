@@ -13,7 +13,7 @@ import html
 
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
-from core.diagnosis.readout import memory_estimate_text, peak_text
+from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
 from core.formatting import format_bytes, format_duration, format_elapsed, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.job_data import FinishedRun
@@ -159,6 +159,10 @@ def _tail(finished: FinishedRun) -> list[str]:
     color = status_head(result.status)[1]
     lines = [f"<span style='color:{color}'>{html.escape(result.message)}</span>"] if result.message else []
     lines.extend(html.escape(w) for w in result.warnings)
+    conditions = conditions_text(result.conditions)
+    if conditions:
+        shade = WARNING_COLOR if result.contended else EVIDENCE_COLOR
+        lines.append(f"<span style='color:{shade}'>{html.escape(conditions)}</span>")
     saved = f"Saved to the history as run #{finished.run_id}." if finished.run_id is not None else finished.history_error
     if saved:
         lines.append(html.escape(saved))
