@@ -76,7 +76,9 @@ def test_the_trace_gives_the_time_per_op_read_from_its_files(profiled_run):
     _, capture, _ = profiled_run
     summary = summarize_trace(capture.trace_dir)
     names = [op.name for op in summary.ops]
-    assert {"MatMul", "ReadVariableOp"} <= set(names), names
+    assert "ReadVariableOp" in names and any("MatMul" in name for name in names), (
+        names
+    )  # "MatMul", or oneDNN's "_MklMatMul" where TF uses it
     assert summary.source.startswith("TensorFlow ops on the host's threads") and summary.timelines >= 1
     assert [op.total_s for op in summary.ops] == sorted((op.total_s for op in summary.ops), reverse=True)
     assert sum(op.share for op in summary.ops) == pytest.approx(1.0)
