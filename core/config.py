@@ -15,6 +15,8 @@ from typing import Any
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 PRECISIONS = ("off", "float16", "bfloat16")
+BACKENDS = ("tensorflow", "jax", "torch")
+TF_ONLY_STRATEGIES = ("multi-worker", "tpu")
 
 MAX_BATCH_SIZE = 1 << 20
 MAX_STEPS = 100_000_000
@@ -55,6 +57,9 @@ class RunConfig:
     its code, `vocab` bounds integer inputs no Embedding describes, and
     `model_sha256` is the content the run was set up with (checked again
     where the file is opened: the engine, each worker).
+
+    `backend` is the Keras backend that trains it: "tensorflow" in this process,
+    "jax" or "torch" in a child process of its own (`core.backends`).
     """
 
     model: str = "mlp"
@@ -79,6 +84,7 @@ class RunConfig:
     trust: bool = False
     vocab: int | None = None
     model_sha256: str = ""
+    backend: str = "tensorflow"
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -204,6 +210,7 @@ def _validate(config: RunConfig) -> None:
             usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
             raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
     _check_choice("strategy", config.strategy, STRATEGIES)
+    _check_backend(config)
     _check_choice("optimizer", config.optimizer, OPTIMIZERS)
     _check_choice("precision", config.precision, PRECISIONS)
     _check_int("batch_size", config.batch_size, 1, MAX_BATCH_SIZE)
@@ -243,6 +250,22 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("allow_network_workers", config.allow_network_workers, "true or false")
     if config.strategy == "tpu" and not str(config.tpu_address).strip():
         raise ConfigError("tpu_address", config.tpu_address, "'local', a TPU name, or grpc://host:port")
+
+
+def _check_backend(config: RunConfig) -> None:
+    """The backend is known; JAX and PyTorch run neither TF's cluster/TPU strategies nor a tf.data build_dataset."""
+    _check_choice("backend", config.backend, BACKENDS)
+    if config.backend == "tensorflow":
+        return
+    if config.strategy in TF_ONLY_STRATEGIES:
+        raise ConfigError("strategy", config.strategy, f"default, one-device or mirrored on the {config.backend} backend")
+    if config.dataset == "build_dataset":
+        raise ConfigError(
+            "dataset",
+            config.dataset,
+            f"synthetic or an .npz on the {config.backend} backend: a .py's build_dataset() gives a tf.data pipeline, "
+            "which trains on the TensorFlow backend only",
+        )
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
