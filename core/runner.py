@@ -1,9 +1,11 @@
 """`run_training(config, on_steps, stop_event) -> RunResult`: one entry point for every strategy.
 
-A multi-worker run without TF_CONFIG is handed to worker processes
-(`core.cluster.supervisor`), whose chief streams its steps back here; every
-other strategy trains in this process (`core.training.engine`). This module
-sits above both, so neither needs to know the other.
+A run on the JAX or PyTorch backend trains in a child process of its own
+(`core.backends`), which streams its steps back here. A multi-worker run
+without TF_CONFIG is handed to worker processes (`core.cluster.supervisor`),
+whose chief streams its steps back here; every other strategy trains in this
+process (`core.training.engine`). This module sits above all three, so none
+needs to know the others.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from core.backends.backend_run import run_in_backend_child
 from core.cluster.supervisor import run_local_cluster
 from core.config import RunConfig
 from core.results import RunResult
@@ -31,6 +34,8 @@ def run_training(
     "failed" and a readable message; setting `stop_event` ends it with status
     "stopped" after the call in flight.
     """
+    if config.backend != "tensorflow":
+        return run_in_backend_child(config, on_steps, stop_event, callbacks)
     if config.strategy == "multi-worker":
         return run_local_cluster(config, on_steps, stop_event, callbacks)
     return train_in_this_process(config, on_steps, stop_event, callbacks)

@@ -8,13 +8,12 @@ been read back to the host (the same clock as the TensorFlow engine: step time
 is the time between the ends of consecutive calls / steps in the call; the
 first call, tracing and compiling, is the warm-up).
 
-Protocol, one JSON object per line on stdout (anything else the libraries print
-goes to stderr):
-  {"event": "start", "total_steps", "steps_per_call", "replicas", "devices", "memory_estimate", "notes"}
-  {"event": "steps", "records": [[step, loss, step_time_s, warmup], ...]}   after every call
-  {"event": "end", "error", "peak_rss_bytes", "environment", "tensorflow_imported"}
-Stdin: a line "stop" ends the run after the call in flight; the end of stdin
-(the parent is gone) ends this process at once.
+Messages, through `core.child_process` (`send`, then one `reply`):
+  {"event": "start", "total_steps", "steps_per_call", "replicas", "devices", "memory_estimate", "notes", "environment"}
+  {"event": "steps", "records": [[step, loss, step_time_s, warmup], ...], "peak_rss_bytes"}   after every call
+  reply {"error": str | None, "peak_rss_bytes", "tensorflow_imported"}
+The control pipe (`listen_to_parent`): "stop" ends the run after the call in
+flight; its end (the parent is gone) ends this process.
 """
 
 from __future__ import annotations
@@ -23,38 +22,12 @@ import importlib.abc
 import json
 import os
 import sys
-import threading
-from typing import Any, TextIO
+from typing import Any
 
+from core import child_process
 from core.backends.fit_job import train
+from core.backends.job_setup import peak_rss_bytes
 from core.config import RunConfig
-
-EXIT_PARENT_GONE = 3
-
-
-class Messages:
-    """JSON lines to the parent on the process's original stdout; fd 1 then points at stderr, so stray prints cannot break the protocol."""
-
-    def __init__(self) -> None:
-        sys.stdout.flush()
-        self._out: TextIO = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-        os.dup2(2, 1)
-
-    def send(self, event: str, **fields: Any) -> None:
-        self._out.write(json.dumps({"event": event, **fields}) + "\n")
-        self._out.flush()
-
-
-def watch_stdin(stop: threading.Event) -> None:
-    """A daemon thread: "stop" sets `stop`; end of stdin (the parent died or closed it) exits now."""
-
-    def watch() -> None:
-        for line in sys.stdin:
-            if line.strip() == "stop":
-                stop.set()
-        os._exit(EXIT_PARENT_GONE)
-
-    threading.Thread(target=watch, name="parent-pipe", daemon=True).start()
 
 
 class WithoutTensorFlow(importlib.abc.MetaPathFinder):
@@ -82,15 +55,7 @@ def prepare_environment(config: RunConfig) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident memory."""
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
-
-
-def explain(exc: BaseException, config: RunConfig) -> str:
+def explain(exc: BaseException) -> str:
     """One readable line for what ended the run."""
     from core.workloads.data import DataUnavailable
     from core.workloads.model_file import ModelFileError
@@ -107,22 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     config = RunConfig.from_dict(json.loads(argv[0]))
     prepare_environment(config)
-    messages = Messages()
-    stop = threading.Event()
-    if "--parent-pipe" in argv:
-        watch_stdin(stop)
-    error, env = None, {}
+    stop = child_process.listen_to_parent()
+    error = None
     try:
-        env = train(config, messages, stop)
-    except Exception as exc:  # every failure becomes the end message's readable error
-        error = explain(exc, config)
-    messages.send(
-        "end",
-        error=error,
-        peak_rss_bytes=peak_rss_bytes(),
-        environment=env,
-        tensorflow_imported="tensorflow" in sys.modules,
-    )
+        train(config, child_process.send, stop)
+    except Exception as exc:  # every failure becomes the reply's readable error
+        error = explain(exc)
+    child_process.reply({"error": error, "peak_rss_bytes": peak_rss_bytes(), "tensorflow_imported": "tensorflow" in sys.modules})
     return 0
 
 

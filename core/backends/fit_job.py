@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core.backends.job_data import epoch_arrays, job_data
@@ -19,10 +20,13 @@ from core.backends.job_setup import (
     environment,
     jit_setting,
     make_optimizer,
+    peak_rss_bytes,
     placement,
     planned_steps,
 )
 from core.config import RunConfig
+
+Send = Callable[[dict[str, Any]], None]
 
 
 def call_timer_class() -> type:
@@ -37,9 +41,9 @@ def call_timer_class() -> type:
         that is each step's own loss, as the TensorFlow engine reports it.
         """
 
-        def __init__(self, total_steps: int, messages: Any, stop: threading.Event) -> None:
+        def __init__(self, total_steps: int, send: Send, stop: threading.Event) -> None:
             super().__init__()
-            self.total_steps, self.messages, self.stop = total_steps, messages, stop
+            self.total_steps, self.send, self.stop = total_steps, send, stop
             self.steps_done = 0
             self.previous_end = 0.0
             self.epoch_sum, self.epoch_steps = 0.0, 0
@@ -63,15 +67,15 @@ def call_timer_class() -> type:
             first = self.steps_done + 1
             self.steps_done += count
             records = [[first + i, call_loss, per_step, warmup] for i in range(count)]
-            self.messages.send("steps", records=records)
+            self.send({"event": "steps", "records": records, "peak_rss_bytes": peak_rss_bytes()})
             if self.steps_done >= self.total_steps or self.stop.is_set():
                 self.model.stop_training = True
 
     return CallTimer
 
 
-def train(config: RunConfig, messages: Any, stop: threading.Event) -> dict[str, Any]:
-    """Build, compile and fit the run's model, streaming step records; returns the environment it ran in."""
+def train(config: RunConfig, send: Send, stop: threading.Event) -> None:
+    """Build, compile and fit the run's model, sending the start, then each call's step records; `stop` ends it after a call."""
     import keras
 
     keras.config.set_dtype_policy(PRECISION_POLICIES[config.precision])
@@ -93,13 +97,21 @@ def train(config: RunConfig, messages: Any, stop: threading.Event) -> dict[str, 
             jit_compile=jit_setting(config),
         )
         estimate = _memory_estimate(model, optimizer, config, replicas)
-        messages.send(
-            "start", total_steps=total, steps_per_call=per_call, replicas=replicas, devices=devices, memory_estimate=estimate, notes=notes
+        send(
+            {
+                "event": "start",
+                "total_steps": total,
+                "steps_per_call": per_call,
+                "replicas": replicas,
+                "devices": devices,
+                "memory_estimate": estimate,
+                "notes": notes,
+                "environment": environment(config, devices),
+            }
         )
-        timer = call_timer_class()(total, messages, stop)
+        timer = call_timer_class()(total, send, stop)
         epochs = -(-total // batches)
         model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=[timer])
-    return environment(config, devices)
 
 
 def _memory_estimate(model: Any, optimizer: Any, config: RunConfig, replicas: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Everything here imports Keras inside its functions, after `child_job` has set KE
 from __future__ import annotations
 
 import math
+import sys
 from contextlib import nullcontext
 from typing import Any
 
@@ -93,3 +94,11 @@ def backend_devices(config: RunConfig, replicas: int) -> list[str]:
 
     first = keras.distribution.list_devices()[:replicas] or ["cpu:0"]
     return [name.upper() for name in first]
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)

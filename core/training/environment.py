@@ -27,7 +27,7 @@ def environment(device_names: Sequence[str] = (), precision: str = "off") -> dic
         "platform": platform.platform(),
         "host": socket.gethostname(),
         "devices": list(device_names),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
     }
     build = tf.sysconfig.get_build_info()
     env["cuda_build"] = bool(build.get("is_cuda_build"))
@@ -37,7 +37,7 @@ def environment(device_names: Sequence[str] = (), precision: str = "off") -> dic
     return env
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         from core.machine.cpu import cpu_info
 
