@@ -259,6 +259,8 @@ def _check_backend(config: RunConfig) -> None:
         return
     if config.strategy in TF_ONLY_STRATEGIES:
         raise ConfigError("strategy", config.strategy, f"default, one-device or mirrored on the {config.backend} backend")
+    if config.backend == "torch" and config.strategy == "mirrored":
+        raise ConfigError("strategy", config.strategy, "default or one-device on the torch backend (Keras has no data parallel API for it)")
     if config.dataset == "build_dataset":
         raise ConfigError(
             "dataset",

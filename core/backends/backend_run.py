@@ -94,7 +94,9 @@ def run_in_backend_child(
     return result
 
 
-def _follow_child(tally: _Tally, on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]) -> tuple[RunStatus, str]:
+def _follow_child(
+    tally: _Tally, on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
+) -> tuple[RunStatus, str]:
     """Start the job's child, hand on its messages until it ends, and say how the run ended."""
     config = tally.config
     title = backend_title(config.backend)

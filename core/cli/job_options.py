@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from core.config import OPTIMIZERS, PRECISIONS, RunConfig
+from core.config import BACKENDS, OPTIMIZERS, PRECISIONS, RunConfig
 from core.formatting import format_bytes
 from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.workload import is_model_file, model_title
@@ -21,7 +21,18 @@ from core.workloads.workload import is_model_file, model_title
 SAMPLE_DATA_DEFAULT = "synthetic"
 
 
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    """`--backend`: the Keras backend that trains the job (JAX and PyTorch in a child process of their own)."""
+    parser.add_argument(
+        "--backend",
+        default="tensorflow",
+        choices=BACKENDS,
+        help="the Keras backend that trains it (default tensorflow); jax and torch train in a child process that imports no TensorFlow",
+    )
+
+
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    add_backend_argument(parser)
     parser.add_argument(
         "--model", required=True, metavar="NAME|FILE", help="a sample model (see `main.py models`) or your model file: .keras, .h5 or .py"
     )
@@ -86,6 +97,7 @@ def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
         allow_network_workers=args.allow_network_workers,
         trust=args.trust,
         vocab=args.vocab,
+        backend=args.backend,
     )
     fields.update(overrides)
     config = RunConfig(**fields)  # every setting checked before a child is started for the file

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory, open_history
+from core.cli.job_options import add_backend_argument
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
@@ -49,6 +50,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", default="synthetic", help="synthetic, digits, mnist, fashion_mnist, cifar10, imdb (or, for a file, an .npz)"
     )
     parser.add_argument("--target", default="default", metavar="T", help="where every point runs: CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
+    add_backend_argument(parser)
     for name, option in AXIS_OPTIONS.items():
         parser.add_argument(
             option, dest=name, default=AXIS_DEFAULTS[name], metavar="V1,V2", help=AXIS_HELP[name] + f" (default {AXIS_DEFAULTS[name]})"
@@ -83,6 +85,7 @@ def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) ->
         optimizer=args.optimizer,
         seed=args.seed,
         trust=args.trust,
+        backend=args.backend,
         **{name: values[name][0] for name in AXES},
     )
     return target.config_for(job)

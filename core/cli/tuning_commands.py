@@ -16,7 +16,7 @@ import json
 import sys
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import checked_model_file
+from core.cli.job_options import add_backend_argument, checked_model_file
 from core.cli.output import format_columns
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
@@ -38,6 +38,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", default=None, help="synthetic (default), digits, mnist, fashion_mnist, cifar10, imdb; a file's: build_dataset or an .npz"
     )
     parser.add_argument("--target", default="default", metavar="T", help="where it runs: default, CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
+    add_backend_argument(parser)
     parser.add_argument("--precision", default="off", choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
@@ -96,6 +97,7 @@ def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) 
         steps_per_call=steps_per_call,
         seed=args.seed,
         trust=args.trust,
+        backend=args.backend,
     )
     job = target.config_for(job)
     return checked_model_file(job, data_given=args.data is not None) if is_model_file(job.model) else job
