@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,12 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.backends.available import backend_title, is_installed
+from core.backends.initial_weights import NOT_SHARED, write_initial_weights
 from core.child_process import Child
 from core.config import RunConfig
 from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
 from core.training.metrics import summarize
+from core.workloads.workload import is_model_file
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
 CHILD_MODULE = "core.backends.child_job"
@@ -97,10 +100,22 @@ def run_in_backend_child(
 def _follow_child(
     tally: _Tally, on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
 ) -> tuple[RunStatus, str]:
-    """Start the job's child, hand on its messages until it ends, and say how the run ended."""
+    """The job's child with the run's config and initial weights (see `_watch_child`)."""
     config = tally.config
     title = backend_title(config.backend)
-    argv = [json.dumps(config.to_dict())]
+    with tempfile.TemporaryDirectory(prefix="device-lab-job-") as folder:
+        weights = write_initial_weights(config, folder)
+        if weights is None and not is_model_file(config.model):
+            tally.notes.append(NOT_SHARED.format(backend=title))
+        argv = [json.dumps(config.to_dict()), *([weights] if weights else [])]
+        return _watch_child(tally, argv, on_steps, stop_event, listeners)
+
+
+def _watch_child(
+    tally: _Tally, argv: list[str], on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
+) -> tuple[RunStatus, str]:
+    """Start the job's child with `argv`, hand on its messages until it ends, and say how the run ended."""
+    title = backend_title(tally.config.backend)
     with Child.start(CHILD_MODULE, argv, what=f"the {title} job", stop_event=stop_event, stop_grace_s=STOP_GRACE_S) as child:
         for message in child.messages():
             event = message.get("event")

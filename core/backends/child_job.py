@@ -1,4 +1,4 @@
-"""`python -m core.backends.child_job CONFIG_JSON`: one run on the JAX or PyTorch backend, streamed as JSON lines.
+"""`python -m core.backends.child_job CONFIG_JSON [WEIGHTS_NPZ]`: one run on the JAX or PyTorch backend, streamed as JSON lines.
 
 Sets KERAS_BACKEND before Keras is imported and imports no TensorFlow (it runs
 where only that backend is installed). It trains the way that backend's users
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = child_process.listen_to_parent()
     error = None
     try:
-        train(config, child_process.send, stop)
+        train(config, child_process.send, stop, argv[1] if len(argv) > 1 else None)
     except Exception as exc:  # every failure becomes the reply's readable error
         error = explain(exc)
     child_process.reply({"error": error, "peak_rss_bytes": peak_rss_bytes(), "tensorflow_imported": "tensorflow" in sys.modules})

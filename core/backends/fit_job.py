@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.backends.initial_weights import load_initial_weights
 from core.backends.job_data import epoch_arrays, job_data
 from core.backends.job_setup import (
     PRECISION_POLICIES,
@@ -74,8 +75,11 @@ def call_timer_class() -> type:
     return CallTimer
 
 
-def train(config: RunConfig, send: Send, stop: threading.Event) -> None:
-    """Build, compile and fit the run's model, sending the start, then each call's step records; `stop` ends it after a call."""
+def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None) -> None:
+    """Build, compile and fit the run's model, sending the start, then each call's step records; `stop` ends it after a call.
+
+    `initial_weights` is the `.npz` of the weights the model starts from (`initial_weights.write_initial_weights`).
+    """
     import keras
 
     keras.config.set_dtype_policy(PRECISION_POLICIES[config.precision])
@@ -88,6 +92,8 @@ def train(config: RunConfig, send: Send, stop: threading.Event) -> None:
     devices = backend_devices(config, replicas)
     with place:
         model = data.workload.build_model(seed=config.seed)
+        if initial_weights:
+            load_initial_weights(model, initial_weights)
         optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate))
         model.compile(
             optimizer=optimizer,
