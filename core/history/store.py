@@ -73,6 +73,7 @@ class RunSummary:
     steps: int
     figures: dict[str, Any]  # every core.results.FIGURES name -> its value, or None
     model_sha256: str = ""  # the content of the model file the run trained ("" for a sample model)
+    backend: str = "tensorflow"  # the Keras backend that trained it (runs from before backends: tensorflow)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and flat: the fields, then each figure under its own name (as `history --json` prints)."""
@@ -83,7 +84,10 @@ class RunSummary:
 
 
 # RunSummary fields read from the stored result rather than a column of their own.
-_FROM_RESULT = {"model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END"}
+_FROM_RESULT = {
+    "model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END",
+    "backend": "COALESCE(CASE WHEN json_valid(result) THEN json_extract(result, '$.config.backend') END, 'tensorflow')",
+}
 # RunSummary field (all but `figures` and those from the result) -> column of the runs table.
 _FIELD_COLUMNS = {
     f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary) if f.name != "figures" and f.name not in _FROM_RESULT

@@ -237,12 +237,14 @@ def point_label(settings: Mapping[str, Any]) -> str:
 
 
 def target_text(config: RunConfig) -> str:
-    """Where the job runs, as the sweep names it: 'CPU:0', 'mirrored:CPU:0,CPU:1', 'default'."""
+    """Where the job runs, as the sweep names it: 'CPU:0', 'mirrored:CPU:0,CPU:1', 'default'; after its backend if not TensorFlow: 'jax:CPU:0'."""
     if config.strategy == "one-device" and config.devices:
-        return config.devices[0]
-    if config.devices:
-        return f"{config.strategy}:{','.join(config.devices)}"
-    return config.strategy
+        place = config.devices[0]
+    elif config.devices:
+        place = f"{config.strategy}:{','.join(config.devices)}"
+    else:
+        place = config.strategy
+    return place if config.backend == "tensorflow" else f"{config.backend}:{place}"
 
 
 def next_sweep_group(existing_groups: Iterable[str], plan: SweepPlan) -> str:

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
@@ -40,8 +41,10 @@ TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per
 
 
 def run_label(config: RunConfig) -> str:
-    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · batch 64 · TensorBoard'."""
+    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · JAX · batch 64 · TensorBoard'."""
     where = config.strategy + (" " + " ".join(config.devices) if config.devices else "")
+    if config.backend != "tensorflow":
+        where += " · " + backend_title(config.backend)
     if config.strategy == "multi-worker":
         where += f" ×{config.workers}"
     extras = [f"batch {config.batch_size}"]

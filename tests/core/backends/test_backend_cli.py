@@ -1,0 +1,55 @@
+"""Backends from the command line, as a user meets them: real processes, real signals, a real history file."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.core.test_cli_crash_safety import START_TIMEOUT_S, Running, cli, cli_env, history  # noqa: F401 (cli_env is a fixture)
+
+pytestmark = pytest.mark.slow
+
+
+def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
+    done = cli(["compare", "--model", "mlp", "--targets", "CPU:0;jax:CPU:0", "--steps", "40", "--json"], cli_env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tf_row, jax_row = json.loads(done.stdout)
+    assert (tf_row["label"], tf_row["backend"]) == ("CPU:0", "tensorflow")
+    assert (jax_row["label"], jax_row["backend"]) == ("jax:CPU:0", "jax")
+    assert tf_row["samples_per_s"] > 0 and jax_row["samples_per_s"] > 0 and jax_row["speedup"] > 0
+    assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
+
+
+def test_a_bad_backend_is_refused_with_exit_code_2_before_training(cli_env):
+    done = cli(["run", "--model", "mlp", "--backend", "mxnet"], cli_env)
+    assert done.returncode == 2 and "--backend" in done.stderr
+
+
+def _backend_children(app: psutil.Process) -> list[psutil.Process]:
+    return [p for p in app.children(recursive=True) if "core.backends.child_job" in " ".join(p.cmdline())]
+
+
+def test_killing_the_app_mid_run_leaves_no_backend_child_and_the_run_reads_back_interrupted_with_its_steps(cli_env):
+    run = Running(["run", "--model", "mlp", "--backend", "jax", "--steps", "1000000", "--no-verdict"], cli_env)
+    try:
+        run.wait_for_step(2)
+        app = psutil.Process(run.process.pid)
+        (child,) = _backend_children(app)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not [row for row in history(cli_env) if row["steps"] > 1]:  # the recorder appends about once a second
+            assert time.monotonic() < deadline, "no steps recorded"
+        run.process.send_signal(signal.SIGKILL)
+    finally:
+        code, _, _ = run.finish()
+    assert code == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the JAX child outlived the app"
+        time.sleep(0.05)
+    (stored,) = history(cli_env)
+    assert stored["status"] == "interrupted" and stored["backend"] == "jax"
+    assert stored["steps"] > 1 and stored["samples_per_s"] > 0
