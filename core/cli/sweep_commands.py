@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory, open_history
-from core.cli.job_options import add_backend_argument
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
@@ -33,13 +32,20 @@ from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting,
 if TYPE_CHECKING:
     from core.history.recorder import HistoryRecorder
 
-AXIS_OPTIONS = {"batch_size": "--batch-sizes", "steps_per_call": "--steps-per-call", "precision": "--precision", "xla": "--xla"}
-AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off"}
+AXIS_OPTIONS = {
+    "batch_size": "--batch-sizes",
+    "steps_per_call": "--steps-per-call",
+    "precision": "--precision",
+    "xla": "--xla",
+    "backend": "--backends",
+}
+AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off", "backend": "tensorflow"}
 AXIS_HELP = {
     "batch_size": "global batch sizes, e.g. 16,32,64 (the first is the batch --lr is set for)",
     "steps_per_call": "steps per tf.function call, e.g. 1,4,16,64",
     "precision": "off (float32), bfloat16, float16, e.g. off,bfloat16",
     "xla": "off, on, or off,on",
+    "backend": "Keras backends, e.g. tensorflow,jax (--backend is the same option; jax and torch train in a child process)",
 }
 
 
@@ -50,10 +56,13 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", default="synthetic", help="synthetic, digits, mnist, fashion_mnist, cifar10, imdb (or, for a file, an .npz)"
     )
     parser.add_argument("--target", default="default", metavar="T", help="where every point runs: CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
-    add_backend_argument(parser)
     for name, option in AXIS_OPTIONS.items():
         parser.add_argument(
-            option, dest=name, default=AXIS_DEFAULTS[name], metavar="V1,V2", help=AXIS_HELP[name] + f" (default {AXIS_DEFAULTS[name]})"
+            *([option, "--backend"] if name == "backend" else [option]),
+            dest=name,
+            default=AXIS_DEFAULTS[name],
+            metavar="V1,V2",
+            help=AXIS_HELP[name] + f" (default {AXIS_DEFAULTS[name]})",
         )
     parser.add_argument(
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
@@ -85,7 +94,6 @@ def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) ->
         optimizer=args.optimizer,
         seed=args.seed,
         trust=args.trust,
-        backend=args.backend,
         **{name: values[name][0] for name in AXES},
     )
     return target.config_for(job)
