@@ -25,7 +25,7 @@ from core.formatting import NA, format_bytes, format_value
 from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
 from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, check_target, find_max_batch, margin_text, parse_size
 from core.tuning.max_batch_probe import PROBE_STEPS
-from core.tuning.sweep_plan import format_setting
+from core.tuning.sweep_plan import format_setting, parse_values
 from core.workloads.workload import is_model_file
 
 TOLERANCE_FIELD = "--tolerance"
@@ -78,6 +78,12 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         "--budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S", help=f"seconds the search may take (default {DEFAULT_BUDGET_S:g})"
     )
     parser.add_argument("--allow-batch-change", action="store_true", help="also try larger batches (the learning rate scaled to match)")
+    parser.add_argument(
+        "--backends",
+        default="",
+        metavar="B1,B2",
+        help="also try these Keras backends, e.g. tensorflow,jax (off by default: each such point starts a child process)",
+    )
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
     parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
     parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
@@ -158,6 +164,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
+    backends = parse_values("backend", args.backends, "--backends") if args.backends else ()
     with stop_on_signals() as stop_event:
         configure_tensorflow(args.logical_cpus, args.verbose)
         from core.training.engine import check_against_machine
@@ -165,7 +172,9 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         check_against_machine(job)
         say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
         result = run_interruptibly(
-            lambda: autotune(job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit)
+            lambda: autotune(
+                job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit, backends=backends
+            )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
     if result.error:

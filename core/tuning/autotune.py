@@ -15,6 +15,11 @@ end the start and the best are measured again (each figure is then the mean of
 its two measurements): the first run in a process pays for thread pools and
 caches that later runs find warm.
 
+With `backends` (off by default: each point on JAX or PyTorch starts a child
+process, several seconds of the budget), a backend stage comes right after
+the start and Keras's defaults, so the later stages tune the fastest
+backend's steps per call, precision and XLA ("JAX, 16 steps per call").
+
 Every point is an ordinary run (`core.runner.run_training`) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
@@ -51,6 +56,9 @@ GAIN_THRESHOLD = 0.02
 SETUP_GUESS_S = 2.0
 """Set-up and warm-up of a point before any was timed (XLA: XLA_SETUP_GUESS_S, compilation is slower)."""
 XLA_SETUP_GUESS_S = 6.0
+CHILD_SETUP_GUESS_S = 10.0
+"""Set-up and warm-up of a point on another backend before any was timed: a child process starts and imports it."""
+BACKENDS_OFF_NOTE = "backend not tuned: add --backends tensorflow,jax to try others (each such point starts a child process)"
 END_RESERVE_S = 0.5
 TUNED = ("steps_per_call", "precision", "xla", "batch_size")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
@@ -146,9 +154,9 @@ def check_budget(budget_s: Any, field_name: str = BUDGET_FIELD) -> float:
     return float(budget_s)
 
 
-def settings_of(config: RunConfig) -> dict[str, Any]:
-    """The settings autotune varies, as `config` has them."""
-    return {name: getattr(config, name) for name in TUNED}
+def settings_of(config: RunConfig, with_backend: bool = False) -> dict[str, Any]:
+    """The settings autotune varies, as `config` has them (and its backend, when the search tries backends)."""
+    return {name: getattr(config, name) for name in (*TUNED, *(("backend",) if with_backend else ()))}
 
 
 def settings_text(settings: dict[str, Any]) -> str:
@@ -156,7 +164,7 @@ def settings_text(settings: dict[str, Any]) -> str:
     from core.tuning.sweep_plan import format_setting
 
     return " · ".join(
-        format_setting(name, settings[name]) for name in ("batch_size", "steps_per_call", "precision", "xla") if name in settings
+        format_setting(name, settings[name]) for name in ("backend", "batch_size", "steps_per_call", "precision", "xla") if name in settings
     )
 
 
@@ -179,6 +187,7 @@ def autotune(
     has_accelerator: bool | None = None,
     cpu_flags: Sequence[str] | None = None,
     run: Runner = run_training,
+    backends: Sequence[str] = (),
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
 
@@ -186,7 +195,8 @@ def autotune(
     known); without it a larger batch is tried on the CPU only while twice the
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
-    decide the precisions; `run` is the training entry point.
+    decide the precisions; `run` is the training entry point; `backends`
+    are the Keras backends to try besides the job's (none: not tuned, said in the result).
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
@@ -195,8 +205,9 @@ def autotune(
     accelerated = target_has_accelerator(config) if has_accelerator is None else has_accelerator
     precisions, left_out = usable_precisions(config, accelerated, cpu_flags)
     tuner = _Tuner(config, (started, budget_s), stop_event or threading.Event(), on_point, run)
-    tuner.plan(len(precisions), allow_batch_change)
-    start = tuner.measure(settings_of(config), "start")
+    tuner.backends = tuple(b for b in dict.fromkeys(backends) if b != config.backend)
+    tuner.plan(len(precisions) + len(tuner.backends), allow_batch_change)
+    start = tuner.measure(tuner.settings_of(config), "start")
     if start.status == "measured":
         tuner.search(precisions)
         if allow_batch_change:
@@ -244,9 +255,21 @@ class _Tuner:
         self.on_point = on_point
         self.run = run
         self.points: list[TunePoint] = []
-        self.overheads: dict[bool, float] = {}
+        self.overheads: dict[tuple[str, bool], float] = {}
         self.measure_s = MIN_MEASURE_S
         self.notes: list[str] = []
+        self.backends: tuple[str, ...] = ()
+
+    def settings_of(self, config: RunConfig) -> dict[str, Any]:
+        """The settings this search varies, as `config` has them."""
+        return settings_of(config, with_backend=bool(self.backends))
+
+    def _setup_key(self, settings: dict[str, Any]) -> tuple[str, bool]:
+        return settings.get("backend", self.config.backend), settings["xla"]
+
+    def _setup_guess(self, settings: dict[str, Any]) -> float:
+        backend, xla = self._setup_key(settings)
+        return max(CHILD_SETUP_GUESS_S if backend != "tensorflow" else 0.0, XLA_SETUP_GUESS_S if xla else SETUP_GUESS_S)
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -267,7 +290,7 @@ class _Tuner:
             return TunePoint(stage, settings, "stopped", message="stopped before it started")
         if not self.points:
             return None
-        needed = self.overheads.get(settings["xla"], XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S) + MIN_MEASURE_S
+        needed = self.overheads.get(self._setup_key(settings), self._setup_guess(settings)) + MIN_MEASURE_S
         left = self.deadline - time.monotonic()
         if left < needed + END_RESERVE_S:
             return TunePoint(stage, settings, "skipped", message=f"not enough time left ({left:.1f} s; it needs about {needed:.1f} s)")
@@ -284,7 +307,9 @@ class _Tuner:
         result = self.run(job, stop_event=point_stop, callbacks=[clock])
         seconds = time.monotonic() - began
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
-        self.overheads[settings["xla"]] = seconds - steady_s  # the latest: the first point in a process also pays for its start-up
+        self.overheads[self._setup_key(settings)] = (
+            seconds - steady_s
+        )  # the latest: the first point in a process also pays for its start-up
         if result.status == RunStatus.FAILED:
             return TunePoint(stage, settings, "failed", seconds=seconds, message=result.message)
         if result.samples_per_s is None:
@@ -307,7 +332,7 @@ class _Tuner:
                 chosen is None or (self.rate(point.settings) or 0) > (self.rate(chosen) or 0) * (1 + GAIN_THRESHOLD)
             ):
                 chosen = point.settings
-        return dict(chosen) if chosen is not None else settings_of(self.config)
+        return dict(chosen) if chosen is not None else self.settings_of(self.config)
 
     def tried(self, settings: dict[str, Any]) -> bool:
         return any(p.settings == settings and p.status in ("measured", "failed") for p in self.points)
@@ -321,11 +346,13 @@ class _Tuner:
         return self.best() == settings
 
     def search(self, precisions: Sequence[str]) -> None:
-        """The stages at the user's batch after the start point: Keras defaults, precision, steps per call, XLA."""
-        start = settings_of(self.config)
+        """The stages at the user's batch after the start point: Keras defaults, backend, precision, steps per call, XLA."""
+        start = self.settings_of(self.config)
         defaults = {**start, **KERAS_DEFAULTS}
         if defaults != start:
             self.measure(defaults, "Keras defaults")
+        for backend in self.backends:
+            self.try_point({"backend": backend}, "backend")
         for precision in precisions:
             self.try_point({"precision": precision}, "precision")
         self._call_sizes()
@@ -333,7 +360,7 @@ class _Tuner:
 
     def measure_again(self) -> None:
         """The start and the best once more, when they differ: each figure becomes the mean of two measurements."""
-        start, best = settings_of(self.config), self.best()
+        start, best = self.settings_of(self.config), self.best()
         if best != start:
             self.measure(start, "start again")
             self.measure(best, "best again")
@@ -369,12 +396,16 @@ class _Tuner:
                 break
 
     def result(self, left_out: tuple[tuple[str, str], ...]) -> AutotuneResult:
-        start = settings_of(self.config)
+        start = self.settings_of(self.config)
         best = self.best()
         first = self.points[0] if self.points else None
         error = first.message if first is not None and first.status == "failed" else ""
         scaled = self.config.learning_rate * best["batch_size"] / start["batch_size"] if best["batch_size"] != start["batch_size"] else None
         notes = list(self.notes)
+        if self.backends:
+            notes.append("backends tried: " + ", ".join((self.config.backend, *self.backends)))
+        else:
+            notes.append(BACKENDS_OFF_NOTE)
         if scaled is not None:
             notes.append(
                 f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {scaled:.3g}, with warm-up"
