@@ -19,6 +19,7 @@ flight; its end (the parent is gone) ends this process.
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import json
 import os
 import sys
@@ -30,18 +31,26 @@ from core.backends.job_setup import peak_rss_bytes
 from core.config import RunConfig
 
 
-class WithoutTensorFlow(importlib.abc.MetaPathFinder):
+class WithoutTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Refuses `import tensorflow` in this process, as on a machine where only JAX or PyTorch is installed.
 
     Keras imports TensorFlow where it can (seeding, tf.data support) even on
     another backend; refused, it takes its TF-less path, and a model file
-    that needs TensorFlow fails with a message saying so.
+    that needs TensorFlow fails with a message saying so. A spec without an
+    origin answers `importlib.util.find_spec` (PyTorch's compiler asks it to
+    skip TensorFlow's files: it finds none); loading it raises ModuleNotFoundError.
     """
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ModuleNotFoundError(f"No module named {name!r}: a Keras job on another backend runs without TensorFlow", name=name)
+            return importlib.machinery.ModuleSpec(name, self, origin=None)
         return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        raise ModuleNotFoundError(f"No module named {spec.name!r}: a Keras job on another backend runs without TensorFlow", name=spec.name)
+
+    def exec_module(self, module: Any) -> None:
+        raise ModuleNotFoundError(f"No module named {module.__name__!r}", name=module.__name__)
 
 
 def prepare_environment(config: RunConfig) -> None:

@@ -90,6 +90,10 @@ def backend_devices(config: RunConfig, replicas: int) -> list[str]:
     """Short names of the devices the run trains on ("CPU:0")."""
     if config.devices:
         return list(config.devices)
+    if config.backend == "torch":
+        import torch
+
+        return ["GPU:0" if torch.cuda.is_available() else "CPU:0"]
     import keras
 
     first = keras.distribution.list_devices()[:replicas] or ["cpu:0"]

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
 import psutil
 import pytest
 
-from tests.core.test_cli_crash_safety import START_TIMEOUT_S, Running, cli, cli_env, history  # noqa: F401 (cli_env is a fixture)
+from tests.core.test_cli_crash_safety import START_TIMEOUT_S, Running, cli, history
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    return dict(os.environ, DEVICE_LAB_DATA_DIR=str(tmp_path / "data"), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
 
 
 def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
@@ -22,6 +28,14 @@ def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
     assert (jax_row["label"], jax_row["backend"]) == ("jax:CPU:0", "jax")
     assert tf_row["samples_per_s"] > 0 and jax_row["samples_per_s"] > 0 and jax_row["speedup"] > 0
     assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
+
+
+def test_devices_lists_jaxs_devices_beside_tensorflows(cli_env):
+    done = cli(["devices", "--json"], cli_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = {entry["backend"]: entry for entry in json.loads(done.stdout)["backends"]}
+    assert "CPU:0" in [device["name"] for device in listed["jax"]["devices"]] and listed["jax"]["error"] == ""
+    assert listed["torch"]["installed"] == bool(listed["torch"]["devices"]) != bool(listed["torch"]["error"])
 
 
 def test_a_bad_backend_is_refused_with_exit_code_2_before_training(cli_env):

@@ -35,11 +35,24 @@ class Heard(RunCallback):
         self.result = result
 
 
+def _job_libraries() -> list[str]:
+    """The shared libraries the running JAX child has mapped, read from outside it (/proc/PID/maps)."""
+    (child,) = [p for p in psutil.Process().children(recursive=True) if "core.backends.child_job" in " ".join(p.cmdline())]
+    return [m.path for m in child.memory_maps()]
+
+
 def test_a_jax_job_trains_in_a_child_without_tensorflow_and_streams_every_step():
-    heard, streamed = Heard(), []
-    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), streamed.extend, callbacks=[heard])
+    heard, streamed, libraries = Heard(), [], []
+
+    def on_steps(records) -> None:
+        streamed.extend(records)
+        if not libraries:
+            libraries.extend(_job_libraries())
+
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), on_steps, callbacks=[heard])
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.environment["tensorflow_imported"] is False  # checked in the child at the end of the job
+    assert any("jax" in path for path in libraries) and not any("tensorflow" in path for path in libraries)
     assert result.environment["backend"] == "jax" and result.environment["jax"]
     assert [r.step for r in streamed] == heard.steps == list(range(1, 25))
     assert result.warmup_steps == 4 and [r.warmup for r in streamed[:5]] == [True] * 4 + [False]
