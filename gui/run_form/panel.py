@@ -28,6 +28,7 @@ from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
 from core.workloads.workload import model_title
 from gui.controllers.training_worker import FinishedRun
+from gui.run_form.backend_choice import BackendCombo
 from gui.run_form.cluster_box import ClusterBox
 from gui.run_form.controls import RunControls
 from gui.run_form.fields import TrainingFields
@@ -277,6 +278,8 @@ class RunPanel(QWidget):
         self.tpu_timeout_spin = self.tpu.timeout_spin
         self.tpu_connect_button = self.tpu.connect_button
         self.tpu_status = self.tpu.status_label
+        self.backend_combo = BackendCombo()
+        form.addRow("Backend", self.backend_combo)
         form.addRow("Strategy", self.strategy_combo)
         form.addRow("", self.strategy_reason)
         form.addRow("Devices", self.device_box)
@@ -304,6 +307,7 @@ class RunPanel(QWidget):
         self.start_button.clicked.connect(self.request_start)
         self.stop_button.clicked.connect(self.request_stop)
         self.device_combo.currentIndexChanged.connect(self.validate)
+        self.backend_combo.currentIndexChanged.connect(self.validate)
         for combo in (self.optimizer_combo, self.precision_combo):
             combo.currentIndexChanged.connect(self._on_training_choice)
         self.tpu_address_edit.textChanged.connect(self.validate)
@@ -314,7 +318,7 @@ class RunPanel(QWidget):
 
     def _form_widgets(self) -> list[QWidget]:
         return [
-            *self.model_choice.input_widgets(), self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
+            *self.model_choice.input_widgets(), self.backend_combo, self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
             *self.tpu.input_widgets(), *self.training.input_widgets(),
         ]  # fmt: skip
 
@@ -381,6 +385,7 @@ class RunPanel(QWidget):
                 cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
                 cluster_timeout_s=self.cluster_box.timeout_s(),
                 allow_network_workers=strategy == "multi-worker" and self.cluster_box.allow_network_workers(),
+                backend=self.backend_combo.backend(),
             )
         except ConfigError as exc:
             return None, [f"Settings rejected: {exc}"]
