@@ -20,6 +20,8 @@ def placement(config: RunConfig) -> tuple[Any, int]:
     import keras
 
     if config.strategy == "one-device":
+        if config.backend == "torch" and config.devices[0].startswith("CPU"):
+            return nullcontext(), 1  # PyTorch's only CPU device, its default; under a "cpu:0" scope its fit finds no gradients
         return keras.device(config.devices[0].lower()), 1
     if config.strategy == "mirrored":
         if config.backend != "jax":

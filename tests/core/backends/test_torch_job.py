@@ -16,7 +16,7 @@ pytestmark = [
 
 def test_a_torch_job_trains_without_tensorflow_from_the_same_weights_as_tensorflow():
     same = {"model": "mlp", "steps": 6, "seed": 5}
-    torch_run = run_training(RunConfig(backend="torch", **same))
+    torch_run = run_training(RunConfig(backend="torch", strategy="one-device", devices=("CPU:0",), **same))  # as compare's torch:CPU:0
     tf_run = run_training(RunConfig(backend="tensorflow", **same))
     assert torch_run.status == RunStatus.COMPLETED, torch_run.message
     assert torch_run.environment["tensorflow_imported"] is False and torch_run.environment["torch"]
