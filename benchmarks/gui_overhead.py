@@ -76,7 +76,8 @@ def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
 
 
 def timed_engine() -> list[harness.CallClock]:
-    """Give every later run_training call in this process a CallClock (the window's worker imports it at run time)."""
+    """Give every later run_training call in this process a CallClock (the window's worker trains through core.jobs)."""
+    import core.jobs.service
     import core.runner
 
     clocks: list[harness.CallClock] = []
@@ -87,6 +88,7 @@ def timed_engine() -> list[harness.CallClock]:
         return engine(config, on_steps, stop_event, [*callbacks, clocks[-1]])
 
     core.runner.run_training = run_training
+    core.jobs.service.run_training = run_training
     return clocks
 
 

@@ -1,28 +1,27 @@
 """The one way the app runs a child process: start it, hear its messages, bound it, stop it, kill it whole, say how it ended.
 
-Parent side, `Child`: started in a process group (session) of its own with the
-one environment (`child_env`), watched by a thread that kills the whole group at
-its time limit (`limit_s`), on a stop (`stop_event`: the child is asked to stop,
-then killed after `stop_grace_s`) or when an optional `poll` says so (the
-max-batch probe's memory watch). `messages()` yields what the child sends as it
-arrives (or `on_message` hears it), `wait()` returns a `ChildEnd`, `result` is
-its reply and `describe_end()` says how it ended and what it was doing then.
+Parent side, `Child`: a process group (session) of its own, the one environment
+(`child_env`), a watch thread that kills the whole group at `limit_s`, on a stop
+(`stop_event` or `stop()`: asked, then killed after `stop_grace_s`) or when
+`poll` says so (the max-batch probe's memory watch). For a streaming child:
 
-Child side: `send(message)`, `stage(doing)`, `reply(answer)` and
-`listen_to_parent()`.
+    with Child.start("core.some_job", [config_json], what="training on JAX", stop_event=stop, stop_grace_s=5) as job:
+        for message in job.messages():  # as they arrive, in order; ends once the child has ended
+            ...
+    job.end, job.result, job.describe_end()  # ChildEnd, its reply, "training on JAX exited with code 3 while ..."
 
-The protocol: one line per message on the child's stdout, `MARKER`, the kind
-("message" or "reply"), a space, then JSON. The child's first `send` moves its
-own fd 1 onto stderr, so nothing else (print, TensorFlow's C++ log) writes on
-the reply pipe afterwards; a stdout line without the marker (noise before that)
-is kept as output, never parsed. A message with a "stage" key also says what
-the child is doing now. The child's stdin is the control pipe: `STOP_LINE`
-asks it to stop, and its end means the parent is gone (`listen_to_parent`
-then ends the child, so a child never outlives the app for long).
+Child side: `send(message)`, `stage(doing)`, `reply(answer)`, `listen_to_parent()`.
+The protocol: one line per message on the child's stdout: `MARKER`, the kind
+("message" or "reply"), a space, JSON. The first `send` moves the child's fd 1
+onto stderr, so nothing else (print, TensorFlow's C++ log) writes on the reply
+pipe; a stdout line without the marker is kept as output, never parsed. A
+message with a "stage" key says what the child is doing. The child's stdin is
+the control pipe: `STOP_LINE` asks it to stop; its end means the parent is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -136,7 +135,9 @@ class Child:
         self._lock = threading.Lock()
         self._messages: queue.Queue[Any] = queue.Queue()
         self._output: deque[str] = deque(maxlen=TAIL_LINES)
-        self._doing, self._reply, self._how, self._end = "", None, "", None
+        self._doing, self._how = "", ""
+        self._reply: Any = None
+        self._end: ChildEnd | None = None
         self._kill_at: float | None = None
         self._ended = threading.Event()
         self._popen = subprocess.Popen(
@@ -221,7 +222,7 @@ class Child:
         if grace <= 0:
             self.kill(STOPPED)
         elif self._terminate_to_stop:
-            self._signal_group(signal.SIGTERM)
+            self._signal_group(terminate=True)
         else:
             self.send_line(STOP_LINE)
 
@@ -231,16 +232,13 @@ class Child:
             if self._popen.poll() is not None:
                 return
             self._how = self._how or reason
-        self._signal_group(signal.SIGKILL)
+        self._signal_group()
 
     def send_line(self, line: str) -> None:
         """Write one line on the child's stdin (its control pipe); a child that is gone is ignored."""
-        try:
-            assert self._popen.stdin is not None
-            self._popen.stdin.write(line + "\n")
-            self._popen.stdin.flush()
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # gone, closed, or no stdin
+            self._popen.stdin.write(line + "\n")  # type: ignore[union-attr]
+            self._popen.stdin.flush()  # type: ignore[union-attr]
 
     def output(self, chars: int = 2000) -> str:
         """The last `chars` characters of what it wrote besides its messages (stderr, stray stdout), raw."""
@@ -331,15 +329,15 @@ class Child:
             self._output.append(line.rstrip("\n"))
         _close_quietly(self._popen.stderr)
 
-    def _signal_group(self, signum: int) -> None:
-        """Send `signum` to the child's whole process group (it leads its own), or to the child alone off POSIX."""
+    def _signal_group(self, terminate: bool = False) -> None:
+        """SIGKILL (or SIGTERM) the child's whole process group (it leads its own); off POSIX, the child alone."""
         try:
             if os.name == "posix":
-                os.killpg(self._popen.pid, signum)
-            elif signum == signal.SIGKILL:
-                self._popen.kill()
-            else:
+                os.killpg(self._popen.pid, signal.SIGTERM if terminate else signal.SIGKILL)
+            elif terminate:
                 self._popen.terminate()
+            else:
+                self._popen.kill()
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -379,11 +377,8 @@ def _thread(target: Callable[[], None], name: str) -> threading.Thread:
 
 
 def _close_quietly(stream: IO[str] | None) -> None:
-    if stream is not None:
-        try:
-            stream.close()
-        except OSError:
-            pass
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no such stream
+        stream.close()  # type: ignore[union-attr]
 
 
 # The child's side.
@@ -448,31 +443,3 @@ def _take_stdout() -> IO[str]:
         os.dup2(2, 1)
         _reply_stream = os.fdopen(reply_fd, "w", encoding="utf-8")
     return _reply_stream
-
-
-# Kept until their users move onto `Child` (the next commits remove them).
-
-
-def kill_process_group(process: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group on POSIX (it leads its own), else the child alone."""
-    if os.name == "posix":
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:
-        process.kill()
-
-
-def read_answer(path: Path) -> dict[str, Any] | None:
-    """The JSON answer a child wrote to `path` (its `--out`); None when it wrote none or half of one (it died first)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def last_line(text: str, limit: int, default: str = "") -> str:
-    """The last non-blank line of a child's stderr, its last `limit` characters: what it said before it ended."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else default)[-limit:]

@@ -144,6 +144,7 @@ class RunResult:
             "advice": self.advice,
             "memory_estimate": dict(self.memory_estimate),
             **({"model_sha256": cfg["model_sha256"]} if cfg.get("model_sha256") else {}),
+            **({"custom_objects": cfg["custom_objects"]} if cfg.get("custom_objects") else {}),
             "wall_s": self.wall_s,
             "started_at": self.started_at,
             "warnings": list(self.warnings),

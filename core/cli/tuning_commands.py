@@ -15,48 +15,50 @@ import argparse
 import json
 import sys
 
+import psutil
+
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import add_backend_argument, checked_model_file
+from core.cli.job_options import add_job_arguments, job_config
 from core.cli.output import format_columns
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
-from core.config import MAX_BATCH_SIZE, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
+from core.config import MAX_BATCH_SIZE, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
-from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, check_target, find_max_batch, margin_text, parse_size
+from core.tuning.max_batch import (
+    MEMORY_LIMIT_FIELD,
+    SIZE_ALLOWED,
+    TOLERANCE,
+    MaxBatchResult,
+    Probe,
+    check_target,
+    find_max_batch,
+    margin_text,
+    parse_size,
+)
 from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting, parse_values
-from core.workloads.workload import is_model_file
 
 TOLERANCE_FIELD = "--tolerance"
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The job both searches work on: model, data, target and the settings they keep."""
-    parser.add_argument("--model", required=True, metavar="NAME|FILE", help="a sample model (see `main.py models`) or your model file")
-    parser.add_argument(
-        "--data", default=None, help="synthetic (default), digits, mnist, fashion_mnist, cifar10, imdb; a file's: build_dataset or an .npz"
-    )
+def add_search_arguments(parser: argparse.ArgumentParser, trains_here: bool) -> None:
+    """The job both searches work on: the shared job options, the target, the settings they keep and the memory budget."""
+    add_job_arguments(parser, trains_here=trains_here, records=False)
     parser.add_argument("--target", default="default", metavar="T", help="where it runs: default, CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
-    add_backend_argument(parser)
     parser.add_argument("--precision", default="off", choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trust", action="store_true", help="let a model file run its own code")
     parser.add_argument(
-        "--memory-limit",
-        default="",
+        MEMORY_LIMIT_FIELD,
+        default=None,
         metavar="SIZE",
-        help="host memory budget such as 4GiB (default: half the available RAM); on a GPU, a cap on its memory",
+        help="host memory budget such as 4GiB, at most this machine's RAM (default: half the available RAM); on a GPU, a cap on its memory",
     )
-    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `max-batch` subcommand's options."""
-    add_common_arguments(parser)
+    """The `max-batch` subcommand's options (its probes train in child processes: no --logical-cpus here)."""
+    add_search_arguments(parser, trains_here=False)
     parser.add_argument("--start-batch", type=int, default=64, metavar="N", help="the batch the search starts from (default 64)")
     parser.add_argument(
         "--up-to", type=int, default=MAX_BATCH_SIZE, metavar="N", help="the largest batch worth trying, e.g. the data set's size"
@@ -71,7 +73,7 @@ def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
     """The `autotune` subcommand's options."""
-    add_common_arguments(parser)
+    add_search_arguments(parser, trains_here=True)
     parser.add_argument("--batch-size", type=int, default=64, help="your global batch (kept unless --allow-batch-change)")
     parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="your steps per call: the start")
     parser.add_argument(
@@ -85,28 +87,27 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         help="also try these Keras backends, e.g. tensorflow,jax (off by default: each such point starts a child process)",
     )
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
-    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
-    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
 def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) -> RunConfig:
     """The job the search works on, on its target; a model file is opened in a child process first."""
     target = parse_target_option(args.target, "--target")
-    job = RunConfig(
-        model=args.model,
-        dataset=args.data or "synthetic",
-        batch_size=batch_size,
-        learning_rate=args.lr,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        xla=args.xla,
-        steps_per_call=steps_per_call,
-        seed=args.seed,
-        trust=args.trust,
-        backend=args.backend,
-    )
-    job = target.config_for(job)
-    return checked_model_file(job, data_given=args.data is not None) if is_model_file(job.model) else job
+    return job_config(args, target, batch_size=batch_size, steps_per_call=steps_per_call)
+
+
+def memory_limit(args: argparse.Namespace) -> int | None:
+    """--memory-limit in bytes (None: not given); ConfigError for an empty value or more than this machine's RAM."""
+    if args.memory_limit is None:
+        return None
+    ram = psutil.virtual_memory().total
+    rule = f"{SIZE_ALLOWED}, from 1MiB to this machine's RAM ({format_bytes(ram)})"
+    try:
+        size = parse_size(args.memory_limit)
+    except ConfigError as exc:
+        raise ConfigError(MEMORY_LIMIT_FIELD, args.memory_limit, rule) from exc
+    if size > ram:
+        raise ConfigError(MEMORY_LIMIT_FIELD, args.memory_limit, rule)
+    return size
 
 
 def parse_tolerance(text: str) -> float:
@@ -120,7 +121,7 @@ def parse_tolerance(text: str) -> float:
 
 
 def cmd_max_batch(args: argparse.Namespace) -> int:
-    memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
+    limit = memory_limit(args)
     tolerance = parse_tolerance(args.tolerance)
     for option, value in (("--start-batch", args.start_batch), ("--up-to", args.up_to)):
         if not 1 <= value <= MAX_BATCH_SIZE:
@@ -130,7 +131,7 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     with stop_on_signals() as stop_event:
         say(f"largest batch of {job.model} on {args.target}: {PROBE_STEPS} steps per probe, each in a child process")
         result = run_interruptibly(
-            lambda: find_max_batch(job, memory_limit, stop_event=stop_event, on_probe=_print_probe, cap=args.up_to, tolerance=tolerance)
+            lambda: find_max_batch(job, limit, stop_event=stop_event, on_probe=_print_probe, cap=args.up_to, tolerance=tolerance)
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_max_batch(result))
     if result.error:
@@ -160,7 +161,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     from core.cli.machine_commands import configure_tensorflow
 
     budget_s = check_budget(args.budget_s)
-    memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
+    limit = memory_limit(args)
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
@@ -173,13 +174,21 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
         result = run_interruptibly(
             lambda: autotune(
-                job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit, backends=backends
+                job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, limit, backends=backends
             )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
     if result.error:
         say(f"the job itself failed: {result.error}")
+    if not measured(result):
+        say("autotune: no setting was measured, so there is no answer; the points above say why")
+        return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if result.stopped or result.error else EXIT_OK
+
+
+def measured(result: AutotuneResult) -> bool:
+    """True when at least one point was measured (else there is no fastest setting to name)."""
+    return any(point.status == "measured" for point in result.points)
 
 
 def _print_point(point: TunePoint) -> None:
@@ -190,6 +199,8 @@ def _print_point(point: TunePoint) -> None:
 def format_autotune(result: AutotuneResult) -> str:
     rows = [[p.stage, settings_text(p.settings), p.status, format_value(p.samples_per_s, "rate", NA), p.message] for p in result.points]
     lines = [format_columns(["stage", "settings", "status", "samples/s", "note"], rows), ""]
+    if not measured(result):
+        return "\n".join([*lines, f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget"])
     lines.append(f"best: {settings_text(result.best)}: {format_value(result.samples_per_s, 'rate', NA)} samples/s")
     lines.append(
         f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): {_times(result.gain_over_keras_defaults)}"

@@ -240,7 +240,7 @@ def total_steps(config: RunConfig, workload: Any = None) -> int:
     """Steps the run will do: `steps`, or `epochs` whole passes over the data (one epoch of an endless data set: `steps`)."""
     if config.epochs is None:
         return config.steps
-    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
     per_epoch = workload.steps_per_epoch(config.batch_size)
     return config.epochs * (per_epoch or config.steps)
 
@@ -252,12 +252,12 @@ def check_model_file(config: RunConfig) -> None:
     first, so a worker whose file differs says so before it joins the cluster.
     """
     if is_model_file(config.model):
-        _check_content(check_model_path(config.model, config.trust), config)
+        _check_content(check_model_path(config.model, config.trust, config.custom_objects or None), config)
 
 
 def open_checked_workload(config: RunConfig) -> Any:
     """The run's workload; for a model file, refused when its content is not the one the run was set up with."""
-    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
     source = getattr(workload, "source", None)
     if source is not None:
         _check_content(source, config)
@@ -305,6 +305,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     steps = total_steps(config, workload)
     per_call, why = call_size(config.steps_per_call, steps)
     tally.notes += [note for note in (batch_warning(config, workload.num_examples), why) if note]
+    tally.notes += workload.run_notes(config.optimizer)
     if per_call != config.steps_per_call:
         config = tally.config = config.with_changes(steps_per_call=per_call)
     if config.batch_size % strategy.num_replicas_in_sync:
@@ -316,7 +317,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     tf.random.set_seed(config.seed)
     with strategy.scope():
         model = workload.build_model(seed=config.seed)
-        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate))
+        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate, config.optimizer))
         optimizer.build(model.trainable_variables)
     tally.memory_estimate = estimate_for_model(model, optimizer, config.precision, strategy.num_replicas_in_sync).to_dict()
     dataset = workload.make_dataset(config.batch_size, config.seed)

@@ -20,7 +20,7 @@ process, several seconds of the budget), a backend stage comes right after
 the start and Keras's defaults, so the later stages tune the fastest
 backend's steps per call, precision and XLA ("JAX, 16 steps per call").
 
-Every point is an ordinary run (`core.runner.run_training`) stopped once it
+Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
 other is launched only when its set-up, warm-up and shortest measurement fit
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
-from core.results import RunResult, RunStatus, StepRecord
-from core.runner import run_training
+from core.jobs import JobOptions, RecordedRun, run_job
+from core.results import RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.tuning.max_batch import default_memory_limit
 
@@ -65,7 +65,7 @@ KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
 
 OnPoint = Callable[["TunePoint"], None]
-Runner = Callable[..., RunResult]
+Runner = Callable[..., RecordedRun]
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def autotune(
     memory_limit: int | None = None,
     has_accelerator: bool | None = None,
     cpu_flags: Sequence[str] | None = None,
-    run: Runner = run_training,
+    run: Runner = run_job,
     backends: Sequence[str] = (),
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
@@ -195,7 +195,7 @@ def autotune(
     known); without it a larger batch is tried on the CPU only while twice the
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
-    decide the precisions; `run` is the training entry point; `backends`
+    decide the precisions; `run` is the job service (`core.jobs.run_job`); `backends`
     are the Keras backends to try besides the job's (none: not tuned, said in the result).
     """
     from core.tuning.sweep_plan import target_has_accelerator
@@ -304,7 +304,7 @@ class _Tuner:
         point_stop = threading.Event()
         clock = _PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
         began = time.monotonic()
-        result = self.run(job, stop_event=point_stop, callbacks=[clock])
+        result = self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result
         seconds = time.monotonic() - began
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
         self.overheads[self._setup_key(settings)] = (

@@ -2,8 +2,8 @@
 
 `open_workload(model, dataset, ...)` gives an object the engine and the probes
 use alike: `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
-seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr)` (None: the
-run's optimizer setting), `steps_per_epoch(batch)` and `num_examples`.
+seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr, setting)` (None:
+the run's optimizer setting), `steps_per_epoch(batch)`, `num_examples` and `run_notes(optimizer)` (for the run's details).
 `is_model_file` tells a file path from a sample model's name without opening anything.
 """
 
@@ -60,12 +60,16 @@ class SampleWorkload:
 
         return keras.losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
 
-    def make_optimizer(self, learning_rate: float) -> None:
+    def run_notes(self, optimizer_setting: str) -> list[str]:
+        """Nothing to add to a sample model's run details."""
+        return []
+
+    def make_optimizer(self, learning_rate: float, setting: str = "") -> None:
         """Sample models train with the run's optimizer setting."""
         return None
 
 
-def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, vocab: int | None = None) -> Any:
+def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, vocab: int | None = None, custom_objects: str = "") -> Any:
     """The workload for a run's `model` and `dataset` (a SampleWorkload or a UserWorkload).
 
     Raises ModelFileError (a file that cannot be used) or DataUnavailable (a data set that cannot be loaded).
@@ -73,5 +77,5 @@ def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, 
     if is_model_file(model):
         from core.workloads.user_workload import open_user_workload
 
-        return open_user_workload(model, trust=trust, data=dataset, vocab=vocab)
+        return open_user_workload(model, trust=trust, data=dataset, vocab=vocab, custom_objects=custom_objects or None)
     return SampleWorkload(get_model_spec(model), dataset, seed)

@@ -8,17 +8,19 @@ to RESULT_MAX_HEIGHT and scrolls beyond that, so it never pushes them away.
 from __future__ import annotations
 
 import html
+import time
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from gui.controllers.training_worker import FinishedRun
 from gui.plotting.theme import ERROR_COLOR, WARNING_COLOR
-from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html
+from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html, starting_text
 
 RESULT_MAX_HEIGHT = 150
 IDLE_STEPS = 300  # the idle bar's range before any run
+TICK_MS = 1000  # the first call's elapsed time is updated this often
 
 
 class ResultLabel(QLabel):
@@ -59,6 +61,12 @@ class RunControls(QWidget):
         self.result_area.setFrameShape(QFrame.Shape.NoFrame)
         self.result_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.result_label.text_set.connect(self._fit_result)
+        self._starting_since: float | None = None
+        self._stopping = False
+        self._tick = QTimer(self)
+        self._tick.setInterval(TICK_MS)
+        self._tick.timeout.connect(self._show_starting_time)
+        self.stop_button.clicked.connect(self._on_stop)
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
@@ -81,6 +89,7 @@ class RunControls(QWidget):
 
     def show_progress(self, done: int, total: int, samples_per_s: float | None, eta_s: float | None) -> None:
         """Update the progress bar: steps done of total, throughput and time left."""
+        self._end_starting()
         if total > 0:
             self.progress_bar.setRange(0, total)
             self.progress_bar.setValue(min(done, total))
@@ -90,18 +99,36 @@ class RunControls(QWidget):
 
     def show_diagnosing(self, what: str) -> None:
         """A completed run is being diagnosed (short probe runs; Stop ends them): a busy bar saying what it does."""
+        self._end_starting()
         self.progress_bar.setRange(0, 0)
         self.progress_bar.setFormat(diagnosing_text(what))
 
     def show_starting(self, label: str) -> None:
         """A run was handed to the worker: a busy bar until its first step."""
         self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat("Starting: building the model and compiling the step…")
+        self._starting_since, self._stopping = time.monotonic(), False
+        self._show_starting_time()
+        self._tick.start()
         self.result_label.setText(f"Running {html.escape(label)}")
+
+    def _show_starting_time(self) -> None:
+        if self._starting_since is not None:
+            self.progress_bar.setFormat(starting_text(time.monotonic() - self._starting_since, self._stopping))
+
+    def _on_stop(self) -> None:
+        """Stop before the first step: it takes effect when the first call ends, and the bar says so."""
+        if self._starting_since is not None:
+            self._stopping = True
+            self._show_starting_time()
+
+    def _end_starting(self) -> None:
+        self._tick.stop()
+        self._starting_since = None
 
     def show_result(self, finished: FinishedRun) -> None:
         """The outcome of a run: headline figures, or the error and what to do."""
         result = finished.result
+        self._end_starting()
         if self.progress_bar.maximum() == 0:  # still the "starting" busy bar: the run ended before its first step
             self.progress_bar.setRange(0, max(1, result.steps_done))
         self.progress_bar.setValue(min(result.steps_done, self.progress_bar.maximum()))
@@ -110,6 +137,7 @@ class RunControls(QWidget):
 
     def show_failure(self, head: str, message: str) -> None:
         """A red `head` ("Failed", "Not started") and why, where the result would appear."""
+        self._end_starting()
         self.result_label.setText(failure_html(head, message))
 
     def resizeEvent(self, event: QResizeEvent) -> None:

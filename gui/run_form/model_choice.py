@@ -144,7 +144,7 @@ class ModelChoice(QObject):
         opened = self.opened_file()
         if opened is not None:
             vocab = int(self.vocab_edit.value()) if self._vocab_needed() and not self.vocab_edit.error() else None
-            fields.update(trust=opened.trusted, vocab=vocab, model_sha256=opened.sha256)
+            fields.update(trust=opened.trusted, vocab=vocab, model_sha256=opened.sha256, custom_objects=opened.custom_objects)
         return fields
 
     def pending(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 
 from core.diagnosis.readout import memory_estimate_text, peak_text
-from core.formatting import format_duration, format_value
+from core.formatting import format_duration, format_elapsed, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.controllers.training_worker import FinishedRun
 from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
@@ -51,6 +51,13 @@ def progress_text(done: int, total: int, samples_per_s: float | None, eta_s: flo
 def status_head(status: RunStatus) -> tuple[str, str]:
     """The word that heads a finished run's result line, and its colour."""
     return STATUS_HEADS.get(status, ("Failed", FAILED_COLOR))
+
+
+def starting_text(elapsed_s: float, stopping: bool = False) -> str:
+    """The busy bar before the first step: the first call (build, trace, compile) blocks, so its elapsed time shows it lives."""
+    if stopping:
+        return f"Stopping when the first call ends (compiling cannot be interrupted)… {format_elapsed(elapsed_s)}"
+    return f"Starting: building the model and compiling the step… {format_elapsed(elapsed_s)}"
 
 
 def diagnosing_text(what: str = "") -> str:

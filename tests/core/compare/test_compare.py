@@ -9,6 +9,7 @@ from core.compare.runner import progress_line, run_comparison, scaling_sweep
 from core.compare.table import compare_results, fairness_warnings, format_table
 from core.compare.targets import CompareTarget, parse_targets, sweep_targets
 from core.config import ConfigError, RunConfig
+from core.jobs import JobListener, JobOptions
 from core.results import RunResult, RunStatus
 
 MLP_FORWARD_PER_EXAMPLE = 2 * (64 * 256 + 256 * 128 + 128 * 10)
@@ -18,19 +19,32 @@ MLP_FORWARD_PER_EXAMPLE = 2 * (64 * 256 + 256 * 128 + 128 * 10)
 def cpu_vs_mirrored(two_cpus):
     """One real comparison, shared: CPU:0 against Mirrored over two logical CPUs."""
     base = RunConfig(model="mlp", dataset="digits", steps=30, batch_size=64)
-    calls = {"progress": [], "steps": {}, "results": []}
-
-    def on_steps(index, records):
-        calls["steps"].setdefault(index, []).extend(r.step for r in records)
-
+    heard = Heard()
     comparison = run_comparison(
-        base,
-        parse_targets(f"{two_cpus[0]}; mirrored:{two_cpus[0]},{two_cpus[1]}"),
-        on_progress=lambda *args: calls["progress"].append(progress_line(*args)),
-        on_steps=on_steps,
-        on_result=lambda index, result: calls["results"].append((index, result.status)),
+        base, parse_targets(f"{two_cpus[0]}; mirrored:{two_cpus[0]},{two_cpus[1]}"), options=JobOptions(listener=heard)
     )
-    return comparison, calls
+    return comparison, heard.calls
+
+
+class Heard(JobListener):
+    """What a comparison tells its one listener: each target's start, its steps (by the target in flight), its end."""
+
+    def __init__(self, stop_after_steps: threading.Event | None = None):
+        self.calls = {"progress": [], "steps": {}, "results": []}
+        self.current = -1
+        self.stop = stop_after_steps
+
+    def on_job_start(self, index, total, label):
+        self.current = index
+        self.calls["progress"].append(progress_line(index, total, label))
+
+    def on_steps(self, records):
+        self.calls["steps"].setdefault(self.current, []).extend(r.step for r in records)
+        if self.stop is not None:
+            self.stop.set()
+
+    def on_job_end(self, index, recorded):
+        self.calls["results"].append((index, recorded.result.status, recorded.started))
 
 
 def test_two_targets_give_two_rows_and_a_speedup_from_their_speeds(cpu_vs_mirrored):
@@ -64,7 +78,7 @@ def test_callbacks_see_each_run_by_index(cpu_vs_mirrored):
     _, calls = cpu_vs_mirrored
     assert calls["progress"] == ["run 1 of 2: CPU:0", "run 2 of 2: mirrored:CPU:0,CPU:1"]
     assert calls["steps"] == {0: list(range(1, 31)), 1: list(range(1, 31))}
-    assert calls["results"] == [(0, RunStatus.COMPLETED), (1, RunStatus.COMPLETED)]
+    assert calls["results"] == [(0, RunStatus.COMPLETED, True), (1, RunStatus.COMPLETED, True)]
 
 
 def test_comparison_explains_flops_and_shared_logical_cpus(cpu_vs_mirrored):
@@ -106,17 +120,13 @@ def test_rows_dict_and_table(cpu_vs_mirrored):
 
 def test_target_that_cannot_run_here_becomes_a_failed_row_and_the_rest_run(two_cpus):
     base = RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)
-    results = []
-    comparison = run_comparison(
-        base,
-        parse_targets(f"CPU:9; mirrored:CPU:0,GPU:0; {two_cpus[0]}"),
-        on_result=lambda index, result: results.append(index),
-    )
+    heard = Heard()
+    comparison = run_comparison(base, parse_targets(f"CPU:9; mirrored:CPU:0,GPU:0; {two_cpus[0]}"), options=JobOptions(listener=heard))
     missing, mixed, cpu = comparison.rows
     assert (missing.status, mixed.status, cpu.status) == (RunStatus.FAILED, RunStatus.FAILED, RunStatus.COMPLETED), cpu.result.message
     assert "CPU:9" in missing.result.message and "devices TensorFlow sees here" in missing.result.message
     assert "devices of one kind" in mixed.result.message
-    assert results == [2]
+    assert [started for _, _, started in heard.calls["results"]] == [False, False, True]
     assert missing.speedup is None and cpu.speedup is None
     assert any("pick another baseline" in w for w in comparison.warnings)
     assert comparison.with_baseline(2).rows[2].speedup == 1.0
@@ -124,18 +134,17 @@ def test_target_that_cannot_run_here_becomes_a_failed_row_and_the_rest_run(two_c
 
 def test_stop_ends_the_current_run_and_skips_the_rest(two_cpus):
     stop = threading.Event()
-    progress = []
+    heard = Heard(stop_after_steps=stop)
     comparison = run_comparison(
         RunConfig(model="mlp", dataset="digits", steps=500, batch_size=32),
         parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
-        on_progress=lambda index, total, label: progress.append(index),
-        on_steps=lambda index, records: stop.set(),
+        options=JobOptions(listener=heard),
         stop_event=stop,
     )
     first, second = comparison.rows
     assert first.status == RunStatus.STOPPED and first.result.steps_done < 500
     assert second.status == RunStatus.SKIPPED and second.result.config["devices"] == [two_cpus[1]]
-    assert progress == [0]
+    assert heard.calls["progress"] == [f"run 1 of 2: {two_cpus[0]}"] and heard.calls["results"] == [(0, RunStatus.STOPPED, True)]
     assert any("stopped early" in w for w in comparison.warnings)
     assert any(w.startswith(f"{two_cpus[1]} was not run") for w in comparison.warnings)
 
