@@ -128,7 +128,8 @@ def _watch_child(
                 for listener in listeners:
                     listener.on_steps(records)
                 if stop_event.is_set() or tally.failure:
-                    child.kill()  # the call in flight has ended: nothing more to wait for
+                    child.kill()  # the call in flight has ended; steps the child ran past it are not the run's, as in the engine
+                    break
         end = child.wait()
         reply = child.result if isinstance(child.result, dict) else {}
         if reply.get("peak_rss_bytes"):
