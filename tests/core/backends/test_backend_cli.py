@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -13,6 +15,13 @@ import pytest
 from tests.core.test_cli_crash_safety import START_TIMEOUT_S, Running, cli, history
 
 pytestmark = pytest.mark.slow
+
+SAVE_SMALL_MODEL = """
+import sys, keras
+model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
+model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.save(sys.argv[1])
+"""
 
 
 @pytest.fixture
@@ -28,6 +37,19 @@ def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
     assert (jax_row["label"], jax_row["backend"]) == ("jax:CPU:0", "jax")
     assert tf_row["samples_per_s"] > 0 and jax_row["samples_per_s"] > 0 and jax_row["speedup"] > 0
     assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
+
+
+def test_compare_of_a_keras_file_on_tensorflow_and_jax_trains_the_files_weights_alike(cli_env, tmp_path):
+    model_file = tmp_path / "small.keras"
+    made = subprocess.run(
+        [sys.executable, "-c", SAVE_SMALL_MODEL, str(model_file)], env=cli_env, capture_output=True, text=True, timeout=300
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    done = cli(["compare", "--model", str(model_file), "--targets", "CPU:0;jax:CPU:0", "--steps", "30", "--json", "--no-save"], cli_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tf_row, jax_row = json.loads(done.stdout)
+    assert tf_row["status"] == jax_row["status"] == "completed" and jax_row["samples_per_s"] > 0
+    assert jax_row["final_loss"] == pytest.approx(tf_row["final_loss"], rel=1e-3)  # the file's weights, the same synthetic data
 
 
 def test_devices_lists_jaxs_devices_beside_tensorflows(cli_env):
