@@ -87,6 +87,8 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
     place, replicas = placement(config)
     x, y, batches = epoch_arrays(data, config.batch_size, config.steps_per_call)
     total, per_call, notes = planned_steps(config, data.workload, batches)
+    if hasattr(data.workload, "run_notes"):  # a model file: legacy fixes, synthetic ids, whose optimizer trains it
+        notes += data.workload.run_notes(config.optimizer)
     if per_call != config.steps_per_call:
         x, y, batches = epoch_arrays(data, config.batch_size, per_call)
     devices = backend_devices(config, replicas)
@@ -94,7 +96,7 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
         model = data.workload.build_model(seed=config.seed)
         if initial_weights:
             load_initial_weights(model, initial_weights)
-        optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate))
+        optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate, config.optimizer))
         model.compile(
             optimizer=optimizer,
             loss=data.loss,

@@ -17,6 +17,7 @@ import numpy as np
 
 from core.config import RunConfig
 from core.workloads.model_data import synthetic_arrays, synthetic_example_count
+from core.workloads.model_file import ModelFileError
 from core.workloads.workload import SampleWorkload, open_workload
 
 
@@ -40,10 +41,12 @@ def job_data(config: RunConfig) -> JobData:
     """The model, data and losses of `config` (ModelFileError / DataUnavailable when they cannot be had)."""
     import keras
 
-    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
     if isinstance(workload, SampleWorkload):
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return JobData(workload, workload.x, workload.y, loss, None, config.dataset == "synthetic")
+    if config.model_sha256 and workload.source.sha256 != config.model_sha256:
+        raise ModelFileError(workload.source.path, "the file changed since the run was set up: open it again to train what it holds now.")
     if workload.npz_arrays is not None:
         x, y, _ = workload.npz_arrays
     else:
