@@ -89,3 +89,28 @@ def test_killing_the_app_mid_run_leaves_no_backend_child_and_the_run_reads_back_
     (stored,) = history(cli_env)
     assert stored["status"] == "interrupted" and stored["backend"] == "jax"
     assert stored["steps"] > 1 and stored["samples_per_s"] > 0
+
+
+def test_a_sweep_over_backends_runs_each_and_names_the_fastest(cli_env):
+    done = cli(
+        ["sweep", "--model", "mlp", "--target", "CPU:0", "--backends", "tensorflow,jax", "--steps", "30", "--json", "--no-save"], cli_env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    swept = json.loads(done.stdout)
+    assert [axis["name"] for axis in swept["axes"]] == ["backend"]
+    rows = swept["rows"]
+    assert [row["settings"]["backend"] for row in rows] == ["tensorflow", "jax"]
+    assert all(row["status"] == "completed" and row["samples_per_s"] > 0 for row in rows)
+    fastest = max(range(len(rows)), key=lambda i: rows[i]["samples_per_s"])
+    assert swept["best"] == fastest
+
+
+def test_autotune_tries_jax_only_when_asked_and_says_so(cli_env):
+    asked = cli(
+        ["autotune", "--model", "mlp", "--target", "CPU:0", "--backends", "jax", "--budget-s", "90", "--json"], cli_env, timeout=600
+    )
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    tuned = json.loads(asked.stdout)
+    backend_points = [p for p in tuned["points"] if p["stage"] == "backend"]
+    assert [p["settings"]["backend"] for p in backend_points] == ["jax"] and backend_points[0]["status"] in ("measured", "skipped")
+    assert tuned["best"]["backend"] in ("tensorflow", "jax") and "backends tried: tensorflow, jax" in tuned["notes"]
