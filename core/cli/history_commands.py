@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 from core.cli.output import format_columns
+from core.compare.significance import CONTENDED_MARK
 from core.config import ConfigError
 from core.formatting import NA
 from core.history.database import StoreError
@@ -35,7 +36,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         [
             r.id,
             r.started_at,
-            r.status,
+            f"{r.status} {CONTENDED_MARK}" if r.contended else r.status,
             files.title(r.model, r.model_sha256),
             r.strategy,
             ",".join(r.devices) or "-",

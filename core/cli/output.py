@@ -10,8 +10,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from core.diagnosis.readout import memory_estimate_text, peak_text
-from core.formatting import NA, format_elapsed
+from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
+from core.formatting import NA, format_bytes, format_elapsed
 from core.results import FIGURES, Figure, RunResult, StepRecord
 
 PROGRESS_INTERVAL_S = 0.5  # the default time between progress lines (benchmarks/crash_loss.py sets 0: every call)
@@ -108,10 +108,18 @@ def format_result(result: RunResult) -> str:
     memory = memory_estimate_text(result.memory_estimate)
     lines += [
         (name, value)
-        for name, value in (("memory estimate", memory), ("evidence", result.bound_evidence), ("advice", result.advice))
+        for name, value in (
+            ("memory added", _added_text(result)),
+            ("memory estimate", memory),
+            ("evidence", result.bound_evidence),
+            ("advice", result.advice),
+        )
         if value
     ]
     lines += [("warning", w) for w in s["warnings"]]
+    conditions = conditions_text(result.conditions)
+    if conditions:
+        lines.append(("conditions", conditions.removeprefix("Conditions")))
     width = max(len(name) for name, _ in lines)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in lines)
 
@@ -121,6 +129,13 @@ def format_columns(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def _added_text(result: RunResult) -> str:
+    """'12.5 MiB (host process RSS peak less its RSS when the run started)', '' when not measured."""
+    if result.memory_added_bytes is None:
+        return ""
+    return f"{format_bytes(result.memory_added_bytes)} ({result.memory_added_source})"
 
 
 def _figure_text(figure: Figure, summary: dict[str, Any], result: RunResult) -> str:

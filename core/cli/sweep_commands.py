@@ -22,12 +22,13 @@ from core.cli.job_options import add_job_arguments, job_config
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
+from core.compare.significance import contended_label
 from core.compare.targets import parse_target_option
 from core.config import ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.results import StepRecord
-from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep
+from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, tied_with_best
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
 
 AXIS_OPTIONS = {
@@ -160,19 +161,34 @@ def format_sweep(sweep: Sweep) -> str:
     """The rows as a plain table (the best marked), then what was left out and the learning-rate rule."""
     axes = [axis.name for axis in sweep.plan.axes]
     batch_swept = "batch_size" in axes
-    headers = [*(AXIS_TITLES[name] for name in axes), "status", "samples/s", "median step (ms)", "final loss", "peak memory"]
+    headers = [
+        *(AXIS_TITLES[name] for name in axes),
+        "status",
+        "samples/s",
+        "mean step (ms)",
+        "median step (ms)",
+        "final loss",
+        "peak memory",
+    ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
+    tied = tied_with_best(sweep.rows)
     for index, row in enumerate(sweep.rows):
         result = row.result
         cells = [format_setting(name, row.settings[name]) for name in axes]
-        cells += [row.status.value + (" (best)" if index == sweep.best else "")]
-        cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.step_time_median_ms, "ms", NA)]
+        mark = " (tied)" if index in tied or (index == sweep.best and tied) else " (best)" if index == sweep.best else ""
+        cells += [contended_label(row.status.value, result) + mark]
+        cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.mean_step_ms, "ms", NA)]
+        cells += [format_value(result.step_time_median_ms, "ms", NA)]
         cells += [format_value(result.final_loss, "loss", NA), format_bytes(result.peak_memory_bytes)]
         cells += [f"{row.suggested_learning_rate:.3g}"] if batch_swept else []
         table.append(cells)
     lines = [format_columns(headers, table)]
     lines += [f"{row.label}: {row.status}: {row.result.message}" for row in sweep.rows if row.result.message]
+    if tied:
+        lines.append("(tied): no difference from the fastest beyond noise (the 95% interval of their samples/s ratio holds 1)")
+    if any(row.result.contended for row in sweep.rows):
+        lines.append("(busy): measured while other processes used the machine: figures are low and noisy; re-run on a quiet machine")
     lines += [f"left out {format_setting(item.axis, item.value)}: {item.reason}" for item in sweep.plan.left_out]
     lines += [sweep.lr_note()] if batch_swept else []
     return "\n".join(lines)

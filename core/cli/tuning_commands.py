@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 
 import psutil
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.job_options import add_job_arguments, job_config
 from core.cli.output import format_columns
-from core.cli.signals import run_interruptibly, stop_on_signals
+from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
 from core.config import MAX_BATCH_SIZE, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
-from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
+from core.tuning.autotune import BUDGET_SLACK_S, DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
 from core.tuning.max_batch import (
     MEMORY_LIMIT_FIELD,
     SIZE_ALLOWED,
@@ -40,6 +42,8 @@ from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting, parse_values
 
 TOLERANCE_FIELD = "--tolerance"
+WATCHDOG_GRACE_S = 1.0
+"""The whole command ends by budget + slack + this, even inside TensorFlow's import (the search itself ends by budget + slack)."""
 
 
 def add_search_arguments(parser: argparse.ArgumentParser, trains_here: bool) -> None:
@@ -69,6 +73,7 @@ def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="F",
         help=f"stop when the gap between fits and does not fit is within this fraction (default {TOLERANCE})",
     )
+    parser.add_argument("--budget-s", type=float, default=None, metavar="S", help="seconds the whole search may take (default: no limit)")
 
 
 def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +125,18 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
+def process_started() -> float:
+    """The time.monotonic() at which this process started, so a budget counts everything the command did."""
+    try:
+        age = time.time() - psutil.Process().create_time()
+    except psutil.Error:  # no process table to read: count from now
+        age = 0.0
+    return time.monotonic() - max(age, 0.0)
+
+
 def cmd_max_batch(args: argparse.Namespace) -> int:
+    started = process_started()
+    budget_s = check_budget(args.budget_s) if args.budget_s is not None else None
     limit = memory_limit(args)
     tolerance = parse_tolerance(args.tolerance)
     for option, value in (("--start-batch", args.start_batch), ("--up-to", args.up_to)):
@@ -131,11 +147,22 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     with stop_on_signals() as stop_event:
         say(f"largest batch of {job.model} on {args.target}: {PROBE_STEPS} steps per probe, each in a child process")
         result = run_interruptibly(
-            lambda: find_max_batch(job, limit, stop_event=stop_event, on_probe=_print_probe, cap=args.up_to, tolerance=tolerance)
+            lambda: find_max_batch(
+                job,
+                limit,
+                stop_event=stop_event,
+                on_probe=_print_probe,
+                cap=args.up_to,
+                tolerance=tolerance,
+                budget_s=budget_s,
+                started=started,
+            )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_max_batch(result))
     if result.error:
         say(f"the search ended early: {result.error}")
+    elif result.stopped:
+        say(f"the search was stopped: {margin_text(result)}")
     return EXIT_OK if result.finished else EXIT_RUN_FAILED
 
 
@@ -151,7 +178,8 @@ def format_max_batch(result: MaxBatchResult) -> str:
     rows = [[f"{p.batch:,}", "yes" if p.fits else "no", format_bytes(p.peak_bytes), f"{p.seconds:.1f} s", p.reason] for p in result.probes]
     lines = [format_columns(["batch", "fits", "peak memory", "time", "why not"], rows), ""]
     per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NA
-    lines.append(f"largest batch: {result.max_batch:,} ({margin_text(result)})")
+    found = f"{result.max_batch:,}" if not result.stopped or result.smallest_failing is not None else "not found"
+    lines.append(f"largest batch: {found} ({margin_text(result)})")
     lines.append(f"memory per example: {per_example}; limit: {result.limit_kind} {format_bytes(result.memory_limit)}")
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
@@ -160,13 +188,15 @@ def format_max_batch(result: MaxBatchResult) -> str:
 def cmd_autotune(args: argparse.Namespace) -> int:
     from core.cli.machine_commands import configure_tensorflow
 
+    started = process_started()  # the budget bounds the whole command: the interpreter's and TensorFlow's start-up included
     budget_s = check_budget(args.budget_s)
     limit = memory_limit(args)
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
     backends = parse_values("backend", args.backends, "--backends") if args.backends else ()
-    with stop_on_signals() as stop_event:
+    give_up = started + budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S
+    with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json)):
         configure_tensorflow(args.logical_cpus, args.verbose)
         from core.training.engine import check_against_machine
 
@@ -174,21 +204,39 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
         result = run_interruptibly(
             lambda: autotune(
-                job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, limit, backends=backends
+                job,
+                budget_s,
+                args.allow_batch_change,
+                args.max_batch,
+                stop_event,
+                _print_point,
+                limit,
+                started=started,
+                backends=backends,
             )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
-    if result.error:
+    if not result.measured:
+        say(f"autotune failed: {result.error}; the points above say why")
+    elif result.error:
         say(f"the job itself failed: {result.error}")
-    if not measured(result):
-        say("autotune: no setting was measured, so there is no answer; the points above say why")
-        return EXIT_RUN_FAILED
-    return EXIT_RUN_FAILED if result.stopped or result.error else EXIT_OK
+    code = EXIT_RUN_FAILED if result.stopped or result.error or not result.measured else EXIT_OK
+    if result.abandoned:  # a TensorFlow call still runs in its thread and cannot be interrupted: end without waiting for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
-def measured(result: AutotuneResult) -> bool:
-    """True when at least one point was measured (else there is no fastest setting to name)."""
-    return any(point.status == "measured" for point in result.points)
+def _out_of_time(budget_s: float, started: float, as_json: bool) -> None:
+    """What autotune says when its budget and slack ran out before the search could answer."""
+    error = (
+        f"nothing was measured within the {budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack): "
+        "TensorFlow's start-up and the first point's set-up took it all"
+    )
+    if as_json:
+        print(json.dumps({"best": None, "samples_per_s": None, "points": [], "elapsed_s": time.monotonic() - started, "error": error}))
+    say(f"autotune failed: {error}; give it a larger --budget-s")
 
 
 def _print_point(point: TunePoint) -> None:
@@ -199,13 +247,17 @@ def _print_point(point: TunePoint) -> None:
 def format_autotune(result: AutotuneResult) -> str:
     rows = [[p.stage, settings_text(p.settings), p.status, format_value(p.samples_per_s, "rate", NA), p.message] for p in result.points]
     lines = [format_columns(["stage", "settings", "status", "samples/s", "note"], rows), ""]
-    if not measured(result):
-        return "\n".join([*lines, f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget"])
+    if not result.measured:
+        return "\n".join(
+            [*lines, f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)"]
+        )
     lines.append(f"best: {settings_text(result.best)}: {format_value(result.samples_per_s, 'rate', NA)} samples/s")
     lines.append(
         f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): {_times(result.gain_over_keras_defaults)}"
     )
-    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget")
+    if result.gain_interval is not None:
+        lines.append(f"how sure: {result.gain_interval.text()}; {result.gain_interval.sureness()}")
+    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)")
     lines += [f"left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

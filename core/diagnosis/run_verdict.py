@@ -92,6 +92,7 @@ class VerdictHook(RunCallback):
         self.counter.on_run_start(context)
 
     def amend_result(self, result: RunResult) -> RunResult:
+        result = self.counter.amend_result(result)  # FLOPs per step recorded with the run (and a partial count said)
         if result.status != RunStatus.COMPLETED or self._stop_event.is_set():
             return result
         if self._announce is not None:

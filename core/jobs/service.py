@@ -119,6 +119,6 @@ def _finished(recorder: HistoryRecorder | None, result: RunResult, options: JobO
 
 
 def _failed(config: RunConfig, exc: Exception) -> RunResult:
-    from core.training.engine import explain_failure
+    from core.training.failures import explain_failure
 
     return RunResult(status=RunStatus.FAILED, config=config.to_dict(), message=explain_failure(exc))

@@ -8,6 +8,11 @@ and the sweep goes on; Stop ends the point in flight after its step call and
 skips the rest. Each point is recorded in the history as it trains, under one
 group ('sweep 3: batch × precision').
 
+The best row is the one with the most samples/s; it is better beyond noise
+only when the 95% interval of every other completed row's samples/s over its
+own lies below 1 (`core.training.noise`); rows whose interval holds 1 are
+tied with it (`tied_with_best`), and the tables say "tied" instead of starring.
+
 The rows' results are ordinary `RunResult`s of runs that differ in one setting,
 so they can stand in for a verdict's probe runs
 (`core.diagnosis.probes.diagnose(..., others=sweep.results())`).
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
 from core.results import RunResult, RunStatus
+from core.training.noise import runs_ratio
 from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
 from core.workloads.workload import model_title
 
@@ -33,7 +39,7 @@ LINEAR_SCALING_NOTE = (
     "Linear scaling rule: at a larger batch, try learning rate x batch / {base} (the batch the learning rate was set for), "
     "reached by a linear warm-up over the first few epochs (Goyal et al. 2017; the TPU performance guide)."
 )
-ROW_FIGURES = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
+ROW_FIGURES = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class SweepRow:
             "steps": self.result.steps_done,
             "suggested_learning_rate": self.suggested_learning_rate,
             "run_id": self.run_id,
+            "contended": self.result.contended,
         }
 
 
@@ -111,6 +118,8 @@ class Sweep:
             "group": self.group,
             "rows": [row.to_dict() for row in self.rows],
             "best": self.best,
+            "tied_with_best": list(tied_with_best(self.rows)),
+            "best_beyond_noise": self.best is not None and not tied_with_best(self.rows),
             "lr_note": self.lr_note(),
         }
 
@@ -123,6 +132,26 @@ def best_index(rows: Sequence[SweepRow | None]) -> int | None:
         if row is not None and row.status == RunStatus.COMPLETED and row.result.samples_per_s
     ]
     return max(done)[1] if done else None
+
+
+def tied_with_best(rows: Sequence[SweepRow | None]) -> tuple[int, ...]:
+    """The completed rows (not the best) whose samples/s are no different from the best's beyond noise (95% interval holds 1).
+
+    A row without per-call timings to compare counts as tied: nothing shows the best is better.
+    """
+    best = best_index(rows)
+    if best is None:
+        return ()
+    top = rows[best]
+    assert top is not None
+    tied = []
+    for index, row in enumerate(rows):
+        if index == best or row is None or row.status != RunStatus.COMPLETED or not row.result.samples_per_s:
+            continue
+        interval = runs_ratio(top.result, row.result)
+        if interval is None or not interval.beyond_noise:
+            tied.append(index)
+    return tuple(tied)
 
 
 def suggested_learning_rate(plan: SweepPlan, settings: dict[str, Any]) -> float | None:

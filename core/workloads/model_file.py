@@ -126,6 +126,16 @@ def check_custom_objects(path: str | os.PathLike, trust: bool) -> str:
     return str(file)
 
 
+def check_content(source: ModelSource, expected_sha256: str) -> None:
+    """Raise ModelFileError when the file's content is not the one the run was set up with (`expected_sha256`; "" checks nothing)."""
+    if expected_sha256 and source.sha256 != expected_sha256:
+        raise ModelFileError(
+            source.path,
+            f"the file changed since the run was set up (sha256 {source.sha256[:12]}…, expected {expected_sha256[:12]}…); "
+            "on a cluster, every host needs the same file at the same path.",
+        )
+
+
 def _folder_reason(folder: Path) -> str:
     if any((folder / name).exists() for name in SAVEDMODEL_FILES):
         return (

@@ -13,14 +13,12 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from core.compare.runner import progress_line, run_comparison, scaling_sweep
 from core.compare.table import Comparison
-from core.compare.targets import CompareTarget
-from core.config import RunConfig
 from core.jobs import JobListener, JobOptions, RecordedRun
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
@@ -28,29 +26,9 @@ from core.results import StepRecord
 from core.training.callbacks import RunContext
 from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
-from gui.controllers.training_worker import FinishedRun
-from gui.plotting.plots import PlotsWidget
+from gui.job_data import CompareJob, FinishedRun, SavedTarget
 
 POLL_INTERVAL_MS = 50
-
-
-@dataclass(frozen=True)
-class CompareJob:
-    """What to run: `base` on each of `targets`, or, when `sweep_kind` is set, a scaling sweep over that kind."""
-
-    base: RunConfig
-    targets: tuple[CompareTarget, ...] = ()
-    baseline_index: int = 0
-    sweep_kind: str = ""
-
-
-@dataclass(frozen=True)
-class SavedTarget:
-    """A target's run as the history stored it (or why it could not)."""
-
-    index: int
-    label: str
-    finished: FinishedRun
 
 
 class CompareBuffers:
@@ -158,7 +136,7 @@ class _CompareListener(JobListener):
 
 
 class CompareController(JobController):
-    """Starts, stops and follows comparisons; feeds the plots while one runs.
+    """Starts, stops and follows comparisons; says what to plot while one runs (`curve_added`, `steps_arrived`).
 
     `stop()` ends the target in flight after its current step and skips the rest.
     """
@@ -167,10 +145,12 @@ class CompareController(JobController):
     run_saved = Signal(object)  # SavedTarget
     comparison_ready = Signal(object)  # Comparison
     failed = Signal(str)
+    curve_added = Signal(str, str, object)  # plot key, label, batch size: a target's curves
+    steps_arrived = Signal(str, object)  # plot key, StepArrays
 
-    def __init__(self, plots: PlotsWidget, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
-        self._plots = plots
+        self._curves: set[str] = set()
         self._numbers = itertools.count(1)
         self._number = 0
         self._buffers: CompareBuffers | None = None
@@ -216,9 +196,10 @@ class CompareController(JobController):
 
     def _ensure_curve(self, index: int, label: str) -> None:
         key = self.plot_key(index)
-        if key not in self._plots.run_keys():
+        if key not in self._curves:
+            self._curves.add(key)
             batch = self._job.base.batch_size if self._job is not None else None
-            self._plots.add_run(key, f"{label} (compare)", batch_size=batch)
+            self.curve_added.emit(key, f"{label} (compare)", batch)
 
     def _poll(self) -> None:
         if self._buffers is None:
@@ -226,7 +207,7 @@ class CompareController(JobController):
         drained = self._buffers.drain()
         for index, label, steps in drained:
             self._ensure_curve(index, label)
-            self._plots.append_steps(self.plot_key(index), steps.steps, steps.losses, steps.times_s, steps.warmup)
+            self.steps_arrived.emit(self.plot_key(index), steps)
             self._done[index] = self._done.get(index, 0) + len(steps)
         index, total = self._buffers.current()
         if drained and self._line and index >= 0 and self._progress_rate.ready():

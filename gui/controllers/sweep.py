@@ -11,41 +11,22 @@ point, never one per step).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from core.config import RunConfig
 from core.jobs import JobOptions
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepBuffer
 from core.results import StepRecord
 from core.training.callbacks import RunContext
-from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep
+from core.tuning.sweep import SweepListener, SweepRow, run_sweep
 from core.tuning.sweep_plan import next_sweep_group, plan_sweep
 from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
+from gui.job_data import SweepJob, SweepOutcome
 
 POLL_INTERVAL_MS = 100
-
-
-@dataclass(frozen=True)
-class SweepJob:
-    """What to sweep: the run form's job, each setting's values (one: fixed; two or more: an axis), slow precisions too or not."""
-
-    base: RunConfig
-    values: Mapping[str, Sequence[Any]]
-    keep_slow: bool = False
-
-
-@dataclass(frozen=True)
-class SweepOutcome:
-    """A sweep that ran (completed or stopped), and why its points are not all in the history ("" when they are)."""
-
-    sweep: Sweep
-    history_error: str = ""
 
 
 class SweepHistory(JobHistory):

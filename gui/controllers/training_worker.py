@@ -9,26 +9,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from core.config import RunConfig
 from core.jobs import JobListener, JobOptions, run_job
 from core.live.step_buffer import StepBuffer
-from core.results import RunResult, StepRecord
+from core.results import StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from gui.controllers.base import failures_reported
 from gui.controllers.history import JobHistory
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """What the training thread hands back: the result and where the history stored it."""
-
-    result: RunResult
-    run_id: int | None
-    history_error: str = ""
+from gui.job_data import FinishedRun
 
 
 class TrainingWorker(QObject):

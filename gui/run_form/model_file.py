@@ -144,7 +144,9 @@ def _loss_text(loss: dict[str, Any]) -> str:
 
 
 def flops_per_step(result: RunResult) -> float | None:
-    """Training FLOPs per step of a finished run (achieved FLOP/s × batch / samples/s), when it counted them."""
+    """Training FLOPs per step of a finished run, when it counted them (older runs: achieved FLOP/s × batch / samples/s)."""
+    if result.flops_per_step is not None:
+        return result.flops_per_step
     batch = result.config.get("batch_size")
     if not result.achieved_flops or not result.samples_per_s or not batch:
         return None

@@ -124,10 +124,10 @@ def test_history_on_an_empty_unwritable_data_folder_lists_no_run_with_a_warning(
 
 
 def test_an_autotune_that_measured_nothing_names_no_best() -> None:
-    from core.cli.tuning_commands import format_autotune, measured
+    from core.cli.tuning_commands import format_autotune
 
     start = {"batch_size": 64, "steps_per_call": 1, "precision": "off", "xla": False}
     failed = TunePoint("start", start, "failed", message="No TPU answered at 'grpc://127.0.0.1:1'.")
     result = AutotuneResult(start, start, None, None, None, (failed,), 30.0, 2.0, error=failed.message)
     text = format_autotune(result)
-    assert not measured(result) and "best" not in text and "No TPU answered" in text
+    assert not result.measured and "best" not in text and "No TPU answered" in text

@@ -1,5 +1,6 @@
 """Device comparison: real runs side by side, speed-ups, targets from text, fairness warnings."""
 
+import dataclasses
 import socket
 import threading
 
@@ -325,7 +326,7 @@ def test_rows_read_their_figures_from_the_run():
 
 
 def test_comparison_reads_only_the_results_never_the_hardware(monkeypatch):
-    import core.training.flops as flops
+    import core.machine.peak_estimates as flops
 
     def no_hardware(*args):
         raise AssertionError("a comparison must not read the hardware")
@@ -347,3 +348,12 @@ def test_bfloat16_on_cpu_warning_uses_what_the_run_recorded(native, warned):
     rows = [("CPU:0", _result(precision="bfloat16", environment=environment)), ("CPU:0 again", _result(precision="bfloat16"))]
     warnings = compare_results(rows).warnings
     assert any(w.startswith("CPU:0 runs bfloat16 on a CPU without AVX-512 BF16 or AMX") for w in warnings) is warned
+
+
+def test_a_run_picked_from_the_history_keeps_its_flops_per_step():
+    # A compare run has no verdict of its own; live, the comparison's counter gave its FLOPs per
+    # step. From the history there is no counter: the FLOPs the run recorded give the same figure.
+    picked = dataclasses.replace(_result(samples=1000.0, batch_size=64), flops_per_step=2e6)
+    live = compare_results([("CPU:0", dataclasses.replace(picked, flops_per_step=None))], flops_per_step=2e6).rows[0]
+    from_history = compare_results([("CPU:0", picked)]).rows[0]
+    assert from_history.achieved_flops == live.achieved_flops == pytest.approx(2e6 * 1000.0 / 64)
