@@ -17,11 +17,6 @@ end the start and the best are measured again (each figure is then the mean of
 its two measurements): the first run in a process pays for thread pools and
 caches that later runs find warm.
 
-With `backends` (off by default: each point on JAX or PyTorch starts a child
-process, several seconds of the budget), a backend stage comes right after
-the start and Keras's defaults, so the later stages tune the fastest
-backend's steps per call, precision and XLA ("JAX, 16 steps per call").
-
 Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
@@ -52,8 +47,10 @@ from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
 from core.jobs import JobOptions, RecordedRun, run_job
 from core.results import RunStatus
 from core.training.noise import Interval, bootstrap_ratio, call_times
+from core.tuning.backend_stage import backends_note, other_backends, setup_guess, setup_key
 from core.tuning.max_batch import default_memory_limit
 from core.tuning.point_clock import PointClock, bounded_run
+from core.tuning.sweep_plan import settings_text  # noqa: F401 (read from here by the CLI, the window and the benchmarks)
 
 DEFAULT_BUDGET_S = 120.0
 MIN_BUDGET_S = 5.0
@@ -67,13 +64,10 @@ GAIN_THRESHOLD = 0.02
 SETUP_GUESS_S = 2.0
 """Set-up and warm-up of a point before any was timed (XLA: XLA_SETUP_GUESS_S, compilation is slower)."""
 XLA_SETUP_GUESS_S = 6.0
-CHILD_SETUP_GUESS_S = 10.0
-"""Set-up and warm-up of a point on another backend before any was timed: a child process starts and imports it."""
-BACKENDS_OFF_NOTE = "backend not tuned: add --backends tensorflow,jax to try others (each such point starts a child process)"
 END_RESERVE_S = 0.5
 BUDGET_SLACK_S = 10.0
 """The command ends within its budget plus this: the most a point's call in flight may run past the deadline before it is abandoned."""
-TUNED = ("steps_per_call", "precision", "xla", "batch_size")
+TUNED = ("steps_per_call", "precision", "xla", "batch_size", "backend")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
 
@@ -182,18 +176,9 @@ def check_budget(budget_s: Any, field_name: str = BUDGET_FIELD) -> float:
     return float(budget_s)
 
 
-def settings_of(config: RunConfig, with_backend: bool = False) -> dict[str, Any]:
-    """The settings autotune varies, as `config` has them (and its backend, when the search tries backends)."""
-    return {name: getattr(config, name) for name in (*TUNED, *(("backend",) if with_backend else ()))}
-
-
-def settings_text(settings: dict[str, Any]) -> str:
-    """'batch 64 · 16 steps/call · float32 · XLA off': the tuned settings present in `settings`, as people read them."""
-    from core.tuning.sweep_plan import format_setting
-
-    return " · ".join(
-        format_setting(name, settings[name]) for name in ("backend", "batch_size", "steps_per_call", "precision", "xla") if name in settings
-    )
+def settings_of(config: RunConfig) -> dict[str, Any]:
+    """The settings autotune varies, as `config` has them."""
+    return {name: getattr(config, name) for name in TUNED}
 
 
 def usable_precisions(config: RunConfig, has_accelerator: bool | None = None, cpu_flags: Sequence[str] | None = None):
@@ -225,8 +210,7 @@ def autotune(
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
     decide the precisions; `run` is the job service (`core.jobs.run_job`);
-    `started` the time.monotonic() the budget counts from (default: now); `backends`
-    are the Keras backends to try besides the job's (none: not tuned, said in the result).
+    `started` the time.monotonic() the budget counts from (default: now); `backends` others to try (none: said so).
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
@@ -235,9 +219,9 @@ def autotune(
     accelerated = target_has_accelerator(config) if has_accelerator is None else has_accelerator
     precisions, left_out = usable_precisions(config, accelerated, cpu_flags)
     tuner = _Tuner(config, (started, budget_s), stop_event or threading.Event(), on_point, run)
-    tuner.backends = tuple(b for b in dict.fromkeys(backends) if b != config.backend)
+    tuner.backends = other_backends(config.backend, backends)
     tuner.plan(len(precisions) + len(tuner.backends), allow_batch_change)
-    start = tuner.measure(tuner.settings_of(config), "start")
+    start = tuner.measure(settings_of(config), "start")
     if start.status == "measured":
         tuner.search(precisions)
         if allow_batch_change:
@@ -262,17 +246,6 @@ class _Tuner:
         self.notes: list[str] = []
         self.abandoned = False  # a point's call outlived the deadline plus the slack: nothing more runs
         self.backends: tuple[str, ...] = ()
-
-    def settings_of(self, config: RunConfig) -> dict[str, Any]:
-        """The settings this search varies, as `config` has them."""
-        return settings_of(config, with_backend=bool(self.backends))
-
-    def _setup_key(self, settings: dict[str, Any]) -> tuple[str, bool]:
-        return settings.get("backend", self.config.backend), settings["xla"]
-
-    def _setup_guess(self, settings: dict[str, Any]) -> float:
-        backend, xla = self._setup_key(settings)
-        return max(CHILD_SETUP_GUESS_S if backend != "tensorflow" else 0.0, XLA_SETUP_GUESS_S if xla else SETUP_GUESS_S)
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -300,7 +273,8 @@ class _Tuner:
                 if late > 0
                 else None
             )
-        needed = self.overheads.get(self._setup_key(settings), self._setup_guess(settings)) + MIN_MEASURE_S
+        key = setup_key(settings, self.config.backend)
+        needed = self.overheads.get(key, setup_guess(key, XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S)) + MIN_MEASURE_S
         left = self.deadline - time.monotonic()
         if left < needed + END_RESERVE_S:
             return TunePoint(stage, settings, "skipped", message=f"not enough time left ({left:.1f} s; it needs about {needed:.1f} s)")
@@ -326,9 +300,7 @@ class _Tuner:
             message = f"abandoned: its call was still running {BUDGET_SLACK_S:g} s after the deadline (the budget bounds the command)"
             return TunePoint(stage, settings, "stopped", seconds=seconds, message=message)
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
-        self.overheads[self._setup_key(settings)] = (
-            seconds - steady_s
-        )  # the latest: the first point in a process also pays for its start-up
+        self.overheads[setup_key(settings, self.config.backend)] = seconds - steady_s  # the latest: start-up included
         if result.status == RunStatus.FAILED:
             return TunePoint(stage, settings, "failed", seconds=seconds, message=result.message)
         if result.samples_per_s is None:
@@ -360,7 +332,7 @@ class _Tuner:
         for point in self.points:
             if point.status == "measured" and (chosen is None or self._faster(point.settings, chosen)):
                 chosen = point.settings
-        return dict(chosen) if chosen is not None else self.settings_of(self.config)
+        return dict(chosen) if chosen is not None else settings_of(self.config)
 
     def interval(self, settings: dict[str, Any], than: dict[str, Any]) -> Interval | None:
         """`settings`' samples/s over `than`'s with its 95% interval, from all their measured calls; None without timings."""
@@ -390,7 +362,7 @@ class _Tuner:
 
     def search(self, precisions: Sequence[str]) -> None:
         """The stages at the user's batch after the start point: Keras defaults, backend, precision, steps per call, XLA."""
-        start = self.settings_of(self.config)
+        start = settings_of(self.config)
         defaults = {**start, **KERAS_DEFAULTS}
         if defaults != start:
             self.measure(defaults, "Keras defaults")
@@ -403,7 +375,7 @@ class _Tuner:
 
     def measure_again(self) -> None:
         """The start and the best once more, when they differ: each figure becomes the mean of two measurements."""
-        start, best = self.settings_of(self.config), self.best()
+        start, best = settings_of(self.config), self.best()
         if best != start:
             self.measure(start, "start again")
             self.measure(best, "best again")
@@ -439,7 +411,7 @@ class _Tuner:
                 break
 
     def result(self, left_out: tuple[tuple[str, str], ...]) -> AutotuneResult:
-        start = self.settings_of(self.config)
+        start = settings_of(self.config)
         best = self.best()
         first = self.points[0] if self.points else None
         error = first.message if first is not None and first.status == "failed" else ""
@@ -448,10 +420,7 @@ class _Tuner:
             error = f"nothing was measured within the {self.budget_s:g} s budget ({why}): give it a larger --budget-s"
         scaled = self.config.learning_rate * best["batch_size"] / start["batch_size"] if best["batch_size"] != start["batch_size"] else None
         notes = list(self.notes)
-        if self.backends:
-            notes.append("backends tried: " + ", ".join((self.config.backend, *self.backends)))
-        else:
-            notes.append(BACKENDS_OFF_NOTE)
+        notes.append(backends_note(self.config.backend, self.backends))
         if scaled is not None:
             notes.append(
                 f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {scaled:.3g}, with warm-up"

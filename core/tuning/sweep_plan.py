@@ -241,6 +241,13 @@ def format_setting(name: str, value: Any) -> str:
     return "XLA on" if value else "XLA off"
 
 
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """'JAX · batch 64 · 16 steps/call · float32 · XLA off': the tuned settings present in `settings`, as people read them."""
+    return " · ".join(
+        format_setting(name, settings[name]) for name in ("backend", "batch_size", "steps_per_call", "precision", "xla") if name in settings
+    )
+
+
 def point_label(settings: Mapping[str, Any]) -> str:
     """'batch 32 · bfloat16'."""
     return " · ".join(format_setting(name, value) for name, value in settings.items())
