@@ -167,7 +167,7 @@ def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCall
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
     """The run's result from what the job reported, as the TensorFlow engine builds it."""
     from core.training.environment import cpu_model
-    from core.training.flops import run_peak_environment
+    from core.machine.peak_estimates import run_peak_environment
 
     config = tally.config
     stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
