@@ -166,8 +166,8 @@ def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCall
 
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
     """The run's result from what the job reported, as the TensorFlow engine builds it."""
-    from core.training.environment import cpu_model
     from core.machine.peak_estimates import run_peak_environment
+    from core.training.environment import cpu_model
 
     config = tally.config
     stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
