@@ -40,6 +40,7 @@ BENCHMARKS = (
     "autotune_budget",
     "max_batch",
     "contention",
+    "backend_overhead",
 )
 
 

@@ -17,6 +17,8 @@ from core.workloads.file_optimizer import FILE_OPTIMIZER  # a model file's own c
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 PRECISIONS = ("off", "float16", "bfloat16")
+BACKENDS = ("tensorflow", "jax", "torch")
+TF_ONLY_STRATEGIES = ("multi-worker", "tpu")
 
 MAX_BATCH_SIZE = 1 << 20
 MAX_STEPS = 100_000_000
@@ -59,6 +61,9 @@ class RunConfig:
     `optimizer` may be FILE_OPTIMIZER (the file's own), and
     `model_sha256` is the content the run was set up with (checked again
     where the file is opened: the engine, each worker).
+
+    `backend` is the Keras backend that trains it: "tensorflow" in this process,
+    "jax" or "torch" in a child process of its own (`core.backends`).
     """
 
     model: str = "mlp"
@@ -84,6 +89,7 @@ class RunConfig:
     vocab: int | None = None
     custom_objects: str = ""
     model_sha256: str = ""
+    backend: str = "tensorflow"
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +219,7 @@ def _validate(config: RunConfig) -> None:
             usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
             raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
     _check_choice("strategy", config.strategy, STRATEGIES)
+    _check_backend(config)
     _check_choice("optimizer", config.optimizer, (*OPTIMIZERS, FILE_OPTIMIZER) if is_model_file(config.model) else OPTIMIZERS)
     _check_choice("precision", config.precision, PRECISIONS)
     _check_int("batch_size", config.batch_size, 1, MAX_BATCH_SIZE)
@@ -252,6 +259,24 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("allow_network_workers", config.allow_network_workers, "true or false")
     if config.strategy == "tpu" and not str(config.tpu_address).strip():
         raise ConfigError("tpu_address", config.tpu_address, "'local', a TPU name, or grpc://host:port")
+
+
+def _check_backend(config: RunConfig) -> None:
+    """The backend is known; JAX and PyTorch run neither TF's cluster/TPU strategies nor a tf.data build_dataset."""
+    _check_choice("backend", config.backend, BACKENDS)
+    if config.backend == "tensorflow":
+        return
+    if config.strategy in TF_ONLY_STRATEGIES:
+        raise ConfigError("strategy", config.strategy, f"default, one-device or mirrored on the {config.backend} backend")
+    if config.backend == "torch" and config.strategy == "mirrored":
+        raise ConfigError("strategy", config.strategy, "default or one-device on the torch backend (Keras has no data parallel API for it)")
+    if config.dataset == "build_dataset":
+        raise ConfigError(
+            "dataset",
+            config.dataset,
+            f"synthetic or an .npz on the {config.backend} backend: a .py's build_dataset() gives a tf.data pipeline, "
+            "which trains on the TensorFlow backend only",
+        )
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

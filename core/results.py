@@ -152,6 +152,7 @@ class RunResult:
             "status": self.status.value,
             "message": self.message,
             **{key: cfg.get(key) for key in ("model", "dataset", "strategy")},
+            "backend": cfg.get("backend", "tensorflow"),
             "devices": list(cfg.get("devices", [])),
             **{key: cfg.get(key) for key in ("batch_size", "steps_per_call", "precision", "xla")},
             "replicas": self.replicas,

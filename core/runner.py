@@ -1,9 +1,11 @@
 """`run_training(config, stop_event=..., callbacks=...) -> RunResult`: one entry point for every strategy.
 
-A multi-worker run without TF_CONFIG is handed to worker processes
-(`core.cluster.supervisor`), whose chief streams its steps back here; every
-other strategy trains in this process (`core.training.engine`). This module
-sits above both, so neither needs to know the other. Progress goes through one
+A run on the JAX or PyTorch backend trains in a child process of its own
+(`core.backends`), which streams its steps back here. A multi-worker run
+without TF_CONFIG is handed to worker processes (`core.cluster.supervisor`),
+whose chief streams its steps back here; every other strategy trains in this
+process (`core.training.engine`). This module sits above all three, so none
+needs to know the others. Progress goes through one
 channel, the run hooks (`RunCallback`); a plain `on_steps` function is still
 taken, and becomes one of them. Recording and diagnosis are the job service's
 (`core.jobs.run_job`).
@@ -14,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from core.backends.backend_run import run_in_backend_child
 from core.cluster.supervisor import run_local_cluster
 from core.config import RunConfig
 from core.results import RunResult, StepRecord
@@ -35,6 +38,8 @@ def run_training(
     "stopped" after the call in flight.
     """
     listeners = [*callbacks, *([StepsTo(on_steps)] if on_steps is not None else [])]
+    if config.backend != "tensorflow":
+        return run_in_backend_child(config, None, stop_event, listeners)
     if config.strategy == "multi-worker":
         return run_local_cluster(config, None, stop_event, listeners)
     return train_in_this_process(config, None, stop_event, listeners)

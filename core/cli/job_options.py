@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.compare.targets import CompareTarget
-from core.config import FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
+from core.config import BACKENDS, FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import format_bytes
 from core.machine.runtime import MAX_LOGICAL_CPUS
 from core.workloads.memory_estimate import estimate_from_description
@@ -27,6 +27,16 @@ from core.workloads.workload import is_model_file, model_title
 
 SAMPLE_DATA_DEFAULT = "synthetic"
 MAX_VOCAB = 2**31 - 1
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    """`--backend`: the Keras backend that trains the job (JAX and PyTorch in a child process of their own)."""
+    parser.add_argument(
+        "--backend",
+        default="tensorflow",
+        choices=BACKENDS,
+        help="the Keras backend that trains it (default tensorflow); jax and torch train in a child process that imports no TensorFlow",
+    )
 
 
 SETTING_OPTIONS = {
@@ -88,6 +98,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True,
         help="default: a model file's own compiled optimizer with its settings (file), else adam",
     )
     parser.add_argument("--seed", type=int, default=0)
+    add_backend_argument(parser)
     if trains_here:
         add_logical_cpus_argument(parser)
     if records:
@@ -147,6 +158,7 @@ def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **
         optimizer=args.optimizer or (FILE_OPTIMIZER if is_model_file(args.model) else "adam"),
         seed=args.seed,
         custom_objects=args.custom_objects,
+        backend=args.backend,
     )
     fields.update(overrides)
     config = RunConfig(**fields)  # every setting checked before a child is started for the file

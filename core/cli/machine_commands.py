@@ -31,13 +31,15 @@ def configure_tensorflow(logical_cpus: int, verbose: bool = False) -> None:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+    from core.backends.devices import list_backend_devices
     from core.machine.inspect import device_table_rows, inspect_devices
     from core.machine.types import memory_cells
 
     report = inspect_devices()
     rows = device_table_rows(report)
+    others = list_backend_devices()
     if args.json:
-        print(json.dumps({"devices": rows, "notes": list(report.notes)}, indent=2))
+        print(json.dumps({"devices": rows, "notes": list(report.notes), "backends": others}, indent=2))
         return EXIT_OK
     table = [
         [device.kind, device.tf_name or "-", device.name, *memory_cells(device)]  # memory counted once (logical CPUs share it)
@@ -52,6 +54,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
             print(f"  Unavailable: {row['reason']}")
     for note in report.notes:
         print(f"\nnote: {note}")
+    for entry in others:
+        print(f"\n{entry['title']}: " + (entry["error"] or ", ".join(f"{d['name']} ({d['description']})" for d in entry["devices"])))
     return EXIT_OK
 
 

@@ -31,13 +31,20 @@ from core.results import StepRecord
 from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, tied_with_best
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
 
-AXIS_OPTIONS = {"batch_size": "--batch-sizes", "steps_per_call": "--steps-per-call", "precision": "--precision", "xla": "--xla"}
-AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off"}
+AXIS_OPTIONS = {
+    "batch_size": "--batch-sizes",
+    "steps_per_call": "--steps-per-call",
+    "precision": "--precision",
+    "xla": "--xla",
+    "backend": "--backends",
+}
+AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off", "backend": "the --backend"}
 AXIS_HELP = {
     "batch_size": "global batch sizes, e.g. 16,32,64 (the first is the batch --lr is set for)",
     "steps_per_call": "steps per tf.function call, e.g. 1,4,16,64",
     "precision": "off (float32), bfloat16, float16, e.g. off,bfloat16",
     "xla": "off, on, or off,on",
+    "backend": "Keras backends, e.g. tensorflow,jax (jax and torch train in a child process)",
 }
 
 
@@ -47,7 +54,11 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="default", metavar="T", help="where every point runs: CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
     for name, option in AXIS_OPTIONS.items():
         parser.add_argument(
-            option, dest=name, default=AXIS_DEFAULTS[name], metavar="V1,V2", help=AXIS_HELP[name] + f" (default {AXIS_DEFAULTS[name]})"
+            option,
+            dest=_axis_dest(name),
+            default=None if name == "backend" else AXIS_DEFAULTS[name],
+            metavar="V1,V2",
+            help=AXIS_HELP[name] + f" (default {AXIS_DEFAULTS[name]})",
         )
     parser.add_argument(
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
@@ -59,13 +70,18 @@ def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
     """Each setting's values from its option; ConfigError names the option and the allowed form, or the value given twice."""
     values = {}
     for name, option in AXIS_OPTIONS.items():
-        text = getattr(args, name)
+        text = getattr(args, _axis_dest(name)) or args.backend  # only the backend's may be unset: the job's --backend
         values[name] = parse_values(name, text, option)
         given = [parse_values(name, part, option)[0] for part in str(text).split(",")]
         repeated = [value for value in values[name] if given.count(value) > 1]
         if repeated:
             raise ConfigError(option, text, f"each value once ({format_setting(name, repeated[0])} is given more than once)")
     return values
+
+
+def _axis_dest(name: str) -> str:
+    """The attribute of a setting's values: its name, but "backends" for the backend (--backend is the job's one backend)."""
+    return "backends" if name == "backend" else name
 
 
 def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) -> RunConfig:

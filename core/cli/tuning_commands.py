@@ -39,7 +39,7 @@ from core.tuning.max_batch import (
     parse_size,
 )
 from core.tuning.max_batch_probe import PROBE_STEPS
-from core.tuning.sweep_plan import format_setting
+from core.tuning.sweep_plan import format_setting, parse_values
 
 TOLERANCE_FIELD = "--tolerance"
 WATCHDOG_GRACE_S = 1.0
@@ -85,6 +85,12 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         "--budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S", help=f"seconds the search may take (default {DEFAULT_BUDGET_S:g})"
     )
     parser.add_argument("--allow-batch-change", action="store_true", help="also try larger batches (the learning rate scaled to match)")
+    parser.add_argument(
+        "--backends",
+        default="",
+        metavar="B1,B2",
+        help="also try these Keras backends, e.g. tensorflow,jax (off by default: each such point starts a child process)",
+    )
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
 
 
@@ -188,6 +194,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
+    backends = parse_values("backend", args.backends, "--backends") if args.backends else ()
     give_up = started + budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S
     with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json)):
         configure_tensorflow(args.logical_cpus, args.verbose)
@@ -196,7 +203,17 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         check_against_machine(job)
         say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
         result = run_interruptibly(
-            lambda: autotune(job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, limit, started=started)
+            lambda: autotune(
+                job,
+                budget_s,
+                args.allow_batch_change,
+                args.max_batch,
+                stop_event,
+                _print_point,
+                limit,
+                started=started,
+                backends=backends,
+            )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
     if not result.measured:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from core.config import MAX_WORKERS, ConfigError, RunConfig, normalize_device_name
+from core.config import BACKENDS, MAX_WORKERS, ConfigError, RunConfig, normalize_device_name
 
 TARGET_FORMS = (
     "'CPU:0', 'GPU:1', 'one-device:GPU:0', 'mirrored' (all GPUs), 'mirrored:CPU:0,CPU:1', 'default', "
-    "'multi-worker:2', 'tpu:local' or 'tpu:grpc://host:port'; separate targets with ';'"
+    "'multi-worker:2', 'tpu:local' or 'tpu:grpc://host:port', each optionally after a backend: 'jax:CPU:0', "
+    "'torch:CPU:0', 'jax:mirrored:CPU:0,CPU:1' (JAX data parallel over that many XLA CPU devices); separate targets with ';'"
 )
 DEVICE_KINDS = ("CPU", "GPU", "TPU")
 
@@ -25,10 +26,13 @@ class CompareTarget:
     devices: tuple[str, ...] = ()
     workers: int | None = None
     tpu_address: str = ""
+    backend: str = ""  # "" keeps the job's backend
 
     def config_for(self, base: RunConfig) -> RunConfig:
         """`base` moved to this target (raises ConfigError when the combination is invalid)."""
         changes: dict[str, Any] = {"strategy": self.strategy, "devices": self.devices}
+        if self.backend:
+            changes["backend"] = self.backend
         if self.workers is not None:
             changes["workers"] = self.workers
         if self.tpu_address:
@@ -45,8 +49,18 @@ def parse_targets(text: str) -> list[CompareTarget]:
 
 
 def parse_target(text: str) -> CompareTarget:
-    """One target such as 'GPU:0', 'mirrored:CPU:0,CPU:1', 'multi-worker:2' or 'tpu:local'."""
+    """One target such as 'GPU:0', 'mirrored:CPU:0,CPU:1', 'multi-worker:2', 'tpu:local', or one of them after a backend ('jax:CPU:0')."""
     spec = text.strip()
+    word, _, rest = spec.partition(":")
+    if word.strip().lower() in BACKENDS:
+        backend = word.strip().lower()
+        target = _parse_place(rest.strip()) if rest.strip() else CompareTarget("default", "default")
+        return replace(target, label=f"{backend}:{target.label}", backend=backend)
+    return _parse_place(spec)
+
+
+def _parse_place(spec: str) -> CompareTarget:
+    """A target without a backend: 'GPU:0', 'mirrored:CPU:0,CPU:1', 'multi-worker:2' or 'tpu:local'."""
     word, _, rest = spec.partition(":")
     word, rest = word.strip().lower(), rest.strip()
     if word == "default" and not rest:

@@ -242,7 +242,12 @@ def diagnose(
 
 
 def _pipeline_s(config: RunConfig, batches: int) -> float | None:
-    """Seconds per batch of the run's pipeline alone; None when it cannot be built here (the verdict goes on without it)."""
+    """Seconds per batch of the run's pipeline alone; None when it cannot be built here (the verdict goes on without it).
+
+    Another backend's job feeds NumPy batches through Keras's own data adapter, not a tf.data pipeline: None.
+    """
+    if config.backend != "tensorflow":
+        return None
     try:
         return time_pipeline(run_pipeline(config), batches).per_batch_s
     except Exception as exc:  # a diagnosis must never fail a finished run

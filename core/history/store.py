@@ -73,6 +73,7 @@ class RunSummary:
     steps: int
     figures: dict[str, Any]  # every core.results.FIGURES name -> its value, or None
     model_sha256: str = ""  # the content of the model file the run trained ("" for a sample model)
+    backend: str = "tensorflow"  # the Keras backend that trained it (runs from before backends: tensorflow)
     conditions: dict[str, Any] = field(default_factory=dict)  # what else the machine did meanwhile (RunResult.conditions)
 
     @property
@@ -91,6 +92,7 @@ class RunSummary:
 # RunSummary fields read from the stored result rather than a column of their own.
 _FROM_RESULT = {
     "model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END",
+    "backend": "COALESCE(CASE WHEN json_valid(result) THEN json_extract(result, '$.config.backend') END, 'tensorflow')",
     "conditions": "CASE WHEN json_valid(result) THEN json_extract(result, '$.conditions') END",
 }
 # RunSummary field (all but `figures` and those from the result) -> column of the runs table.

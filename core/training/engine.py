@@ -214,7 +214,12 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
 
 
 def check_against_machine(config: RunConfig) -> None:
-    """Raise ConfigError when the config names devices TensorFlow does not have, or mirrors over one device."""
+    """Raise ConfigError when the config names devices TensorFlow does not have, or mirrors over one device.
+
+    A run on another backend is checked by that backend, in its own child process (`core.backends`).
+    """
+    if config.backend != "tensorflow":
+        return
     check_mirrored_devices(config)
     if not config.devices:
         return

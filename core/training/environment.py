@@ -30,7 +30,7 @@ def environment(device_names: Sequence[str] = (), precision: str = "off") -> dic
         "host": socket.gethostname(),
         "devices": list(device_names),
         "logical_devices": [short_name(d.name) for d in tf.config.list_logical_devices()],
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
     }
     build = tf.sysconfig.get_build_info()
     env["cuda_build"] = bool(build.get("is_cuda_build"))
@@ -40,7 +40,7 @@ def environment(device_names: Sequence[str] = (), precision: str = "off") -> dic
     return env
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         from core.machine.cpu import cpu_info
 

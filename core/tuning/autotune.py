@@ -47,8 +47,10 @@ from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
 from core.jobs import JobOptions, RecordedRun, run_job
 from core.results import RunStatus
 from core.training.noise import Interval, bootstrap_ratio, call_times
+from core.tuning.backend_stage import backends_note, other_backends, setup_guess, setup_key
 from core.tuning.max_batch import default_memory_limit
 from core.tuning.point_clock import PointClock, bounded_run
+from core.tuning.sweep_plan import settings_text  # noqa: F401 (read from here by the CLI, the window and the benchmarks)
 
 DEFAULT_BUDGET_S = 120.0
 MIN_BUDGET_S = 5.0
@@ -65,7 +67,7 @@ XLA_SETUP_GUESS_S = 6.0
 END_RESERVE_S = 0.5
 BUDGET_SLACK_S = 10.0
 """The command ends within its budget plus this: the most a point's call in flight may run past the deadline before it is abandoned."""
-TUNED = ("steps_per_call", "precision", "xla", "batch_size")
+TUNED = ("steps_per_call", "precision", "xla", "batch_size", "backend")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
 
@@ -179,15 +181,6 @@ def settings_of(config: RunConfig) -> dict[str, Any]:
     return {name: getattr(config, name) for name in TUNED}
 
 
-def settings_text(settings: dict[str, Any]) -> str:
-    """'batch 64 · 16 steps/call · float32 · XLA off': the tuned settings present in `settings`, as people read them."""
-    from core.tuning.sweep_plan import format_setting
-
-    return " · ".join(
-        format_setting(name, settings[name]) for name in ("batch_size", "steps_per_call", "precision", "xla") if name in settings
-    )
-
-
 def usable_precisions(config: RunConfig, has_accelerator: bool | None = None, cpu_flags: Sequence[str] | None = None):
     """(precisions this target runs usefully, ((precision, why it is left out), ...)), as a sweep decides."""
     from core.tuning.sweep_plan import plan_sweep
@@ -208,6 +201,7 @@ def autotune(
     cpu_flags: Sequence[str] | None = None,
     run: Runner = run_job,
     started: float | None = None,
+    backends: Sequence[str] = (),
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
 
@@ -216,7 +210,7 @@ def autotune(
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
     decide the precisions; `run` is the job service (`core.jobs.run_job`);
-    `started` the time.monotonic() the budget counts from (default: now).
+    `started` the time.monotonic() the budget counts from (default: now); `backends` others to try (none: said so).
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
@@ -225,7 +219,8 @@ def autotune(
     accelerated = target_has_accelerator(config) if has_accelerator is None else has_accelerator
     precisions, left_out = usable_precisions(config, accelerated, cpu_flags)
     tuner = _Tuner(config, (started, budget_s), stop_event or threading.Event(), on_point, run)
-    tuner.plan(len(precisions), allow_batch_change)
+    tuner.backends = other_backends(config.backend, backends)
+    tuner.plan(len(precisions) + len(tuner.backends), allow_batch_change)
     start = tuner.measure(settings_of(config), "start")
     if start.status == "measured":
         tuner.search(precisions)
@@ -246,10 +241,11 @@ class _Tuner:
         self.on_point = on_point
         self.run = run
         self.points: list[TunePoint] = []
-        self.overheads: dict[bool, float] = {}
+        self.overheads: dict[tuple[str, bool], float] = {}
         self.measure_s = MIN_MEASURE_S
         self.notes: list[str] = []
         self.abandoned = False  # a point's call outlived the deadline plus the slack: nothing more runs
+        self.backends: tuple[str, ...] = ()
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -277,7 +273,8 @@ class _Tuner:
                 if late > 0
                 else None
             )
-        needed = self.overheads.get(settings["xla"], XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S) + MIN_MEASURE_S
+        key = setup_key(settings, self.config.backend)
+        needed = self.overheads.get(key, setup_guess(key, XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S)) + MIN_MEASURE_S
         left = self.deadline - time.monotonic()
         if left < needed + END_RESERVE_S:
             return TunePoint(stage, settings, "skipped", message=f"not enough time left ({left:.1f} s; it needs about {needed:.1f} s)")
@@ -303,7 +300,7 @@ class _Tuner:
             message = f"abandoned: its call was still running {BUDGET_SLACK_S:g} s after the deadline (the budget bounds the command)"
             return TunePoint(stage, settings, "stopped", seconds=seconds, message=message)
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
-        self.overheads[settings["xla"]] = seconds - steady_s  # the latest: the first point in a process also pays for its start-up
+        self.overheads[setup_key(settings, self.config.backend)] = seconds - steady_s  # the latest: start-up included
         if result.status == RunStatus.FAILED:
             return TunePoint(stage, settings, "failed", seconds=seconds, message=result.message)
         if result.samples_per_s is None:
@@ -364,11 +361,13 @@ class _Tuner:
         return self.best() == settings
 
     def search(self, precisions: Sequence[str]) -> None:
-        """The stages at the user's batch after the start point: Keras defaults, precision, steps per call, XLA."""
+        """The stages at the user's batch after the start point: Keras defaults, backend, precision, steps per call, XLA."""
         start = settings_of(self.config)
         defaults = {**start, **KERAS_DEFAULTS}
         if defaults != start:
             self.measure(defaults, "Keras defaults")
+        for backend in self.backends:
+            self.try_point({"backend": backend}, "backend")
         for precision in precisions:
             self.try_point({"precision": precision}, "precision")
         self._call_sizes()
@@ -421,6 +420,7 @@ class _Tuner:
             error = f"nothing was measured within the {self.budget_s:g} s budget ({why}): give it a larger --budget-s"
         scaled = self.config.learning_rate * best["batch_size"] / start["batch_size"] if best["batch_size"] != start["batch_size"] else None
         notes = list(self.notes)
+        notes.append(backends_note(self.config.backend, self.backends))
         if scaled is not None:
             notes.append(
                 f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {scaled:.3g}, with warm-up"

@@ -232,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     if os.name == "posix":
         import resource
 
-        answer["max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+        # the children's too: a JAX or PyTorch probe trains in a child of this process (under the same RLIMIT_DATA)
+        peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        answer["max_rss"] = peak * (1 if sys.platform == "darwin" else 1024)
     reply(answer)
     return 0
 

@@ -1,7 +1,7 @@
 """What a setting sweep will run: the settings varied (its axes), their values, and the values left out.
 
 A sweep trains one job many times, changing one or two settings and nothing
-else: batch size, steps per call, precision, XLA. The values come as text
+else: batch size, steps per call, precision, XLA, the Keras backend. The values come as text
 ("16,32,64", "off,bfloat16"); a setting given one value is fixed for every
 point, and one or two settings with two or more values are the axes. Values the
 target cannot run usefully (float16 on a CPU-only target, bfloat16 on a CPU
@@ -17,12 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import MAX_BATCH_SIZE, MAX_STEPS_PER_CALL, PRECISIONS, ConfigError, RunConfig
+from core.config import BACKENDS, MAX_BATCH_SIZE, MAX_STEPS_PER_CALL, PRECISIONS, ConfigError, RunConfig
 from core.workloads.workload import model_title
 
-AXES = ("batch_size", "steps_per_call", "precision", "xla")
+AXES = ("batch_size", "steps_per_call", "precision", "xla", "backend")
 """The settings a sweep can vary, in the order their columns are shown."""
-AXIS_TITLES = {"batch_size": "batch", "steps_per_call": "steps per call", "precision": "precision", "xla": "XLA"}
+AXIS_TITLES = {"batch_size": "batch", "steps_per_call": "steps per call", "precision": "precision", "xla": "XLA", "backend": "backend"}
+BACKEND_ALIASES = {"tf": "tensorflow", "pytorch": "torch"}
+BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 MAX_AXES = 2
 MAX_POINTS = 100
 PRECISION_ALIASES = {"float32": "off", "fp32": "off", "bf16": "bfloat16", "fp16": "float16"}
@@ -112,6 +114,11 @@ def _parse_value(name: str, part: str, label: str, text: str) -> Any:
         if word not in PRECISIONS:
             raise ConfigError(label, text, _allowed(name))
         return word
+    if name == "backend":
+        word = BACKEND_ALIASES.get(word, word)
+        if word not in BACKENDS:
+            raise ConfigError(label, text, _allowed(name))
+        return word
     if word not in XLA_WORDS:
         raise ConfigError(label, text, _allowed(name))
     return XLA_WORDS[word]
@@ -123,6 +130,7 @@ def _allowed(name: str) -> str:
         "steps_per_call": f"comma-separated whole numbers from 1 to {MAX_STEPS_PER_CALL}, such as 1,4,16",
         "precision": "comma-separated precisions: off (float32), bfloat16, float16",
         "xla": "off, on, or off,on",
+        "backend": "comma-separated Keras backends: " + ", ".join(BACKENDS),
     }[name]
 
 
@@ -221,14 +229,23 @@ def _cpu_flags() -> list[str]:
 
 
 def format_setting(name: str, value: Any) -> str:
-    """A point's setting as people read it: 'batch 32', '16 steps/call', 'float32', 'bfloat16', 'XLA on'."""
+    """A point's setting as people read it: 'batch 32', '16 steps/call', 'float32', 'bfloat16', 'XLA on', 'JAX'."""
     if name == "batch_size":
         return f"batch {value}"
     if name == "steps_per_call":
         return f"{value} step{'s' * (value != 1)}/call"
     if name == "precision":
         return "float32" if value == "off" else str(value)
+    if name == "backend":
+        return BACKEND_TITLES.get(value, str(value))
     return "XLA on" if value else "XLA off"
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """'JAX · batch 64 · 16 steps/call · float32 · XLA off': the tuned settings present in `settings`, as people read them."""
+    return " · ".join(
+        format_setting(name, settings[name]) for name in ("backend", "batch_size", "steps_per_call", "precision", "xla") if name in settings
+    )
 
 
 def point_label(settings: Mapping[str, Any]) -> str:
@@ -237,12 +254,14 @@ def point_label(settings: Mapping[str, Any]) -> str:
 
 
 def target_text(config: RunConfig) -> str:
-    """Where the job runs, as the sweep names it: 'CPU:0', 'mirrored:CPU:0,CPU:1', 'default'."""
+    """Where the job runs, as the sweep names it: 'CPU:0', 'mirrored:CPU:0,CPU:1', 'default'; after its backend if not TensorFlow: 'jax:CPU:0'."""
     if config.strategy == "one-device" and config.devices:
-        return config.devices[0]
-    if config.devices:
-        return f"{config.strategy}:{','.join(config.devices)}"
-    return config.strategy
+        place = config.devices[0]
+    elif config.devices:
+        place = f"{config.strategy}:{','.join(config.devices)}"
+    else:
+        place = config.strategy
+    return place if config.backend == "tensorflow" else f"{config.backend}:{place}"
 
 
 def next_sweep_group(existing_groups: Iterable[str], plan: SweepPlan) -> str:

@@ -76,6 +76,11 @@ class UserWorkload:
             self._arrays = load_npz(data, signature, losses)
 
     @property
+    def npz_arrays(self) -> tuple[Any, Any, int] | None:
+        """(x, y, examples) of the user's .npz as NumPy arrays; None for synthetic data and a build_dataset()."""
+        return self._arrays
+
+    @property
     def num_examples(self) -> int | None:
         """Examples in the user's .npz; None for synthetic data and a build_dataset() (endless or unknown)."""
         return self._arrays[2] if self._arrays else None

@@ -22,11 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
 from core.workloads.workload import model_title
 from gui.job_data import FinishedRun
+from gui.run_form.backend_choice import BackendCombo
 from gui.run_form.cluster_box import ClusterBox
 from gui.run_form.controls import RunControls
 from gui.run_form.fields import TrainingFields
@@ -40,8 +42,10 @@ TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per
 
 
 def run_label(config: RunConfig) -> str:
-    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · batch 64 · TensorBoard'."""
+    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · JAX · batch 64 · TensorBoard'."""
     where = config.strategy + (" " + " ".join(config.devices) if config.devices else "")
+    if config.backend != "tensorflow":
+        where += " · " + backend_title(config.backend)
     if config.strategy == "multi-worker":
         where += f" ×{config.workers}"
     extras = [f"batch {config.batch_size}"]
@@ -278,6 +282,8 @@ class RunPanel(QWidget):
         self.tpu_timeout_spin = self.tpu.timeout_spin
         self.tpu_connect_button = self.tpu.connect_button
         self.tpu_status = self.tpu.status_label
+        self.backend_combo = BackendCombo()
+        form.addRow("Backend", self.backend_combo)
         form.addRow("Strategy", self.strategy_combo)
         form.addRow("", self.strategy_reason)
         form.addRow("Devices", self.device_box)
@@ -306,6 +312,7 @@ class RunPanel(QWidget):
         self.start_button.clicked.connect(self.request_start)
         self.stop_button.clicked.connect(self.request_stop)
         self.device_combo.currentIndexChanged.connect(self.validate)
+        self.backend_combo.currentIndexChanged.connect(self.validate)
         for combo in (self.optimizer_combo, self.precision_combo):
             combo.currentIndexChanged.connect(self._on_training_choice)
         self.tpu_address_edit.textChanged.connect(self.validate)
@@ -316,7 +323,7 @@ class RunPanel(QWidget):
 
     def _form_widgets(self) -> list[QWidget]:
         return [
-            *self.model_choice.input_widgets(), self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
+            *self.model_choice.input_widgets(), self.backend_combo, self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
             *self.tpu.input_widgets(), *self.training.input_widgets(),
         ]  # fmt: skip
 
@@ -394,6 +401,7 @@ class RunPanel(QWidget):
                 cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
                 cluster_timeout_s=self.cluster_box.timeout_s(),
                 allow_network_workers=strategy == "multi-worker" and self.cluster_box.allow_network_workers(),
+                backend=self.backend_combo.backend(),
             )
         except ConfigError as exc:
             return None, [f"Settings rejected: {exc}"]

@@ -47,7 +47,7 @@ def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_p
     data = json.loads(out.stdout)
     assert {"best", "samples_per_s", "baseline_samples_per_s", "gain", "keras_defaults_samples_per_s", "points"} <= set(data)
     assert {"gain_ci", "beyond_noise", "sureness", "slack_s"} <= set(data)
-    assert set(data["best"]) == {"steps_per_call", "precision", "xla", "batch_size"} and data["best"]["batch_size"] == 32
+    assert set(data["best"]) == {"steps_per_call", "precision", "xla", "batch_size", "backend"} and data["best"]["batch_size"] == 32
     assert data["baseline_samples_per_s"] > 0 and data["gain"] == data["samples_per_s"] / data["baseline_samples_per_s"] >= 1.0
     assert data["points"][0]["stage"] == "start" and data["points"][0]["status"] == "measured"
     assert data["elapsed_s"] <= BUDGET_S + data["slack_s"] and not data["stopped"]

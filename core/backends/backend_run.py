@@ -1,0 +1,195 @@
+"""`run_in_backend_child(config, on_steps, stop_event, callbacks) -> RunResult`: a JAX or PyTorch run, from the parent's side.
+
+The job trains in `python -m core.backends.child_job` (started through
+`core.child_process.Child`: its own process group, ended with the app). Its
+step records arrive here as it sends them and reach `on_steps` and the hooks in
+the calling thread, exactly as the TensorFlow engine's do, so live plots, the
+history recorder and the verdict work the same. Stop: the child is asked to
+stop after the call in flight; once that call's steps are here, its group is
+killed. The result is built as the engine builds it (`core.training.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.backends.available import backend_title, is_installed
+from core.backends.initial_weights import NOT_SHARED, write_initial_weights
+from core.child_process import Child
+from core.config import RunConfig
+from core.formatting import utc_now
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.metrics import summarize
+from core.workloads.workload import is_model_file
+
+OnSteps = Callable[[Sequence[StepRecord]], None]
+CHILD_MODULE = "core.backends.child_job"
+STOP_GRACE_S = 60.0
+"""How long a stopped job may take to finish the call in flight before its group is killed anyway."""
+
+
+@dataclass
+class _Tally:
+    """What the job has reported so far."""
+
+    config: RunConfig
+    total_steps: int = 0
+    replicas: int = 1
+    devices: tuple[str, ...] = ()
+    losses: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    warmup_steps: int = 0
+    peak_rss: int | None = None
+    memory_estimate: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    failure: str = ""
+
+    def add(self, message: dict[str, Any]) -> list[StepRecord]:
+        """The records of one "steps" message, tallied."""
+        records = [StepRecord(int(step), float(loss), float(seconds), bool(warmup)) for step, loss, seconds, warmup in message["records"]]
+        self.warmup_steps += sum(1 for r in records if r.warmup)
+        self.losses.extend(r.loss for r in records)
+        self.times.extend(r.step_time_s for r in records)
+        self.peak_rss = message.get("peak_rss_bytes", self.peak_rss)
+        bad = next((r for r in records if not math.isfinite(r.loss)), None)
+        if bad is not None:
+            self.failure = (
+                f"The loss became {bad.loss} at step {bad.step}: training diverged. "
+                f"Lower the learning rate (now {self.config.learning_rate:g})."
+            )
+        return records
+
+
+def run_in_backend_child(
+    config: RunConfig,
+    on_steps: OnSteps | None = None,
+    stop_event: threading.Event | None = None,
+    callbacks: Sequence[RunCallback] = (),
+) -> RunResult:
+    """Train `config` on its backend in a child process, streaming step records to `on_steps` and the hooks.
+
+    Every problem ends the run with status "failed" and a readable message
+    (the backend not installed, the model or data refused, the child dying);
+    `stop_event` ends it with status "stopped" after the call in flight.
+    """
+    stop_event = stop_event or threading.Event()
+    listeners = list(callbacks)
+    started_at, start = utc_now(), time.perf_counter()
+    tally = _Tally(config)
+    status, message = RunStatus.COMPLETED, ""
+    title = backend_title(config.backend)
+    if not is_installed(config.backend):
+        status, message = RunStatus.FAILED, f"{title} is not installed here: pip install 'device-lab[{config.backend}]'."
+    else:
+        status, message = _follow_child(tally, on_steps, stop_event, listeners)
+    result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
+    for listener in listeners:
+        listener.on_run_end(result)
+    return result
+
+
+def _follow_child(
+    tally: _Tally, on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
+) -> tuple[RunStatus, str]:
+    """The job's child with the run's config and initial weights (see `_watch_child`)."""
+    config = tally.config
+    title = backend_title(config.backend)
+    with tempfile.TemporaryDirectory(prefix="device-lab-job-") as folder:
+        weights = write_initial_weights(config, folder)
+        if weights is None and not is_model_file(config.model):
+            tally.notes.append(NOT_SHARED.format(backend=title))
+        argv = [json.dumps(config.to_dict()), *([weights] if weights else [])]
+        return _watch_child(tally, argv, on_steps, stop_event, listeners)
+
+
+def _watch_child(
+    tally: _Tally, argv: list[str], on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
+) -> tuple[RunStatus, str]:
+    """Start the job's child with `argv`, hand on its messages until it ends, and say how the run ended."""
+    title = backend_title(tally.config.backend)
+    with Child.start(CHILD_MODULE, argv, what=f"the {title} job", stop_event=stop_event, stop_grace_s=STOP_GRACE_S) as child:
+        for message in child.messages():
+            event = message.get("event")
+            if event == "start":
+                _started(tally, message, listeners)
+            elif event == "steps":
+                records = tally.add(message)
+                if on_steps is not None:
+                    on_steps(records)
+                for listener in listeners:
+                    listener.on_steps(records)
+                if stop_event.is_set() or tally.failure:
+                    child.kill()  # the call in flight has ended; steps the child ran past it are not the run's, as in the engine
+                    break
+        end = child.wait()
+        reply = child.result if isinstance(child.result, dict) else {}
+        if reply.get("peak_rss_bytes"):
+            tally.peak_rss = reply["peak_rss_bytes"]
+        tally.environment["tensorflow_imported"] = reply.get("tensorflow_imported")
+        described = child.describe_end()
+    done = len(tally.losses)
+    if tally.failure:
+        return RunStatus.FAILED, tally.failure
+    if reply.get("error"):
+        return RunStatus.FAILED, str(reply["error"])
+    if stop_event.is_set() and done < tally.total_steps:
+        return RunStatus.STOPPED, f"Stopped by the user after {done} of {tally.total_steps} steps."
+    if not end.ok and (not tally.total_steps or done < tally.total_steps):
+        return RunStatus.FAILED, f"{described[:1:].upper()}{described[1:]}."
+    return RunStatus.COMPLETED, ""
+
+
+def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCallback]) -> None:
+    """The job is set up: note what it said and tell the hooks (no model object: it lives in the child)."""
+    tally.total_steps = int(message["total_steps"])
+    tally.replicas = int(message.get("replicas", 1))
+    tally.devices = tuple(message.get("devices", ()))
+    tally.memory_estimate = dict(message.get("memory_estimate") or {})
+    tally.notes += list(message.get("notes", ()))
+    tally.environment.update(message.get("environment") or {})
+    per_call = int(message.get("steps_per_call", tally.config.steps_per_call))
+    if per_call != tally.config.steps_per_call:
+        tally.config = tally.config.with_changes(steps_per_call=per_call)
+    context = RunContext(tally.config, tally.total_steps, tally.replicas, tally.devices, None)
+    for listener in listeners:
+        listener.on_run_start(context)
+
+
+def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
+    """The run's result from what the job reported, as the TensorFlow engine builds it."""
+    from core.machine.peak_estimates import run_peak_environment
+    from core.training.environment import cpu_model
+
+    config = tally.config
+    stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
+    has_accelerator = any(not d.startswith("CPU") for d in tally.devices)
+    environment = {**tally.environment, "cpu": cpu_model()}
+    if tally.devices and not has_accelerator:
+        environment.update(run_peak_environment(tally.devices, config.precision))
+    return RunResult(
+        status=status,
+        config=config.to_dict(),
+        message=message,
+        steps_done=len(tally.losses),
+        replicas=tally.replicas,
+        **stats.result_fields(),
+        final_loss=tally.losses[-1] if tally.losses else None,
+        peak_memory_bytes=tally.peak_rss,
+        peak_memory_source=f"host process RSS peak ({backend_title(config.backend)} child)" if tally.peak_rss else "",
+        memory_estimate=dict(tally.memory_estimate),
+        wall_s=time.perf_counter() - start,
+        started_at=started_at,
+        environment=environment,
+        losses=tuple(tally.losses),
+        step_times_s=tuple(tally.times),
+        warnings=(*config.warnings(has_accelerator=has_accelerator), *tally.notes),
+    )

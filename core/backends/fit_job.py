@@ -1,0 +1,133 @@
+"""The training of a backend job: Keras's own compiled train step through `model.fit`, timed per call by a callback.
+
+Imported by `child_job` after KERAS_BACKEND is set. `model.fit` gets one epoch
+of whole calls at a time (`job_data.epoch_arrays`) and as many epochs as the
+run's steps need; the callback stops it at the run's end or when the parent
+asks, after the call in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.backends.initial_weights import load_initial_weights
+from core.backends.job_data import epoch_arrays, job_data
+from core.backends.job_setup import (
+    PRECISION_POLICIES,
+    backend_devices,
+    environment,
+    jit_setting,
+    make_optimizer,
+    peak_rss_bytes,
+    placement,
+    planned_steps,
+)
+from core.config import RunConfig
+
+Send = Callable[[dict[str, Any]], None]
+
+
+def call_timer_class() -> type:
+    """The Keras callback class (defined once Keras is imported with the run's backend)."""
+    import keras
+
+    class CallTimer(keras.callbacks.Callback):
+        """Streams each call's steps: loss of the call (from the epoch's running mean) and time since the previous call ended.
+
+        Keras's loss in `logs` is the mean over the epoch so far; a call's own
+        mean loss is the difference of the running sums. With one step per call
+        that is each step's own loss, as the TensorFlow engine reports it.
+        """
+
+        def __init__(self, total_steps: int, send: Send, stop: threading.Event) -> None:
+            super().__init__()
+            self.total_steps, self.send, self.stop = total_steps, send, stop
+            self.steps_done = 0
+            self.previous_end = 0.0
+            self.epoch_sum, self.epoch_steps = 0.0, 0
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            self.previous_end = time.perf_counter()
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self.epoch_sum, self.epoch_steps = 0.0, 0
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            mean = float(logs["loss"])  # already read back: this callback is not async-safe, so Keras synced
+            end = time.perf_counter()
+            count = batch + 1 - self.epoch_steps
+            running_sum = mean * (batch + 1)
+            call_loss = (running_sum - self.epoch_sum) / count
+            self.epoch_sum, self.epoch_steps = running_sum, batch + 1
+            per_step = (end - self.previous_end) / count
+            self.previous_end = end
+            warmup = self.steps_done == 0
+            first = self.steps_done + 1
+            self.steps_done += count
+            records = [[first + i, call_loss, per_step, warmup] for i in range(count)]
+            self.send({"event": "steps", "records": records, "peak_rss_bytes": peak_rss_bytes()})
+            if self.steps_done >= self.total_steps or self.stop.is_set():
+                self.model.stop_training = True
+
+    return CallTimer
+
+
+def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None) -> None:
+    """Build, compile and fit the run's model, sending the start, then each call's step records; `stop` ends it after a call.
+
+    `initial_weights` is the `.npz` of the weights the model starts from (`initial_weights.write_initial_weights`).
+    """
+    import keras
+
+    keras.config.set_dtype_policy(PRECISION_POLICIES[config.precision])
+    data = job_data(config)
+    place, replicas = placement(config)
+    x, y, batches = epoch_arrays(data, config.batch_size, config.steps_per_call)
+    total, per_call, notes = planned_steps(config, data.workload, batches)
+    if hasattr(data.workload, "run_notes"):  # a model file: legacy fixes, synthetic ids, whose optimizer trains it
+        notes += data.workload.run_notes(config.optimizer)
+    if per_call != config.steps_per_call:
+        x, y, batches = epoch_arrays(data, config.batch_size, per_call)
+    devices = backend_devices(config, replicas)
+    with place:
+        model = data.workload.build_model(seed=config.seed)
+        if initial_weights:
+            load_initial_weights(model, initial_weights)
+        optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate, config.optimizer))
+        model.compile(
+            optimizer=optimizer,
+            loss=data.loss,
+            loss_weights=data.loss_weights,
+            steps_per_execution=per_call,
+            jit_compile=jit_setting(config),
+        )
+        estimate = _memory_estimate(model, optimizer, config, replicas)
+        send(
+            {
+                "event": "start",
+                "total_steps": total,
+                "steps_per_call": per_call,
+                "replicas": replicas,
+                "devices": devices,
+                "memory_estimate": estimate,
+                "notes": notes,
+                "environment": environment(config, devices),
+            }
+        )
+        timer = call_timer_class()(total, send, stop)
+        epochs = -(-total // batches)
+        model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=[timer])
+
+
+def _memory_estimate(model: Any, optimizer: Any, config: RunConfig, replicas: int) -> dict[str, Any]:
+    """Weights, gradients and optimizer state of the built model ({} when it cannot be estimated before the first step)."""
+    from core.workloads.memory_estimate import estimate_for_model
+
+    try:
+        optimizer.build(model.trainable_variables)
+        return estimate_for_model(model, optimizer, config.precision, replicas).to_dict()
+    except Exception:  # an estimate is a nicety: never the reason a run fails
+        return {}

@@ -1,0 +1,116 @@
+"""Backends from the command line, as a user meets them: real processes, real signals, a real history file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.core.test_cli_crash_safety import START_TIMEOUT_S, Running, cli, history
+
+pytestmark = pytest.mark.slow
+
+SAVE_SMALL_MODEL = """
+import sys, keras
+model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
+model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.save(sys.argv[1])
+"""
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    return dict(os.environ, DEVICE_LAB_DATA_DIR=str(tmp_path / "data"), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
+
+
+def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
+    done = cli(["compare", "--model", "mlp", "--targets", "CPU:0;jax:CPU:0", "--steps", "40", "--json"], cli_env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tf_row, jax_row = json.loads(done.stdout)
+    assert (tf_row["label"], tf_row["backend"]) == ("CPU:0", "tensorflow")
+    assert (jax_row["label"], jax_row["backend"]) == ("jax:CPU:0", "jax")
+    assert tf_row["samples_per_s"] > 0 and jax_row["samples_per_s"] > 0 and jax_row["speedup"] > 0
+    assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
+
+
+def test_compare_of_a_keras_file_on_tensorflow_and_jax_trains_the_files_weights_alike(cli_env, tmp_path):
+    model_file = tmp_path / "small.keras"
+    made = subprocess.run(
+        [sys.executable, "-c", SAVE_SMALL_MODEL, str(model_file)], env=cli_env, capture_output=True, text=True, timeout=300
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    done = cli(["compare", "--model", str(model_file), "--targets", "CPU:0;jax:CPU:0", "--steps", "30", "--json", "--no-save"], cli_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tf_row, jax_row = json.loads(done.stdout)
+    assert tf_row["status"] == jax_row["status"] == "completed" and jax_row["samples_per_s"] > 0
+    assert jax_row["final_loss"] == pytest.approx(tf_row["final_loss"], rel=1e-3)  # the file's weights, the same synthetic data
+
+
+def test_devices_lists_jaxs_devices_beside_tensorflows(cli_env):
+    done = cli(["devices", "--json"], cli_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = {entry["backend"]: entry for entry in json.loads(done.stdout)["backends"]}
+    assert "CPU:0" in [device["name"] for device in listed["jax"]["devices"]] and listed["jax"]["error"] == ""
+    assert listed["torch"]["installed"] == bool(listed["torch"]["devices"]) != bool(listed["torch"]["error"])
+
+
+def test_a_bad_backend_is_refused_with_exit_code_2_before_training(cli_env):
+    done = cli(["run", "--model", "mlp", "--backend", "mxnet"], cli_env)
+    assert done.returncode == 2 and "--backend" in done.stderr
+
+
+def _backend_children(app: psutil.Process) -> list[psutil.Process]:
+    return [p for p in app.children(recursive=True) if "core.backends.child_job" in " ".join(p.cmdline())]
+
+
+def test_killing_the_app_mid_run_leaves_no_backend_child_and_the_run_reads_back_interrupted_with_its_steps(cli_env):
+    run = Running(["run", "--model", "mlp", "--backend", "jax", "--steps", "1000000", "--no-verdict"], cli_env)
+    try:
+        run.wait_for_step(2)
+        app = psutil.Process(run.process.pid)
+        (child,) = _backend_children(app)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not [row for row in history(cli_env) if row["steps"] > 1]:  # the recorder appends about once a second
+            assert time.monotonic() < deadline, "no steps recorded"
+        run.process.send_signal(signal.SIGKILL)
+    finally:
+        code, _, _ = run.finish()
+    assert code == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the JAX child outlived the app"
+        time.sleep(0.05)
+    (stored,) = history(cli_env)
+    assert stored["status"] == "interrupted" and stored["backend"] == "jax"
+    assert stored["steps"] > 1 and stored["samples_per_s"] > 0
+
+
+def test_a_sweep_over_backends_runs_each_and_names_the_fastest(cli_env):
+    done = cli(
+        ["sweep", "--model", "mlp", "--target", "CPU:0", "--backends", "tensorflow,jax", "--steps", "30", "--json", "--no-save"], cli_env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    swept = json.loads(done.stdout)
+    assert [axis["name"] for axis in swept["axes"]] == ["backend"]
+    rows = swept["rows"]
+    assert [row["settings"]["backend"] for row in rows] == ["tensorflow", "jax"]
+    assert all(row["status"] == "completed" and row["samples_per_s"] > 0 for row in rows)
+    fastest = max(range(len(rows)), key=lambda i: rows[i]["samples_per_s"])
+    assert swept["best"] == fastest
+
+
+def test_autotune_tries_jax_only_when_asked_and_says_so(cli_env):
+    asked = cli(
+        ["autotune", "--model", "mlp", "--target", "CPU:0", "--backends", "jax", "--budget-s", "90", "--json"], cli_env, timeout=600
+    )
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    tuned = json.loads(asked.stdout)
+    backend_points = [p for p in tuned["points"] if p["stage"] == "backend"]
+    assert [p["settings"]["backend"] for p in backend_points] == ["jax"] and backend_points[0]["status"] in ("measured", "skipped")
+    assert tuned["best"]["backend"] in ("tensorflow", "jax") and "backends tried: tensorflow, jax" in tuned["notes"]
