@@ -152,8 +152,10 @@ def _helper_argv(*args: str) -> list[str]:
     return [sys.executable, "-I", "-S", netns.__file__, *args]
 
 
-def _read_line(stream: IO[str], timeout_s: float) -> str:
-    """One line from the helper, or "" if it says nothing within `timeout_s` (then it is killed)."""
+def _read_line(stream: IO[str] | None, timeout_s: float) -> str:
+    """One line from the helper, or "" if it says nothing within `timeout_s` (then it is killed) or has no stdout pipe."""
+    if stream is None:
+        return ""
     ready, _, _ = select.select([stream], [], [], timeout_s)
     return stream.readline().strip() if ready else ""
 
@@ -174,13 +176,15 @@ def _open_namespaces(pid: int) -> tuple[int, int]:
 def _release(holder: subprocess.Popen) -> None:
     """Let the helper exit (end of its stdin) and reap it; kill it if it lingers."""
     try:
-        holder.stdin.close()
+        if holder.stdin is not None:
+            holder.stdin.close()
         holder.wait(timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         holder.kill()
         holder.wait()
     for stream in (holder.stdout, holder.stderr):
-        stream.close()
+        if stream is not None:
+            stream.close()
 
 
 def _helper_died(holder: subprocess.Popen) -> str:
@@ -188,5 +192,6 @@ def _helper_died(holder: subprocess.Popen) -> str:
         holder.wait(timeout=5)
     except subprocess.TimeoutExpired:
         return "the namespace helper did not answer"
-    last = holder.stderr.read().strip().splitlines()[-1:] or ["no output"]
+    said = holder.stderr.read() if holder.stderr is not None else ""
+    last = said.strip().splitlines()[-1:] or ["no output"]
     return f"the namespace helper ended with code {holder.returncode}: {last[0]}"

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -64,8 +65,9 @@ class WorkerProcess:
     def send_line(self, line: str) -> None:
         """Write one line to its stdin; a process that is gone is ignored."""
         try:
-            self._popen.stdin.write(line + "\n")
-            self._popen.stdin.flush()
+            stdin = _piped(self._popen.stdin)
+            stdin.write(line + "\n")
+            stdin.flush()
         except (OSError, ValueError):
             pass
 
@@ -101,7 +103,7 @@ class WorkerProcess:
         return " | ".join(line[:300] for line in lines[-MESSAGE_TAIL_LINES:])
 
     def _read_events(self) -> None:
-        for line in self._popen.stdout:
+        for line in _piped(self._popen.stdout):
             try:
                 event = json.loads(line)
             except ValueError:
@@ -113,7 +115,7 @@ class WorkerProcess:
         self._on_event({"event": EXITED, "code": self._popen.wait()})
 
     def _read_tail(self) -> None:
-        for line in self._popen.stderr:
+        for line in _piped(self._popen.stderr):
             self._tail.append(line.rstrip("\n"))
 
 
@@ -123,8 +125,15 @@ def _start(target: Callable[[], None], name: str) -> threading.Thread:
     return thread
 
 
+def _piped(stream: IO[str] | None) -> IO[str]:
+    """A stream the process was started with as a pipe (only a pipe left out of Popen is None)."""
+    if stream is None:
+        raise ValueError("this stream of the worker process is not a pipe")
+    return stream
+
+
 def _own_process_group() -> dict[str, Any]:
-    if os.name == "nt":
+    if sys.platform == "win32":
         return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 

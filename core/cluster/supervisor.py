@@ -10,6 +10,7 @@ network namespace (`core.cluster.isolation`) where the system allows one.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import socket
@@ -95,6 +96,13 @@ class _Worker:
     def status(self) -> str | None:
         return self.result["status"] if self.result else None
 
+    @property
+    def local_process(self) -> WorkerProcess:
+        """The process of a worker started on this machine (only those have one)."""
+        if self.process is None:
+            raise RuntimeError(f"worker {self.index} was not started on this machine")
+        return self.process
+
     def info(self) -> WorkerInfo:
         process = self.process
         return WorkerInfo(self.index, self.address, process.pid if process else None, process.returncode if process else None)
@@ -150,8 +158,8 @@ class Supervisor:
         workers = [w.info() for w in self._local]
         for listener in self._cluster_listeners():
             listener.on_workers_ended(workers)
-        for listener in self._listeners:
-            listener.on_run_end(result)
+        for callback in self._listeners:
+            callback.on_run_end(result)
         return result
 
     def _launch(self) -> None:
@@ -163,7 +171,7 @@ class Supervisor:
             worker_env = env if gpus is None else dict(env, CUDA_VISIBLE_DEVICES=gpus)
             fds = self._network.pass_fds if self._network else ()
             argv = self._network.wrap(argv) if self._network else argv
-            worker.process = WorkerProcess(argv, worker_env, lambda event, index=worker.index: self._events.put((index, event)), fds)
+            worker.process = WorkerProcess(argv, worker_env, functools.partial(self._queue_event, worker.index), fds)
         workers = [w.info() for w in self._local]
         for listener in self._cluster_listeners():
             listener.on_workers_started(workers)
@@ -243,15 +251,20 @@ class Supervisor:
         elif chief.result is None or (chief.status == RunStatus.FAILED and worker.result is None):
             self._failure = self._describe(worker)
 
+    def _queue_event(self, index: int, event: dict[str, Any]) -> None:
+        """A local worker's event, queued for the supervising thread (called in the worker's reader thread)."""
+        self._events.put((index, event))
+
     def _describe(self, worker: _Worker) -> str:
         """What went wrong with a local worker that ended: its own error, or how it died, and its last words."""
         role = "the chief, " if worker.index == 0 else ""
-        who = f"Worker {worker.index} ({role}{worker.address}, pid {worker.process.pid})"
+        process = worker.local_process
+        who = f"Worker {worker.index} ({role}{worker.address}, pid {process.pid})"
         if worker.error or worker.status == RunStatus.FAILED:
-            what = f"failed: {worker.error or worker.result['message']}"
+            what = f"failed: {worker.error or (worker.result or {}).get('message')}"
         else:
-            what = worker.process.how_it_ended()
-        tail = worker.process.last_lines()
+            what = process.how_it_ended()
+        tail = process.last_lines()
         others = " The other workers were ended." if len(self._local) > 1 else ""
         return f"{who} {what}{others}" + (f" Its last output: {tail}" if tail else "")
 
@@ -259,7 +272,7 @@ class Supervisor:
         timeout = self._config.cluster_timeout_s
         remote = [w for w in self._workers if w not in self._local]
         if not remote:
-            tails = "; ".join(f"worker {w.index}: {w.process.last_lines()}" for w in self._local if w.process.last_lines())
+            tails = "; ".join(f"worker {w.index}: {w.local_process.last_lines()}" for w in self._local if w.local_process.last_lines())
             return f"The {len(self._local)} local workers did not form a cluster within {timeout} s." + (
                 f" Their last output: {tails}" if tails else " The machine may be overloaded: try fewer workers."
             )
@@ -297,7 +310,7 @@ class Supervisor:
         instead the others lose the chief and end, or are killed after STOP_GRACE_S.
         """
         self._stop_sent = True
-        self._workers[0].process.send_line(protocol.STOP_LINE)
+        self._workers[0].local_process.send_line(protocol.STOP_LINE)
 
     def _end_all(self) -> None:
         """Kill every local worker still running, then collect exit codes and output."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 OnProgress = Callable[[int, int, str], None]
 OnIndexedSteps = Callable[[int, Sequence[StepRecord]], None]
 OnResult = Callable[[int, RunResult], None]
-Recorders = Callable[[int, RunConfig], "HistoryRecorder"]
+Recorders = Callable[[int, RunConfig], "HistoryRecorder | None"]
 
 
 def progress_line(index: int, total: int, label: str) -> str:

@@ -339,7 +339,10 @@ class RunStore:
     def _insert(self, result: RunResult, label: str, group: str) -> int:
         values = {"label": label, "run_group": group, **_row_values(result)}
         sql = f"INSERT INTO runs ({', '.join(map(schema.quote, values))}) VALUES ({', '.join('?' * len(values))})"
-        return int(self._conn.execute(sql, tuple(values.values())).lastrowid)
+        run_id = self._conn.execute(sql, tuple(values.values())).lastrowid
+        if run_id is None:
+            raise StoreError(f"The run history {self.path} gave no id for the run just saved.")
+        return run_id
 
     @contextmanager
     def _write(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
@@ -380,5 +383,5 @@ def _summary(row: Sequence[Any]) -> RunSummary:
     values["status"] = RunStatus(values["status"])
     values["devices"] = tuple(values["devices"].split())
     figures = dict(zip((f.name for f in FIGURES), row[columns:figure_end], strict=True))
-    from_result = {name: value or "" for name, value in zip(_FROM_RESULT, row[figure_end:], strict=True)}
+    from_result: dict[str, Any] = {name: value or "" for name, value in zip(_FROM_RESULT, row[figure_end:], strict=True)}
     return RunSummary(**values, figures=figures, **from_result)

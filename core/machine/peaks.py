@@ -185,8 +185,8 @@ def measure_peaks(
             cwd=str(PROJECT_ROOT),
             start_new_session=os.name == "posix",
         )
-    except OSError as error:
-        return PeaksReport(key, error=f"Could not start the measuring process ({error}).")
+    except OSError as exc:
+        return PeaksReport(key, error=f"Could not start the measuring process ({exc}).")
     stdout: list[str] = []
     stderr: list[str] = []
     readers = [threading.Thread(target=_read_into, args=pair, daemon=True) for pair in ((process.stdout, stdout), (process.stderr, stderr))]

@@ -229,8 +229,8 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_e
             env=env,
             start_new_session=os.name == "posix",
         )
-    except OSError as error:
-        return TpuProbe(False, f"Could not start the TPU probe process ({error}).")
+    except OSError as exc:
+        return TpuProbe(False, f"Could not start the TPU probe process ({exc}).")
     stdout, stderr, cut_short = _wait(process, timeout_s, stop_event)
     elapsed = time.monotonic() - start
     reports = [line[len(_REPORT_PREFIX) :] for line in stdout.splitlines() if line.startswith(_REPORT_PREFIX)]

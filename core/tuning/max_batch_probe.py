@@ -28,6 +28,7 @@ of that size); the host budget still guards the machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -189,15 +190,15 @@ def _verdict(
     on_accelerator = bool(answer.get("on_accelerator"))
     host_peak = max(watched_peak, int(answer.get("max_rss") or 0))
     peak = answer.get("device_peak") if on_accelerator else host_peak
-    common = {"seconds": seconds, "on_accelerator": on_accelerator, "replicas": int(answer.get("replicas") or 1)}
+    probe = functools.partial(Probe, seconds=seconds, on_accelerator=on_accelerator, replicas=int(answer.get("replicas") or 1))
     message = str(answer.get("message") or "")
     if answer.get("status") == "completed":
         if host_peak > limits.host_bytes:
-            return Probe(batch, False, peak, f"over the memory budget: peak {host_peak:,} bytes", **common)
-        return Probe(batch, True, peak, **common)
+            return probe(batch, False, peak, f"over the memory budget: peak {host_peak:,} bytes")
+        return probe(batch, True, peak)
     if any(marker in message for marker in OOM_MARKERS):
-        return Probe(batch, False, peak, message.split(". ")[0][:200] or "out of memory", **common)
-    return Probe(batch, False, peak, "failed", error=message or stderr_tail or "the probe failed without a message", **common)
+        return probe(batch, False, peak, message.split(". ")[0][:200] or "out of memory")
+    return probe(batch, False, peak, "failed", error=message or stderr_tail or "the probe failed without a message")
 
 
 def _child_env(config: RunConfig) -> dict[str, str]:

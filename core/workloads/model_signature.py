@@ -129,7 +129,7 @@ def _embedding_fed_by(input_layer: Any) -> Any:
     """The Embedding with the smallest input_dim that the input reaches through integer-valued layers."""
     import keras
 
-    found, frontier, seen = [], [input_layer], set()
+    found, frontier, seen = [], [input_layer], set[int]()
     while frontier and len(seen) < _MAX_WALK:
         layer = frontier.pop()
         for node in getattr(layer, "_outbound_nodes", []):
