@@ -47,7 +47,7 @@ from gui.qt_threads import wait_for_threads
 from gui.remembered import WindowMemory
 from gui.run_form.hooks_box import RunOptionsBox
 from gui.run_form.panel import RunPanel
-from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
+from gui.settings import KEY_DIAGNOSE, KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE, read_bool
 
 if TYPE_CHECKING:
     from gui.controllers.run import Progress, RunController
@@ -201,6 +201,11 @@ class MainWindow(QMainWindow):
         run_menu.addAction(self.start_action)
         run_menu.addAction(self.stop_action)
         run_menu.addSeparator()
+        self.diagnose_action = self._action("Diagnose each completed run", None, lambda on: self.settings.setValue(KEY_DIAGNOSE, on))
+        self.diagnose_action.setCheckable(True)
+        self.diagnose_action.setChecked(read_bool(self.settings, KEY_DIAGNOSE, True))
+        self.diagnose_action.setStatusTip("Short probe runs after a completed run find what limits its speed (the verdict).")
+        run_menu.addAction(self.diagnose_action)
         run_menu.addAction(self._action("Clear plots", None, lambda: self.plots.clear()))
         devices_menu = bar.addMenu("&Devices")
         devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: self.device_panel.detect(None)))
@@ -324,6 +329,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
         self._run_config = with_recorded_hooks(config, callbacks)
+        self.run_controller.diagnose = self.diagnose_action.isChecked()
         if not self.run_controller.start(self._run_config, label, callbacks):
             self.statusBar().showMessage("A run is already in flight: stop it first.", STATUS_TIMEOUT_MS)
 

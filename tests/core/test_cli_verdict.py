@@ -18,6 +18,8 @@ from core.history.store import RunStore
 from core.machine import peaks
 from core.machine.peaks import DevicePeaks, PeaksReport
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 FLOAT32 = 60e9  # the ceilings written to the cache (FLOP/s, bytes/s)
 BFLOAT16 = 120e9

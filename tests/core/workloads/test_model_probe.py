@@ -16,6 +16,7 @@ HANG_LIMIT_S = 5.0
 KILL_MARGIN_S = 10.0  # the child's start and the kill, beyond its limit
 
 
+@pytest.mark.slow
 def test_child_describes_the_two_input_two_output_model(two_io_keras):
     described = describe_model_file(two_io_keras, timeout_s=240)
     assert described["sha256"] == file_sha256(two_io_keras) and described["path"] == str(two_io_keras)
@@ -42,6 +43,7 @@ def test_child_passes_back_the_problem_it_found(tmp_path):
     assert not error.value.needs_trust
 
 
+@pytest.mark.slow
 def test_a_hung_python_file_fails_within_its_limit(tmp_path):
     path = write_py(tmp_path, "hangs.py", "import time\ntime.sleep(60)\n")
     started = time.monotonic()

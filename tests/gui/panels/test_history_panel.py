@@ -7,6 +7,7 @@ import html
 import json
 import os
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
@@ -48,6 +49,7 @@ def new_window(qtbot):
     return window
 
 
+@pytest.mark.slow
 def test_runs_survive_a_restart_with_their_step_series(ready_window, qtbot, tmp_path, monkeypatch):
     first = ready_window
     first.run_panel.steps_edit.setText(str(STEPS))
@@ -133,6 +135,7 @@ def test_filter_status_and_sort(qtbot):
     panel.close_store()
 
 
+@pytest.mark.slow
 def test_a_corrupt_history_is_set_aside_and_the_app_starts_empty(qtbot):
     garbage = b"this is not a database " * 200
     os.makedirs(os.path.dirname(history_path()), exist_ok=True)
@@ -152,6 +155,7 @@ def test_a_corrupt_history_is_set_aside_and_the_app_starts_empty(qtbot):
     window.close()
 
 
+@pytest.mark.slow
 def test_failed_runs_of_a_comparison_are_in_the_history_with_their_message(qtbot):
     plots = PlotsWidget()
     config = RunConfig(model="mlp", dataset="digits", steps=5, batch_size=63)
