@@ -76,7 +76,7 @@ def test_float16_on_the_cpu_warns_in_the_result(two_cpus):
 def test_float16_cli_run_warns_and_keeps_tensorflow_notices_off_the_terminal(cli_env, tmp_path):
     # oneDNN forced on: it prints its ERROR-level DT_HALF notice at the first call on CPUs without AVX-512.
     env = dict(cli_env, TF_ENABLE_ONEDNN_OPTS="1")
-    out = cli(["run", "--model", "mlp", "--steps", "3", "--precision", "float16", "--no-save", "--json"], env)
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--steps", "3", "--precision", "float16", "--no-save", "--json"], env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert any("roughly 50x slower" in w for w in json.loads(out.stdout)["warnings"])
     assert ONEDNN_HALF_LINE not in out.stderr
