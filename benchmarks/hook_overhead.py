@@ -35,7 +35,7 @@ PROFILED_STEPS = (100, 110)
 def run(quick: bool) -> list[harness.Result]:
     processes, rounds, steps = (1, 2, 400) if quick else (3, 5, 1000)
     children = [harness.run_child(NAME, [steps, rounds, i % 2]) for i in range(processes)]
-    runs = {name: [rate for child in children for rate in child[name]] for name in ("off", "tensorboard", "profile")}
+    runs = {name: [rate for child in children for rate in child[name]] for name in ("off", "tensorboard", "tensorboard_proto", "profile")}
     tensorboard, tensorboard_ratios = harness.paired_ratio([r["outside"] for r in runs["tensorboard"]], [r["outside"] for r in runs["off"]])
     profile, profile_ratios = harness.paired_ratio([r["reported"] for r in runs["profile"]], [r["reported"] for r in runs["off"]])
     job = f"MLP digits, batch {BATCH_SIZE}, 1 step per call, {steps} steps, {processes} processes x {rounds} rounds"
@@ -53,6 +53,7 @@ def run(quick: bool) -> list[harness.Result]:
             f"{harness.median([r['cpu_us_per_step'] for r in runs['off']]):,.0f} µs",
             {"runs": runs, "ratios": tensorboard_ratios},
         ),
+        _encoder_result(runs, job),
         harness.Result(
             f"{NAME} profiler",
             profile,
@@ -67,14 +68,41 @@ def run(quick: bool) -> list[harness.Result]:
     ]
 
 
+def _encoder_result(runs: dict[str, list[dict]], job: str) -> harness.Result:
+    """TensorFlow's own protobuf messages against the hand-written wire format, in the same writer thread."""
+    proto = [r["outside"] for r in runs["tensorboard_proto"]]
+    wire = [r["outside"] for r in runs["tensorboard"]]
+    ratio, ratios = harness.paired_ratio(proto, wire)
+    cpu_ratio, cpu_ratios = harness.paired_ratio(
+        [r["cpu_us_per_step"] for r in runs["tensorboard_proto"]], [r["cpu_us_per_step"] for r in runs["tensorboard"]]
+    )
+    return harness.Result(
+        f"{NAME} tensorboard encoder",
+        ratio,
+        "x",
+        TARGET,
+        ratio >= TARGET_RATIO,
+        f"protobuf messages / hand-written wire format, samples/s timed from outside: {harness.median(proto):,.0f} vs "
+        f"{harness.median(wire):,.0f} ({job}); ratios {harness.spread_text(ratios)}; CPU time per step proto / wire "
+        f"{cpu_ratio:.3f} {harness.spread_text(cpu_ratios)}",
+        {"ratios": ratios, "cpu_ratios": cpu_ratios},
+    )
+
+
 def _train(hooks: str, steps: int) -> dict:
     from core.config import RunConfig
+    from core.hooks.event_file import ProtoEncoder, WireEncoder
     from core.hooks.profiler import ProfilerCapture
     from core.hooks.tensorboard import TensorBoardWriter
     from core.runner import run_training
 
     logdir = tempfile.mkdtemp(prefix=f"{NAME}-")
-    callbacks = {"off": [], "tensorboard": [TensorBoardWriter(logdir)], "profile": [ProfilerCapture(logdir, *PROFILED_STEPS)]}[hooks]
+    callbacks = {
+        "off": [],
+        "tensorboard": [TensorBoardWriter(logdir, encoder=WireEncoder)],
+        "tensorboard_proto": [TensorBoardWriter(logdir, encoder=ProtoEncoder)],
+        "profile": [ProfilerCapture(logdir, *PROFILED_STEPS)],
+    }[hooks]
     config = RunConfig(model="mlp", dataset="digits", batch_size=BATCH_SIZE, steps=steps, steps_per_call=1)
     clock = harness.CallClock()
     cpu_start = time.process_time()
@@ -88,7 +116,7 @@ def _train(hooks: str, steps: int) -> dict:
 
 def _child(argv: list[str]) -> dict:
     steps, rounds, reverse = int(argv[0]), int(argv[1]), argv[2] == "1"
-    order = ("off", "tensorboard", "profile")
+    order = ("off", "tensorboard", "tensorboard_proto", "profile")
     runners = {name: (lambda name=name: _train(name, steps)) for name in (reversed(order) if reverse else order)}
     return harness.alternate(runners, rounds)
 

@@ -7,10 +7,11 @@ on this machine or another, reaches the workers, while all local workers of a
 run share it and meet on 127.0.0.1. The network namespace belongs to a new user
 namespace, so no privilege is needed (and root works the same way).
 
-How: `PrivateNetwork.create()` starts `netns.py create` (`core.cluster.netns`),
-which makes the namespace and says "ready"; the app opens that process's
-/proc/PID/ns/user and ns/net (the two descriptors keep the namespace alive
-until `close()`) and lets it exit. Each worker starts as `netns.py join
+How: `PrivateNetwork.create()` starts `netns.py create` (`core.cluster.netns`)
+through the one runner (`core.child_process.Child`); it makes the namespace
+and says it is ready; the app opens that process's /proc/PID/ns/user and
+ns/net (the two descriptors keep the namespace alive until `close()`) and
+asks it to stop. Each worker starts as `netns.py join
 USER_FD NET_FD -- ARGV...`, which enters the namespace and execs ARGV: the
 worker keeps the pid, stdin and stdout it was started with.
 
@@ -21,18 +22,17 @@ can be tried anywhere, and a system whose namespaces misbehave can opt out.
 from __future__ import annotations
 
 import os
-import select
-import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import IO
 
+from core.child_process import Child
 from core.cluster import netns
 from core.config import ConfigError, RunConfig
 
 SWITCH = "DEVICE_LAB_ISOLATION"
 CREATE_TIMEOUT_S = 30.0
+RELEASE_GRACE_S = 5.0
 ISOLATED_NOTE = "The local workers ran isolated: in a private network namespace with only loopback, unreachable from the network."
 _known: dict[str, str] = {}
 _known_lock = threading.Lock()
@@ -56,14 +56,15 @@ class PrivateNetwork:
             raise IsolationUnavailable(switched_off)
         if not sys.platform.startswith("linux"):
             raise IsolationUnavailable("private network namespaces exist only on Linux")
-        holder = subprocess.Popen(_helper_argv("create"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            said = _read_line(holder.stdout, timeout_s)
-            if said != netns.READY:
-                raise IsolationUnavailable(said.removeprefix(netns.ERROR_PREFIX) or _helper_died(holder))
-            return cls(*_open_namespaces(holder.pid))
-        finally:
-            _release(holder)
+        with Child(_helper_argv("create"), "the namespace helper", limit_s=timeout_s, stop_grace_s=RELEASE_GRACE_S) as holder:
+            said = next(holder.messages(), {})  # its first message, or none: it ended (or was killed at the limit) first
+            if not said.get("ready"):
+                holder.wait()
+                raise IsolationUnavailable(said.get("error") or holder.describe_end())
+            network = cls(*_open_namespaces(holder.pid))
+            holder.stop()  # let it exit: the descriptors hold the namespace now
+            holder.wait()
+        return network
 
     @property
     def pass_fds(self) -> tuple[int, int]:
@@ -152,14 +153,6 @@ def _helper_argv(*args: str) -> list[str]:
     return [sys.executable, "-I", "-S", netns.__file__, *args]
 
 
-def _read_line(stream: IO[str] | None, timeout_s: float) -> str:
-    """One line from the helper, or "" if it says nothing within `timeout_s` (then it is killed) or has no stdout pipe."""
-    if stream is None:
-        return ""
-    ready, _, _ = select.select([stream], [], [], timeout_s)
-    return stream.readline().strip() if ready else ""
-
-
 def _open_namespaces(pid: int) -> tuple[int, int]:
     """Descriptors of the helper's user and network namespaces (they outlive the helper)."""
     opened: list[int] = []
@@ -171,27 +164,3 @@ def _open_namespaces(pid: int) -> tuple[int, int]:
             os.close(fd)
         raise IsolationUnavailable(f"cannot open the new namespace: {exc.strerror or exc}") from exc
     return opened[0], opened[1]
-
-
-def _release(holder: subprocess.Popen) -> None:
-    """Let the helper exit (end of its stdin) and reap it; kill it if it lingers."""
-    try:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        holder.wait(timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        holder.kill()
-        holder.wait()
-    for stream in (holder.stdout, holder.stderr):
-        if stream is not None:
-            stream.close()
-
-
-def _helper_died(holder: subprocess.Popen) -> str:
-    try:
-        holder.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        return "the namespace helper did not answer"
-    said = holder.stderr.read() if holder.stderr is not None else ""
-    last = said.strip().splitlines()[-1:] or ["no output"]
-    return f"the namespace helper ended with code {holder.returncode}: {last[0]}"

@@ -2,8 +2,10 @@
 
 `python -I -S netns.py create` unshares a user and a network namespace, maps
 its own uid and gid onto themselves, brings `lo` up (ioctl SIOCSIFFLAGS, no
-`ip` binary), prints "ready" and stays until its stdin ends, so the app can
-open its /proc/PID/ns/user and ns/net. On failure it prints "error: WHY".
+`ip` binary), sends {"ready": true} and stays until a line or the end of its
+stdin, so the app can open its /proc/PID/ns/user and ns/net. On failure it
+sends {"error": WHY}. It speaks `core.child_process`'s protocol (MESSAGE_PREFIX,
+spelled out here: this program may import nothing but the standard library).
 
 `python -I -S netns.py join USER_FD NET_FD -- ARGV...` enters those namespaces
 with setns (user first: it grants the right to enter the other) and execs ARGV,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import json
 import os
 import socket
 import struct
@@ -29,8 +32,7 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 IFREQ = "16sH14x"  # struct ifreq: the interface name, then ifr_flags
-READY = "ready"
-ERROR_PREFIX = "error: "
+MESSAGE_PREFIX = "@@device-lab message "
 JOIN_FAILED_EXIT = 4
 RESTRICTIVE_SYSCTLS = {  # file under /proc/sys: (the value that forbids, what it means)
     "kernel/unprivileged_userns_clone": ("0", "unprivileged user namespaces are disabled"),
@@ -80,15 +82,19 @@ def explain(exc: OSError) -> str:
 
 
 def create() -> int:
-    """Make the namespace, say so, and stay in it until the app has opened it (end of stdin)."""
+    """Make the namespace, say so, and stay in it until the app has opened it (a stop line or the end of stdin)."""
     try:
         enter_private_network()
     except OSError as exc:
-        print(ERROR_PREFIX + explain(exc), flush=True)
+        _send({"error": explain(exc)})
         return 1
-    print(READY, flush=True)
-    sys.stdin.read()
+    _send({"ready": True})
+    sys.stdin.readline()
     return 0
+
+
+def _send(message: dict) -> None:
+    print(MESSAGE_PREFIX + json.dumps(message), flush=True)
 
 
 def join(user_fd: int, net_fd: int, argv: list[str]) -> int:

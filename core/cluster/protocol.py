@@ -1,7 +1,8 @@
 """The line protocol between a supervised worker process and the app.
 
-The worker writes one JSON event per line on stdout (`{"event": START, ...}`);
-the app writes control lines on the worker's stdin (`STOP_LINE`).
+The worker sends one event per message of `core.child_process`'s protocol
+(`{"event": START, ...}`); the app asks it to stop on its control pipe
+(`Child.stop`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 from core.results import StepRecord
 
 START, CALL, STEPS, RESULT, ERROR = "start", "call", "steps", "result", "error"
-STOP_LINE = "stop"
 
 
 def encode_records(records: Sequence[StepRecord]) -> list[list[Any]]:

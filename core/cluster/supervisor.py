@@ -10,7 +10,6 @@ network namespace (`core.cluster.isolation`) where the system allows one.
 
 from __future__ import annotations
 
-import functools
 import os
 import queue
 import socket
@@ -18,18 +17,17 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from core.child_process import child_env
+from core.child_process import Child, ChildEnd
 from core.cluster import protocol
 from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, open_worker_network
-from core.cluster.process import EXITED, WorkerProcess
 from core.cluster.topology import (
     GRPC_WARNING,
     LOCALHOST,
     ClusterCallback,
     WorkerInfo,
-    free_ports,
     local_gpu_shares,
     local_worker_argv,
     oversubscription_warning,
@@ -37,6 +35,7 @@ from core.cluster.topology import (
 )
 from core.config import RunConfig
 from core.formatting import utc_now
+from core.ports import free_ports
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.training.engine import OnSteps
@@ -47,6 +46,9 @@ from core.workloads.workload import is_model_file
 STOP_GRACE_S = 5.0
 FINISH_GRACE_S = 15.0
 POLL_S = 0.1
+EXITED = "exited"
+"""The supervisor's own event for a worker whose process has ended and whose output is read."""
+MESSAGE_TAIL_LINES = 6
 
 
 def run_local_cluster(
@@ -87,7 +89,7 @@ class _Worker:
     def __init__(self, index: int, address: str):
         self.index = index
         self.address = address
-        self.process: WorkerProcess | None = None
+        self.process: Child | None = None
         self.result: dict[str, Any] | None = None
         self.error = ""
         self.ended = False
@@ -95,13 +97,6 @@ class _Worker:
     @property
     def status(self) -> str | None:
         return self.result["status"] if self.result else None
-
-    @property
-    def local_process(self) -> WorkerProcess:
-        """The process of a worker started on this machine (only those have one)."""
-        if self.process is None:
-            raise RuntimeError(f"worker {self.index} was not started on this machine")
-        return self.process
 
     def info(self) -> WorkerInfo:
         process = self.process
@@ -156,25 +151,34 @@ class Supervisor:
             self._failure = self._failure or f"{type(exc).__name__}: {exc}"
         result = self._result(started_at, time.monotonic() - start)
         workers = [w.info() for w in self._local]
-        for listener in self._cluster_listeners():
-            listener.on_workers_ended(workers)
-        for callback in self._listeners:
-            callback.on_run_end(result)
+        for cluster_listener in self._cluster_listeners():
+            cluster_listener.on_workers_ended(workers)
+        for listener in self._listeners:
+            listener.on_run_end(result)
         return result
 
     def _launch(self) -> None:
-        env = child_env()
-        env.pop("TF_CONFIG", None)
         shares = local_gpu_shares(_visible_gpu_ids(), len(self._local)) if len(self._local) > 1 else [None]
         for worker, gpus in zip(self._local, shares, strict=True):
             argv = local_worker_argv(self._config, self._cluster, worker.index)
-            worker_env = env if gpus is None else dict(env, CUDA_VISIBLE_DEVICES=gpus)
-            fds = self._network.pass_fds if self._network else ()
-            argv = self._network.wrap(argv) if self._network else argv
-            worker.process = WorkerProcess(argv, worker_env, functools.partial(self._queue_event, worker.index), fds)
+            env: dict[str, str | None] = {"TF_CONFIG": None} if gpus is None else {"TF_CONFIG": None, "CUDA_VISIBLE_DEVICES": gpus}
+            worker.process = Child(
+                self._network.wrap(argv) if self._network else argv,
+                f"Worker {worker.index} ({'the chief, ' if worker.index == 0 else ''}{worker.address})",
+                env=env,
+                pass_fds=self._network.pass_fds if self._network else (),
+                on_message=partial(self._post, worker.index),
+                on_end=partial(self._post_end, worker.index),
+            )
         workers = [w.info() for w in self._local]
         for listener in self._cluster_listeners():
             listener.on_workers_started(workers)
+
+    def _post(self, index: int, event: dict[str, Any]) -> None:
+        self._events.put((index, event))
+
+    def _post_end(self, index: int, end: ChildEnd) -> None:
+        self._events.put((index, {"event": EXITED, "code": end.returncode}))
 
     def _watch(self, start: float) -> None:
         """Relay events until every local worker has ended or the outcome needs no more waiting."""
@@ -251,28 +255,24 @@ class Supervisor:
         elif chief.result is None or (chief.status == RunStatus.FAILED and worker.result is None):
             self._failure = self._describe(worker)
 
-    def _queue_event(self, index: int, event: dict[str, Any]) -> None:
-        """A local worker's event, queued for the supervising thread (called in the worker's reader thread)."""
-        self._events.put((index, event))
-
     def _describe(self, worker: _Worker) -> str:
         """What went wrong with a local worker that ended: its own error, or how it died, and its last words."""
-        role = "the chief, " if worker.index == 0 else ""
-        process = worker.local_process
-        who = f"Worker {worker.index} ({role}{worker.address}, pid {process.pid})"
+        process = worker.process
+        assert process is not None
         if worker.error or worker.status == RunStatus.FAILED:
-            what = f"failed: {worker.error or (worker.result or {}).get('message')}"
+            what = f"{process.what} failed: {worker.error or (worker.result or {}).get('message', '')}"
         else:
-            what = process.how_it_ended()
-        tail = process.last_lines()
+            what = f"{process.describe_end(last_words=False)} before the run ended."
+        tail = process.last_words(MESSAGE_TAIL_LINES)
         others = " The other workers were ended." if len(self._local) > 1 else ""
-        return f"{who} {what}{others}" + (f" Its last output: {tail}" if tail else "")
+        return f"{what}{others}" + (f" Its last output: {tail}" if tail else "")
 
     def _join_timeout_message(self) -> str:
         timeout = self._config.cluster_timeout_s
         remote = [w for w in self._workers if w not in self._local]
         if not remote:
-            tails = "; ".join(f"worker {w.index}: {w.local_process.last_lines()}" for w in self._local if w.local_process.last_lines())
+            said = {w.index: w.process.last_words(MESSAGE_TAIL_LINES) for w in self._local if w.process is not None}
+            tails = "; ".join(f"worker {index}: {words}" for index, words in said.items() if words)
             return f"The {len(self._local)} local workers did not form a cluster within {timeout} s." + (
                 f" Their last output: {tails}" if tails else " The machine may be overloaded: try fewer workers."
             )
@@ -302,7 +302,7 @@ class Supervisor:
         )
 
     def _send_stop(self) -> None:
-        """Tell the chief alone to stop.
+        """Ask the chief alone to stop (killed after STOP_GRACE_S if it has not).
 
         It leaves after the call in flight, which every worker has then finished
         too (collectives keep them in step), so its result is a clean "stopped".
@@ -310,16 +310,18 @@ class Supervisor:
         instead the others lose the chief and end, or are killed after STOP_GRACE_S.
         """
         self._stop_sent = True
-        self._workers[0].local_process.send_line(protocol.STOP_LINE)
+        chief = self._workers[0].process
+        if chief is not None:
+            chief.stop(STOP_GRACE_S)
 
     def _end_all(self) -> None:
-        """Kill every local worker still running, then collect exit codes and output."""
+        """Kill every local worker still running, then wait for their exit codes and output."""
         self._ending = True
         started = [w.process for w in self._local if w.process is not None]
         for process in started:
             process.kill()
         for process in started:
-            process.close()
+            process.wait()
 
     def _result(self, started_at: str, wall_s: float) -> RunResult:
         chief = self._workers[0]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,20 +139,6 @@ def oversubscription_warning(config: RunConfig, cores: int | None = None, availa
 def tf_config(cluster: Sequence[str], index: int) -> str:
     """The TF_CONFIG of worker `index`: every task a "worker", task 0 the chief."""
     return json.dumps({"cluster": {"worker": list(cluster)}, "task": {"type": "worker", "index": index}})
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free right now (TF binds all interfaces, so they are probed there)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def cluster_from_environment() -> list[str] | None:

@@ -4,9 +4,10 @@ Sets TF_CONFIG from --cluster and --task-index before TensorFlow starts, then
 runs the engine under MultiWorkerMirroredStrategy; a run on a model file first
 checks that this host's file is the content the run was set up with (its
 sha256), before TensorFlow starts. With --supervised (the app
-started this process) stdout carries JSON events for the supervisor, one per
-line, and stdin is the control pipe: a "stop" line, or its end (the app went
-away), stops the run.
+started this process, `core.child_process.Child`) its events go to the
+supervisor as messages of the one protocol (`send`), and stdin is the control
+pipe (`listen_to_parent`): a stop line, or its end (the app went away), stops
+the run, and an orphan exits after ORPHAN_EXIT_S.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any
 
-from core.cluster.protocol import CALL, ERROR, RESULT, START, STEPS, STOP_LINE, encode_records
+from core.child_process import listen_to_parent, send
+from core.cluster.protocol import CALL, ERROR, RESULT, START, STEPS, encode_records
 from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
 from core.results import RunResult, RunStatus, StepRecord
@@ -27,7 +29,6 @@ from core.training.callbacks import RunCallback, RunContext
 from core.workloads.model_file import ModelFileError
 
 ORPHAN_EXIT_S = 10.0
-ORPHAN_EXIT_CODE = 3
 
 
 def main(args: list[str]) -> int:
@@ -44,8 +45,8 @@ def main(args: list[str]) -> int:
     os.environ["TF_CONFIG"] = tf_config(cluster, options.task_index)
     stop = threading.Event()
     if options.supervised:
-        reporter: EventReporter | ConsoleReporter = EventReporter(_take_stdout(), options.task_index == 0, stop)
-        threading.Thread(target=_watch_control_pipe, args=(stop,), name="control-pipe", daemon=True).start()
+        reporter: EventReporter | ConsoleReporter = EventReporter(options.task_index == 0, stop)
+        listen_to_parent(stop, ORPHAN_EXIT_S)
     else:
         reporter = ConsoleReporter(options.task_index, cluster)
     return _train(config, stop, reporter)
@@ -99,8 +100,7 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | C
 class EventReporter(RunCallback):
     """Writes the run's events as JSON lines: all of them on the chief, only the outcome elsewhere."""
 
-    def __init__(self, stream: IO[str], chief: bool, stop: threading.Event):
-        self._stream = stream
+    def __init__(self, chief: bool, stop: threading.Event):
         self._chief = chief
         self._stop = stop
 
@@ -135,8 +135,7 @@ class EventReporter(RunCallback):
 
     def _send(self, event: dict[str, Any]) -> None:
         try:
-            self._stream.write(json.dumps(event) + "\n")
-            self._stream.flush()
+            send(event)
         except OSError:  # the supervisor is gone: nobody wants the rest of this run
             self._stop.set()
 
@@ -159,23 +158,6 @@ class ConsoleReporter(RunCallback):
 
     def report_error(self, message: str) -> None:
         print(f"Worker {self._index} failed: {message}", file=sys.stderr)
-
-
-def _take_stdout() -> IO[str]:
-    """The real stdout for events; fd 1 then points at stderr, so stray prints cannot corrupt them."""
-    events_fd = os.dup(1)
-    os.dup2(2, 1)
-    return os.fdopen(events_fd, "w", encoding="utf-8", buffering=1)
-
-
-def _watch_control_pipe(stop: threading.Event) -> None:
-    for line in sys.stdin:
-        if line.strip() == STOP_LINE:
-            stop.set()
-    stop.set()  # end of the pipe: the app is gone; stop, and do not outlive it for long
-    timer = threading.Timer(ORPHAN_EXIT_S, os._exit, args=(ORPHAN_EXIT_CODE,))
-    timer.daemon = True
-    timer.start()
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """TensorBoard event files written off the training thread, without a TensorFlow op per value.
 
 `EventFileThread` queues a run's step records (an append in the training
-thread) and writes them every few seconds. Each step's scalars are encoded
-straight into the protocol-buffer wire format of an `Event` (a few bytes
-each), which is what `tf.summary.scalar` would write: a float32 scalar tensor
-tagged with the "scalars" plugin on its first value. Building the same
-message with protobuf objects costs ~35 µs a step; this costs ~8 µs, framing
-included, in the writer thread (the training thread's part is ~1 µs a call).
-Records are framed by `tf.io.TFRecordWriter` (length and CRCs), as every event
-file is.
+thread) and writes them every few seconds. Each step's scalars become one
+`Event` holding what `tf.summary.scalar` would write: a float32 scalar tensor
+tagged with the "scalars" plugin on its first value. Records are framed by
+`tf.io.TFRecordWriter` (length and CRCs), as every event file is.
+
+Two encoders make the same bytes: `WireEncoder` writes the protocol-buffer
+wire format by hand, `ProtoEncoder` fills TensorFlow's own `Event` and
+`Summary` messages. The `hook_overhead` benchmark compares them on training
+throughput (README, Performance).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from core.results import StepRecord
@@ -28,6 +29,16 @@ if TYPE_CHECKING:
 FILE_VERSION = "brain.Event:2"
 SCALARS = (b"scalars", 1)  # plugin name, SummaryMetadata.DataClass (DATA_CLASS_SCALAR)
 TEXT = (b"text", 2)  # DATA_CLASS_TENSOR
+
+
+class EventEncoder(Protocol):
+    """Turns one event's content into the bytes of a serialised `Event`."""
+
+    def file_version(self, wall_time: float) -> bytes: ...
+
+    def scalars(self, wall_time: float, step: int, values: Sequence[tuple[str, float]]) -> bytes: ...
+
+    def text(self, wall_time: float, step: int, tag: str, text: str) -> bytes: ...
 
 
 class EventFileThread(threading.Thread):
@@ -38,21 +49,28 @@ class EventFileThread(threading.Thread):
     ({tag: bytes}) at the latest step.
     """
 
-    def __init__(self, run_dir: Path, batch_size: int, flush_s: float, memory_now: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        batch_size: int,
+        flush_s: float,
+        memory_now: Callable[[], Mapping[str, int]],
+        encoder: EventEncoder | None = None,
+    ) -> None:
         super().__init__(name="tensorboard-writer", daemon=True)
         import tensorflow as tf
 
         self._batch_size = batch_size
         self._flush_s = flush_s
         self._memory_now = memory_now
+        self._encoder = encoder or WireEncoder()
         self._lock = threading.Lock()
         self._pending: list[tuple[float, Sequence[StepRecord]]] = []
         self._closing = threading.Event()
-        self._tags = TagPrefixes()
         self._last_step = 0
         name = f"events.out.tfevents.{time.time():.0f}.{socket.gethostname()}.{os.getpid()}.{id(self)}.v2"
         self._file = tf.io.TFRecordWriter(str(run_dir / name))
-        self._file.write(_event(time.time(), None, _bytes_field(3, FILE_VERSION.encode())))  # Event.file_version
+        self._file.write(self._encoder.file_version(time.time()))
 
     def add_steps(self, records: Sequence[StepRecord]) -> None:
         """Queue one call's records (in the training thread: an append under a lock, nothing more)."""
@@ -62,8 +80,7 @@ class EventFileThread(threading.Thread):
 
     def add_text(self, tag: str, text: str, step: int) -> None:
         """Write a text summary (a string tensor of the "text" plugin) at once."""
-        tensor = _varint_field(1, 7) + _bytes_field(8, text.encode())  # dtype DT_STRING, string_val
-        self._file.write(_event(time.time(), step, _summary([self._tags.prefix(tag, TEXT) + _bytes_field(8, tensor)])))
+        self._file.write(self._encoder.text(time.time(), step, tag, text))
 
     def run(self) -> None:
         while not self._closing.wait(self._flush_s):
@@ -80,20 +97,70 @@ class EventFileThread(threading.Thread):
     def _write_pending(self, final: bool = False) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
-        write, batch, tags = self._file.write, float(self._batch_size), self._tags
+        write, batch, scalars = self._file.write, float(self._batch_size), self._encoder.scalars
         for wall_time, records in pending:
             for record in records:
                 milliseconds = record.step_time_s * 1000.0
-                values = [tags.scalar("loss", record.loss), tags.scalar("step_time_ms", milliseconds)]
+                values = [("loss", record.loss), ("step_time_ms", milliseconds)]
                 if milliseconds > 0:
-                    values.append(tags.scalar("samples_per_s", batch * 1000.0 / milliseconds))
-                write(_event(wall_time, record.step, _summary(values)))
+                    values.append(("samples_per_s", batch * 1000.0 / milliseconds))
+                write(scalars(wall_time, record.step, values))
                 self._last_step = record.step
         if (pending or final) and self._last_step:
-            memory = [tags.scalar(tag, float(value)) for tag, value in self._memory_now().items()]
+            memory = [(tag, float(value)) for tag, value in self._memory_now().items()]
             if memory:
-                write(_event(time.time(), self._last_step, _summary(memory)))
+                write(scalars(time.time(), self._last_step, memory))
         self._file.flush()
+
+
+class WireEncoder:
+    """Writes the `Event` wire format by hand: each tag's prefix encoded once, then a few bytes a value."""
+
+    def __init__(self) -> None:
+        self._tags = TagPrefixes()
+
+    def file_version(self, wall_time: float) -> bytes:
+        return _event(wall_time, None, _bytes_field(3, FILE_VERSION.encode()))  # Event.file_version
+
+    def scalars(self, wall_time: float, step: int, values: Sequence[tuple[str, float]]) -> bytes:
+        return _event(wall_time, step, _summary([self._tags.scalar(tag, value) for tag, value in values]))
+
+    def text(self, wall_time: float, step: int, tag: str, text: str) -> bytes:
+        tensor = _varint_field(1, 7) + _bytes_field(8, text.encode())  # dtype DT_STRING, string_val
+        return _event(wall_time, step, _summary([self._tags.prefix(tag, TEXT) + _bytes_field(8, tensor)]))
+
+
+class ProtoEncoder:
+    """Fills TensorFlow's own `Event` and `Summary` messages and serialises them."""
+
+    def __init__(self) -> None:
+        from tensorflow.core.framework import summary_pb2, tensor_pb2, types_pb2
+        from tensorflow.core.util import event_pb2
+
+        self._event, self._summary, self._tensor, self._types = event_pb2.Event, summary_pb2, tensor_pb2, types_pb2
+        self._seen: set[str] = set()
+
+    def file_version(self, wall_time: float) -> bytes:
+        return self._event(wall_time=wall_time, file_version=FILE_VERSION).SerializeToString()
+
+    def scalars(self, wall_time: float, step: int, values: Sequence[tuple[str, float]]) -> bytes:
+        event = self._event(wall_time=wall_time, step=step)
+        for tag, value in values:
+            tensor = self._tensor.TensorProto(dtype=self._types.DT_FLOAT, float_val=[value])
+            self._add(event, tag, SCALARS, tensor)
+        return event.SerializeToString()
+
+    def text(self, wall_time: float, step: int, tag: str, text: str) -> bytes:
+        event = self._event(wall_time=wall_time, step=step)
+        self._add(event, tag, TEXT, self._tensor.TensorProto(dtype=self._types.DT_STRING, string_val=[text.encode()]))
+        return event.SerializeToString()
+
+    def _add(self, event, tag: str, plugin: tuple[bytes, int], tensor) -> None:
+        value = event.summary.value.add(tag=tag, tensor=tensor)
+        if tag not in self._seen:
+            self._seen.add(tag)
+            value.metadata.plugin_data.plugin_name = plugin[0].decode()
+            value.metadata.data_class = plugin[1]
 
 
 class TagPrefixes:

@@ -1,7 +1,8 @@
 """TensorBoard output for runs, and starting TensorBoard itself.
 
-`TensorBoardWriter` writes one event-file folder per run with TensorFlow's own
-`tf.summary` writer, so it needs only TensorFlow. Viewing needs the
+`TensorBoardWriter` writes one event-file folder per run from a writer thread
+(`core.hooks.event_file`: events encoded without a TensorFlow op, framed by
+`tf.io.TFRecordWriter`), so writing needs only TensorFlow. Viewing needs the
 `tensorboard` package, which TensorFlow 2.21 no longer installs: it is the
 optional extra `device-lab[tensorboard]`.
 """
@@ -11,19 +12,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from core.cluster.topology import free_ports
-from core.hooks.event_file import EventFileThread
+from core.child_process import Child
+from core.hooks.event_file import EventEncoder, EventFileThread
+from core.ports import free_ports
 from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
@@ -98,9 +98,10 @@ class TensorBoardWriter(RunCallback):
     `hook_overhead`).
     """
 
-    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0) -> None:
+    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0, encoder: Callable[[], EventEncoder] | None = None) -> None:
         self.directory = as_run_directory(logdir)
         self._flush_s = flush_s
+        self._encoder = encoder
         self._thread: EventFileThread | None = None
 
     @property
@@ -113,7 +114,9 @@ class TensorBoardWriter(RunCallback):
         # A multi-worker run relays its hooks from worker processes (context.model is None there):
         # this process's memory says nothing about theirs, so no memory scalar is written.
         devices = context.device_names if context.model is not None else None
-        self._thread = EventFileThread(run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices))
+        self._thread = EventFileThread(
+            run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices), self._encoder() if self._encoder else None
+        )
         config_text = json.dumps(context.config.to_dict(), indent=2, default=str)
         self._thread.add_text("config", f"```\n{config_text}\n```", step=0)
         self._thread.start()
@@ -161,37 +164,26 @@ def find_tensorboard() -> str | None:
 
 
 class TensorBoardProcess:
-    """A TensorBoard server this app started; `stop()` ends it (also on leaving a `with` block)."""
+    """A TensorBoard server this app started (a `core.child_process.Child`); `stop()` ends it (also on leaving a `with` block)."""
 
-    def __init__(self, process: subprocess.Popen, url: str, logdir: Path, output: Any) -> None:
-        self.process = process
+    def __init__(self, child: Child, url: str, logdir: Path) -> None:
+        self.child = child
         self.url = url
         self.logdir = logdir
-        self._output = output
 
     @property
     def running(self) -> bool:
-        return self.process.poll() is None
+        return self.child.returncode is None
 
     def output(self) -> str:
-        """What TensorBoard printed so far, for error reports ("" after stop())."""
-        if self._output.closed:
-            return ""
-        self._output.flush()
-        self._output.seek(0)
-        return self._output.read().decode("utf-8", errors="replace")
+        """What TensorBoard printed last (up to 2000 characters), for error reports."""
+        return self.child.output(2000)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """End the server (terminate, then kill if it does not exit in `timeout_s`)."""
+        """End the server (SIGTERM, then SIGKILL if it does not exit in `timeout_s`)."""
         if self.running:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout_s)
-        if not self._output.closed:
-            self._output.close()
+            self.child.stop(timeout_s)
+        self.child.wait()
 
     def __enter__(self) -> TensorBoardProcess:
         return self
@@ -214,28 +206,20 @@ def launch_tensorboard(logdir: str | Path, timeout_s: float = 90.0) -> TensorBoa
     folder.mkdir(parents=True, exist_ok=True)
     [port] = free_ports(1)
     url = f"http://127.0.0.1:{port}/"
-    output = tempfile.TemporaryFile()
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen(
-        [command, "--logdir", str(folder), "--host", "127.0.0.1", "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    server = TensorBoardProcess(process, url, folder, output)
+    child = Child([command, "--logdir", str(folder), "--host", "127.0.0.1", "--port", str(port)], "TensorBoard", terminate_to_stop=True)
+    server = TensorBoardProcess(child, url, folder)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not server.running:
-            text = server.output().strip()[-2000:]
             server.stop()
-            raise RuntimeError(f"TensorBoard exited (code {process.returncode}) before it started. Its output:\n{text}")
+            raise RuntimeError(f"TensorBoard exited (code {child.returncode}) before it started. Its output:\n{server.output().strip()}")
         if _answers_http(url):
             return server
         time.sleep(0.25)
-    text = server.output().strip()[-2000:]
     server.stop()
-    raise RuntimeError(f"TensorBoard did not answer on {url} within {timeout_s:.0f} s; it was stopped. Its output:\n{text}")
+    raise RuntimeError(
+        f"TensorBoard did not answer on {url} within {timeout_s:.0f} s; it was stopped. Its output:\n{server.output().strip()}"
+    )
 
 
 def _answers_http(url: str) -> bool:

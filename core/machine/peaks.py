@@ -9,8 +9,9 @@ call ended by reading a scalar back to the host, the median of repeats.
 
 Anything may hang or take its process down (a driver, a GPU another process
 holds), so the measurement runs in a child Python process (`python -m
-core.machine.peaks_child`) that reports one JSON line per figure and is killed with
-its process group when its time runs out; what it measured by then is kept.
+core.machine.peaks_child`, run by `core.child_process.Child`) that sends one
+message per figure and is killed with its process group when its time runs
+out; what it measured by then is kept.
 
 Results are cached in a JSON file per machine (CPU model, GPU names) and
 TensorFlow version; the caller names the file (`core.diagnosis.ceilings` puts it
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from core.child_process import PROJECT_ROOT, child_env, kill_process_group
+from core.child_process import STOPPED, TIMEOUT, Child, exit_description
 from core.files import write_atomically
 from core.formatting import utc_now
 
@@ -51,17 +51,12 @@ STREAM_BYTES_PER_ELEMENT = 12
 """`v += d` in place reads v and d and writes v: 3 x 4 bytes per element (STREAM "add" counting)."""
 TIMEOUT_S = 300.0
 """Generous: on 2 cores shared with other work a full measurement has taken 2-3 minutes."""
-POLL_S = 0.2
-"""How often the caller checks for a stop, the time limit and a new stage while the child measures."""
 PRECISIONS = {"CPU": ("float32", "bfloat16"), "GPU": ("float32", "bfloat16", "float16"), "TPU": ("float32", "bfloat16")}
 _NO_CPU_FLOAT16 = "not measured: CPUs have no float16 matrix units (TensorFlow converts every element), so it is no setting for a CPU"
 NOT_MEASURED = {"CPU": {"float16": _NO_CPU_FLOAT16}}
 RUN_PRECISION_KEYS = {"off": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 CACHE_FILE = "peaks.json"
 CACHE_VERSION = 1
-
-REPORT_PREFIX = "@@peaks "
-"""Starts each line the child reports on (anything else it prints is not a report)."""
 
 Estimator = Callable[["DevicePeaks"], tuple[dict[str, float], str]]
 
@@ -175,86 +170,37 @@ def measure_peaks(
     """
     key, start = machine_key(), time.monotonic()
     try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "core.machine.peaks_child"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-            cwd=str(PROJECT_ROOT),
-            start_new_session=os.name == "posix",
-        )
+        child = Child.start("core.machine.peaks_child", what="measuring the ceilings", limit_s=timeout_s, stop_event=stop_event)
     except OSError as exc:
         return PeaksReport(key, error=f"Could not start the measuring process ({exc}).")
-    stdout: list[str] = []
-    stderr: list[str] = []
-    readers = [threading.Thread(target=_read_into, args=pair, daemon=True) for pair in ((process.stdout, stdout), (process.stderr, stderr))]
-    for reader in readers:
-        reader.start()
-    ended = _wait(process, start + timeout_s, stop_event, stdout, on_stage)
-    for reader in readers:
-        reader.join()
-    devices, stage, done = _collect(_reports(stdout))
+    messages: list[dict[str, Any]] = []
+    said = ""
+    with child:  # leaving early (Ctrl-C, a raising on_stage) kills it
+        for message in child.messages():
+            messages.append(message)
+            if on_stage is not None and message.get("stage", said) != said:
+                on_stage(message["stage"])
+            said = message.get("stage", said)
+    end = child.wait()
+    devices, stage, done = _collect(messages)
     while_ = stage or "importing TensorFlow"
     error = ""
-    if ended == "timeout":
+    if end.how == TIMEOUT:
         error = f"The measurement did not finish within {timeout_s:g} s (stopped while {while_}); the devices measured by then are kept."
-    elif ended == "stopped":
+    elif end.how == STOPPED:
         error = f"The measurement was stopped while {while_}; the devices measured by then are kept."
     elif not done:
-        last = ("".join(stderr).strip().splitlines() or [f"exit code {process.returncode}"])[-1]
-        error = f"The measuring process ended early (exit code {process.returncode}, while {while_}): {last}"
+        last = child.last_words() or exit_description(end.returncode)
+        error = f"The measuring process ended early ({exit_description(end.returncode)}, while {while_}): {last}"
     key["gpus"] = [d.name for d in devices if d.kind == "GPU"]
     return PeaksReport(key, tuple(devices), utc_now(), time.monotonic() - start, error)
 
 
-def _read_into(stream: Any, lines: list[str]) -> None:
-    """Append the child's output lines as they come (a reader thread; the list is read while it grows)."""
-    for line in stream:
-        lines.append(line)
-
-
-def _wait(
-    process: subprocess.Popen,
-    deadline: float,
-    stop_event: threading.Event | None,
-    stdout: list[str],
-    on_stage: Callable[[str], None] | None,
-) -> str:
-    """Wait for the child ("done"), or kill its group at the deadline ("timeout") or on a stop ("stopped"); tell `on_stage` news."""
-    said = ""
-    while True:
-        try:
-            process.wait(timeout=POLL_S)
-            return "done"
-        except subprocess.TimeoutExpired:
-            pass
-        if on_stage is not None:
-            stage = _collect(_reports(list(stdout)))[1]
-            if stage and stage != said:
-                said = stage
-                on_stage(stage)
-        ended = "stopped" if stop_event is not None and stop_event.is_set() else "timeout" if time.monotonic() > deadline else ""
-        if ended:
-            kill_process_group(process)
-            process.wait()
-            return ended
-
-
-def _reports(lines: Sequence[str]) -> list[str]:
-    return [line[len(REPORT_PREFIX) :] for line in lines if line.startswith(REPORT_PREFIX)]
-
-
-def _collect(texts: Sequence[str]) -> tuple[list[DevicePeaks], str, bool]:
-    """The child's report lines as DevicePeaks, the stage it was in last, and whether it finished (a garbled line is skipped)."""
+def _collect(lines: Sequence[Mapping[str, Any]]) -> tuple[list[DevicePeaks], str, bool]:
+    """The child's messages as DevicePeaks, the stage it was in last, and whether it finished."""
     devices: dict[str, DevicePeaks] = {}
     stage, done = "", False
-    for text in texts:
-        try:
-            line = json.loads(text)
-        except ValueError:
-            continue
+    for line in lines:
         what, name = line.get("what"), line.get("device", "")
         stage = line.get("stage", stage)
         if what == "device":

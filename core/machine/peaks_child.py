@@ -1,19 +1,19 @@
 """The child process that measures the ceilings (`python -m core.machine.peaks_child`); `core.machine.peaks` runs it.
 
-Each figure is reported as soon as it is known, one JSON line after
-`REPORT_PREFIX`, so a parent that kills the child at its time limit keeps what
-was measured by then.
+Each figure is sent as soon as it is known, one message of the one protocol
+(`core.child_process.send`), so a parent that kills the child at its time limit
+keeps what was measured by then.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from core.child_process import listen_to_parent, send
 from core.machine.peaks import (
     CALIBRATION_SIZE,
     LONG_CALL_S,
@@ -22,7 +22,6 @@ from core.machine.peaks import (
     MAX_CHAIN,
     NOT_MEASURED,
     PRECISIONS,
-    REPORT_PREFIX,
     STREAM_BYTES_PER_ELEMENT,
     STREAM_ELEMENTS,
     TARGET_CALL_S,
@@ -30,7 +29,7 @@ from core.machine.peaks import (
 
 
 def _report(**fields: Any) -> None:
-    print(REPORT_PREFIX + json.dumps(fields), flush=True)
+    send(fields)
 
 
 def _timed(call: Callable[[], Any], repeats: int) -> float:
@@ -138,6 +137,7 @@ def _measure_device(tf: Any, kind: str, short: str, name: str) -> None:
 
 def _child_main() -> None:
     """Measure each local device TensorFlow lists, reporting every figure as soon as it is known."""
+    listen_to_parent()  # the app gone: end at once
     _report(what="stage", stage="importing TensorFlow")
     import tensorflow as tf
 

@@ -2,18 +2,17 @@
 
 TF's TPU initialisation against an address where nothing listens hangs for minutes, and a
 TPU initialised in this process stays claimed by it. So the probe runs TPUClusterResolver +
-initialize_tpu_system in a child Python process (`sys.executable -c`), reports back one
-JSON line per stage on stdout, and is killed with its process group when time runs out.
+initialize_tpu_system in a child Python process (`sys.executable -c`, run by
+`core.child_process.Child`), which says each stage and replies with the outcome, and is
+killed with its process group when time runs out.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -21,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from core.child_process import kill_process_group
+from core.child_process import STOPPED, TIMEOUT, Child
 from core.machine.types import NA, DeviceInfo, Note, NoteTopic, TpuProbe, short_name, try_read
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
@@ -48,28 +47,26 @@ NO_TPU_RUNTIME_FIX = (
     "This TensorFlow has no TPU runtime: on a Cloud TPU VM install the TPU build "
     "(`pip install tensorflow-tpu -f https://storage.googleapis.com/libtpu-tf-releases/index.html`)."
 )
-_REPORT_PREFIX = "@@tpu-probe "
 _CHILD_SCRIPT = r"""
-import json, sys
+import sys
+from core.child_process import listen_to_parent, reply, stage
 
-def report(stage, **fields):
-    print("@@tpu-probe " + json.dumps(dict(stage=stage, **fields)), flush=True)
-
-report("importing TensorFlow")
+listen_to_parent()
+stage("importing TensorFlow")
 import tensorflow as tf
 
 address = sys.argv[1]
 try:
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
     if address != "local":
-        report("connecting to " + address)
+        stage("connecting to " + address)
         tf.config.experimental_connect_to_cluster(resolver)
-    report("initialising the TPU system")
+    stage("initialising the TPU system")
     topology = tf.tpu.experimental.initialize_tpu_system(resolver)
     names = [d.name for d in tf.config.list_logical_devices("TPU")]
-    report("done", ok=True, devices=names, tasks=topology.num_tasks)
+    reply(dict(ok=True, devices=names, tasks=topology.num_tasks))
 except Exception as error:
-    report("done", ok=False, error=f"{type(error).__name__}: {error}")
+    reply(dict(ok=False, error=f"{type(error).__name__}: {error}"))
 """
 
 
@@ -218,27 +215,24 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_e
     refused = refused_at_once(address, min(QUICK_CHECK_S, timeout_s))
     if refused:
         return TpuProbe(False, f"TPU at {address!r} could not be reached: {refused}", elapsed_s=time.monotonic() - start)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}  # the child must not claim GPUs
     try:
-        process = subprocess.Popen(
+        child = Child(
             [sys.executable, "-c", _CHILD_SCRIPT, address],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            start_new_session=os.name == "posix",
+            "the TPU probe",
+            hide_gpus=True,  # the child must not claim GPUs
+            limit_s=timeout_s,
+            stop_event=stop_event,
+            poll_s=STOP_POLL_S,
         )
     except OSError as exc:
         return TpuProbe(False, f"Could not start the TPU probe process ({exc}).")
-    stdout, stderr, cut_short = _wait(process, timeout_s, stop_event)
+    end = child.wait()
     elapsed = time.monotonic() - start
-    reports = [line[len(_REPORT_PREFIX) :] for line in stdout.splitlines() if line.startswith(_REPORT_PREFIX)]
-    last = try_read(lambda: json.loads(reports[-1])) or {}
-    if cut_short == "stopped":
+    last = child.result if isinstance(child.result, dict) else {}
+    if end.how == STOPPED:
         return TpuProbe(False, f"The TPU probe of {address!r} was stopped after {elapsed:.1f} s.", elapsed_s=elapsed)
-    if cut_short == "timeout":
-        return TpuProbe(False, _timeout_message(address, timeout_s, last.get("stage", "")), elapsed_s=elapsed)
+    if end.how == TIMEOUT:
+        return TpuProbe(False, _timeout_message(address, timeout_s, end.doing), elapsed_s=elapsed)
     if last.get("ok") and last.get("devices"):
         tpu_type = accelerator_type()
         devices = _core_rows(last["devices"], tpu_type, address)
@@ -246,26 +240,8 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_e
     if last.get("ok"):
         error = "initialised, but TensorFlow lists no TPU cores"
     else:
-        error = last.get("error") or (stderr.strip().splitlines() or [f"exit code {process.returncode}"])[-1]
+        error = last.get("error") or child.describe_end()
     return TpuProbe(False, _failure_message(address, error), elapsed_s=elapsed)
-
-
-def _wait(process: subprocess.Popen, timeout_s: float, stop_event: threading.Event | None) -> tuple[str, str, str]:
-    """The child's (stdout, stderr, cut short): "" when it ended by itself, else "timeout" or "stopped" (killed)."""
-    deadline = time.monotonic() + timeout_s
-    cut_short = "timeout"
-    while (remaining := deadline - time.monotonic()) > 0:
-        if stop_event is not None and stop_event.is_set():
-            cut_short = "stopped"
-            break
-        try:
-            stdout, stderr = process.communicate(timeout=remaining if stop_event is None else min(remaining, STOP_POLL_S))
-            return stdout, stderr, ""
-        except subprocess.TimeoutExpired:
-            continue  # communicate() may be called again: no output is lost
-    kill_process_group(process)
-    stdout, stderr = process.communicate()
-    return stdout, stderr, cut_short
 
 
 def tpu_rows(tf: Any, probe: bool) -> tuple[list[DeviceInfo], list[Note]]:

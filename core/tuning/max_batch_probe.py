@@ -1,16 +1,17 @@
 """One probe of the largest-batch search: a few training steps at one batch, in a child process.
 
 `run_probe(config, batch, limits, stop_event)` starts `python -m
-core.tuning.max_batch_probe`, a fresh Python that trains PROBE_STEPS steps of
-the job at that batch and writes a JSON answer. Whatever happens there (an
+core.tuning.max_batch_probe` through the one runner (`core.child_process`), a
+fresh Python that trains PROBE_STEPS steps of the job at that batch and replies
+with how it went. Whatever happens there (an
 out-of-memory error, the kernel's OOM killer, a crash in native code) ends the
 child, never the caller.
 
 The host memory budget is enforced on the child in two ways, measured here
 (TensorFlow 2.21, Linux): the parent reads the child's peak resident memory
 (VmHWM in /proc, the kernel's own high-water mark, so a brief peak between
-two reads still counts) every POLL_S and kills its process group once the peak
-passes the budget; and the child sets RLIMIT_DATA to the budget, so one huge
+two reads still counts) every POLL_S (`MemoryWatch`, the runner's poll) and
+kills its process group once the peak passes the budget; and the child sets RLIMIT_DATA to the budget, so one huge
 allocation fails at once inside TensorFlow (a clean "out of memory") instead
 of pushing the machine into swap before the next read (set on CPU jobs only,
 after TensorFlow has started, not under CUDA's own mappings). RLIMIT_AS cannot be
@@ -28,19 +29,14 @@ of that size); the host budget still guards the machine.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from core.child_process import child_env, exit_description, kill_process_group, last_line, read_answer
+from core.child_process import STOPPED, TIMEOUT, Child, ChildEnd, exit_description, listen_to_parent, reply
 from core.config import RunConfig
 
 PROBE_STEPS = 3
@@ -48,9 +44,9 @@ PROBE_STEPS = 3
 POLL_S = 0.02
 PROBE_TIMEOUT_S = 300.0
 """A probe still training after this long is stopped and counted as not fitting: a batch that slow is of no use."""
+OVER_BUDGET = "over the memory budget"
 OOM_MARKERS = ("Out of memory", "MemoryError", "RESOURCE_EXHAUSTED", "OOM when allocating", "bad_alloc")
 STDERR_TAIL_CHARS = 400
-ORPHAN_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -99,47 +95,35 @@ def run_probe(
 ) -> Probe:
     """Train `config` at `batch` in a child process under `limits`; never raises for what happens in the child."""
     job = probe_config(config, batch)
-    with tempfile.TemporaryDirectory(prefix="device-lab-max-batch-") as folder:
-        answer_file, log_file = Path(folder) / "answer.json", Path(folder) / "stderr.txt"
-        command = [sys.executable, "-m", "core.tuning.max_batch_probe", "--out", str(answer_file), "--host-limit", str(limits.host_bytes)]
-        command += ["--device-limit", str(limits.device_bytes)] if limits.device_bytes else []
-        command += ["--config", json.dumps(job.to_dict())]
-        started = time.monotonic()
-        with open(log_file, "wb") as log:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=_child_env(job),
-                start_new_session=os.name == "posix",
-            )
-            try:
-                ended, watched_peak = _watch(process, limits.host_bytes, stop_event, timeout_s)
-            except BaseException:  # Ctrl-C in the caller's thread: the child must not outlive the search
-                kill_process_group(process)
-                process.wait()
-                raise
-        seconds = time.monotonic() - started
-        answer = read_answer(answer_file)
-        stderr_tail = _tail(log_file)
-    return _verdict(batch, ended, answer, watched_peak, seconds, process.returncode, stderr_tail, limits, timeout_s)
+    args = ["--host-limit", str(limits.host_bytes)]
+    args += ["--device-limit", str(limits.device_bytes)] if limits.device_bytes else []
+    args += ["--config", json.dumps(job.to_dict())]
+    watch = MemoryWatch(limits.host_bytes)
+    child = Child.start(
+        "core.tuning.max_batch_probe",
+        args,
+        what=f"the probe at batch {batch}",
+        hide_gpus=_cpu_job(job),  # a job on CPUs must not take GPU memory
+        limit_s=timeout_s,
+        stop_event=stop_event,
+        poll=watch,
+        poll_s=POLL_S,
+    )
+    end = child.wait()  # Ctrl-C in the caller's thread kills the child: it never outlives the search
+    answer = child.result if isinstance(child.result, dict) else None
+    return _verdict(batch, end, answer, watch.peak, child.last_words(chars=STDERR_TAIL_CHARS), limits, timeout_s)
 
 
-def _watch(process: subprocess.Popen, host_bytes: int, stop_event: threading.Event | None, timeout_s: float) -> tuple[str, int]:
-    """Wait for the child, killing its group on the budget, Stop or the time limit; ("exited"|"budget"|"stopped"|"timeout", peak RSS)."""
-    deadline = time.monotonic() + timeout_s
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, peak_resident_bytes(process.pid))
-        reason = "budget" if peak > host_bytes else "stopped" if stop_event is not None and stop_event.is_set() else ""
-        reason = reason or ("timeout" if time.monotonic() > deadline else "")
-        if reason:
-            kill_process_group(process)
-            process.wait()
-            return reason, peak
-        time.sleep(POLL_S)
-    return "exited", peak
+class MemoryWatch:
+    """The runner's poll for a probe: the child's peak resident memory so far; past `host_bytes` it ends the child."""
+
+    def __init__(self, host_bytes: int):
+        self.host_bytes = host_bytes
+        self.peak = 0
+
+    def __call__(self, child: Child) -> str:
+        self.peak = max(self.peak, peak_resident_bytes(child.pid))
+        return OVER_BUDGET if self.peak > self.host_bytes else ""
 
 
 def peak_resident_bytes(pid: int) -> int:
@@ -160,57 +144,43 @@ def peak_resident_bytes(pid: int) -> int:
 
 
 def _verdict(
-    batch: int,
-    ended: str,
-    answer: dict | None,
-    watched_peak: int,
-    seconds: float,
-    returncode: int,
-    stderr_tail: str,
-    limits: ProbeLimits,
-    timeout_s: float,
+    batch: int, end: ChildEnd, answer: dict | None, watched_peak: int, stderr_tail: str, limits: ProbeLimits, timeout_s: float
 ) -> Probe:
-    """The probe's row from how the child ended and what it wrote."""
-    if ended == "stopped":
+    """The probe's row from how the child ended and what it replied."""
+    seconds = end.seconds
+    if end.how == STOPPED:
         return Probe(batch, False, watched_peak or None, "stopped", seconds, stopped=True)
-    if ended == "budget":
+    if end.how == OVER_BUDGET:
         return Probe(
             batch, False, watched_peak, f"over the memory budget: the process passed {limits.host_bytes:,} bytes and was stopped", seconds
         )
-    if ended == "timeout":
+    if end.how == TIMEOUT:
         return Probe(batch, False, watched_peak or None, f"still training after {timeout_s:g} s: stopped (too slow to be of use)", seconds)
     if answer is None:
         return Probe(
             batch,
             False,
             watched_peak or None,
-            f"the probe process died ({exit_description(returncode)}), most likely out of memory",
+            f"the probe process died ({exit_description(end.returncode)}), most likely out of memory",
             seconds,
         )
     on_accelerator = bool(answer.get("on_accelerator"))
     host_peak = max(watched_peak, int(answer.get("max_rss") or 0))
     peak = answer.get("device_peak") if on_accelerator else host_peak
-    probe = functools.partial(Probe, seconds=seconds, on_accelerator=on_accelerator, replicas=int(answer.get("replicas") or 1))
+    common: dict[str, Any] = {"seconds": seconds, "on_accelerator": on_accelerator, "replicas": int(answer.get("replicas") or 1)}
     message = str(answer.get("message") or "")
     if answer.get("status") == "completed":
         if host_peak > limits.host_bytes:
-            return probe(batch, False, peak, f"over the memory budget: peak {host_peak:,} bytes")
-        return probe(batch, True, peak)
+            return Probe(batch, False, peak, f"over the memory budget: peak {host_peak:,} bytes", **common)
+        return Probe(batch, True, peak, **common)
     if any(marker in message for marker in OOM_MARKERS):
-        return probe(batch, False, peak, message.split(". ")[0][:200] or "out of memory")
-    return probe(batch, False, peak, "failed", error=message or stderr_tail or "the probe failed without a message")
+        return Probe(batch, False, peak, message.split(". ")[0][:200] or "out of memory", **common)
+    return Probe(batch, False, peak, "failed", error=message or stderr_tail or "the probe failed without a message", **common)
 
 
-def _child_env(config: RunConfig) -> dict[str, str]:
-    """The child's environment (`child_process.child_env`): no GPU for a job on CPUs, which must not take GPU memory."""
-    return child_env(hide_gpus=bool(config.devices) and all(device.startswith("CPU") for device in config.devices))
-
-
-def _tail(path: Path) -> str:
-    try:
-        return last_line(path.read_text(encoding="utf-8", errors="replace"), STDERR_TAIL_CHARS)
-    except OSError:
-        return ""
+def _cpu_job(config: RunConfig) -> bool:
+    """The job names only CPUs."""
+    return bool(config.devices) and all(device.startswith("CPU") for device in config.devices)
 
 
 def _logical_cpus(config: RunConfig) -> int:
@@ -228,7 +198,7 @@ def _train(config: RunConfig, limits: ProbeLimits) -> dict[str, Any]:
 
     limit_mb = max(1, limits.device_bytes // 2**20) if limits.device_bytes else 0
     configure_runtime(RuntimeSettings(logical_cpus=_logical_cpus(config), gpu_memory_limit_mb=limit_mb))
-    cpu_job = bool(config.devices) and all(device.startswith("CPU") for device in config.devices)
+    cpu_job = _cpu_job(config)
     on_accelerator = config.strategy == "tpu" or (not cpu_job and bool(tf.config.list_logical_devices("GPU")))
     if os.name == "posix" and not on_accelerator:  # not under CUDA, whose driver maps memory of its own
         import resource
@@ -245,28 +215,14 @@ def _train(config: RunConfig, limits: ProbeLimits) -> dict[str, Any]:
     }
 
 
-def _end_with_parent() -> None:
-    """A daemon thread that ends this child once its parent is gone (the app killed): a probe never outlives its search."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_POLL_S)
-        os._exit(3)
-
-    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> int:
-    """The child: train the probe and write {"status", "message", "max_rss", ...} to --out."""
+    """The child: train the probe and reply {"status", "message", "max_rss", ...}."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
-    parser.add_argument("--out", required=True)
     parser.add_argument("--host-limit", type=int, required=True)
     parser.add_argument("--device-limit", type=int, default=None)
     args = parser.parse_args(argv)
-    if os.name == "posix":
-        _end_with_parent()
+    listen_to_parent()  # the search's process gone (the app killed): end at once, a probe never outlives it
     try:
         answer = _train(RunConfig.from_dict(json.loads(args.config)), ProbeLimits(args.host_limit, args.device_limit))
     except MemoryError as exc:
@@ -277,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         import resource
 
         answer["max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    Path(args.out).write_text(json.dumps(answer), encoding="utf-8")
+    reply(answer)
     return 0
 
 

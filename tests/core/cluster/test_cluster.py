@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shlex
 import signal
 import subprocess
@@ -16,17 +15,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.cluster.process import WorkerProcess
 from core.cluster.topology import (
     ClusterCallback,
     WorkerInfo,
     cluster_from_environment,
-    free_ports,
     local_gpu_shares,
     worker_commands,
 )
 from core.cluster.worker import main as worker_main
 from core.config import ConfigError, RunConfig
+from core.ports import free_ports
 from core.results import RunStatus
 from core.runner import run_training
 from core.workloads.model_file import file_sha256
@@ -240,52 +238,6 @@ def test_cluster_worker_that_never_connects_times_out_naming_its_address():
     assert recorder.waiting_reports >= 5
     assert recorder.survivors() == []
     assert_no_child_processes()
-
-
-def test_worker_process_relays_events_and_keeps_the_last_error_lines():
-    script = (
-        "import json, sys; print(json.dumps({'event': 'hello'}), flush=True); "
-        "print('I0000 00:00:1.5   42 port.cc:1] chatter', file=sys.stderr); raise RuntimeError('boom')"
-    )
-    events: queue.Queue = queue.Queue()
-    process = WorkerProcess([sys.executable, "-c", script], os.environ, events.put)
-
-    assert events.get(timeout=30) == {"event": "hello"}
-    assert events.get(timeout=30) == {"event": "exited", "code": 1}
-    process.close()
-    assert process.last_lines().endswith("RuntimeError: boom")
-    assert "chatter" not in process.last_lines()
-    assert process.how_it_ended() == "exited with code 1 before the run ended."
-
-
-@posix_only
-def test_worker_process_kill_ends_its_whole_process_group():
-    script = (
-        "import json, subprocess, sys, time; "
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
-        "print(json.dumps({'event': 'child', 'pid': child.pid}), flush=True); time.sleep(120)"
-    )
-    events: queue.Queue = queue.Queue()
-    process = WorkerProcess([sys.executable, "-c", script], os.environ, events.put)
-    grandchild = psutil.Process(events.get(timeout=30)["pid"])
-
-    process.kill()
-    process.close()
-
-    assert events.get(timeout=10) == {"event": "exited", "code": -signal.SIGKILL}
-    assert process.how_it_ended() == "was killed by signal SIGKILL."
-    deadline = time.monotonic() + 10
-    while not gone(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert gone(grandchild)
-
-
-def gone(process: psutil.Process) -> bool:
-    """Ended: no longer there, or a zombie waiting for a parent that is not ours."""
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def test_worker_commands_give_the_exact_command_per_other_host():

@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.child_process import MARKER, MESSAGE
 from core.cluster import netns
 from core.cluster.isolation import ISOLATED_NOTE, SWITCH, check_worker_isolation, isolation_problem
 from core.cluster.topology import GRPC_WARNING, ClusterCallback, oversubscription_warning, usable_cores
@@ -220,6 +221,10 @@ def test_the_launcher_reports_a_namespace_it_cannot_enter():
     assert "could not enter the workers' private network: setns: Bad file descriptor" in done.stderr
     assert "ran" not in done.stdout
     assert netns.main(["join", "x"]) == 2
+
+
+def test_the_namespace_helper_speaks_the_one_child_protocol():
+    assert netns.MESSAGE_PREFIX == f"{MARKER}{MESSAGE} ", "netns.py spells the protocol out (it imports only the standard library)"
 
 
 def test_oversubscription_warning_names_workers_cores_and_memory():

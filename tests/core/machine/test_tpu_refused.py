@@ -4,8 +4,8 @@ import time
 
 import psutil
 
-from core.cluster.topology import free_ports
 from core.machine.tpu import probe_tpu, refused_at_once
+from core.ports import free_ports
 
 
 def test_a_refused_port_fails_at_once_with_what_to_check_and_no_child():
@@ -17,7 +17,7 @@ def test_a_refused_port_fails_at_once_with_what_to_check_and_no_child():
     assert not probe.ok and probe.devices == ()
     assert f"TPU at {address!r} could not be reached" in probe.message
     assert f"Nothing listens at 127.0.0.1:{closed_port}" in probe.message and "8470" in probe.message
-    assert not [p for p in psutil.Process().children(recursive=True) if "@@tpu-probe" in " ".join(p.cmdline())]
+    assert not [p for p in psutil.Process().children(recursive=True) if "TPUClusterResolver" in " ".join(p.cmdline())]
 
 
 def test_only_grpc_addresses_that_cannot_answer_are_refused_early(silent_tpu_address):

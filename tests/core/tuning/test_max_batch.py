@@ -11,7 +11,7 @@ import pytest
 
 from core.config import ConfigError, RunConfig
 from core.tuning.max_batch import MARGIN, TOLERANCE, bytes_per_example, find_max_batch, parse_size
-from core.tuning.max_batch_probe import Probe
+from core.tuning.max_batch_probe import Probe, ProbeLimits, run_probe
 
 MiB = 2**20
 
@@ -93,3 +93,12 @@ def test_stop_kills_the_probe_in_flight_and_its_child_process() -> None:
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
     result = outcome["result"]
     assert result.stopped and not result.finished and result.probes == ()
+
+
+@pytest.mark.slow
+def test_a_probe_past_its_host_budget_is_killed_by_the_memory_watch() -> None:
+    budget = 200 * MiB  # TensorFlow alone takes more once imported
+    probe = run_probe(RunConfig(model="mlp", strategy="one-device", devices=("CPU:0",)), 8, ProbeLimits(budget), timeout_s=120)
+    assert not probe.fits and not probe.stopped
+    assert probe.reason == f"over the memory budget: the process passed {budget:,} bytes and was stopped"
+    assert probe.peak_bytes is not None and probe.peak_bytes > budget

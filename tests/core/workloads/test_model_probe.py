@@ -57,7 +57,20 @@ def test_a_crashing_python_file_is_a_clear_failure(tmp_path):
     path = write_py(tmp_path, "crashes.py", "import os\nos.abort()\n")
     with pytest.raises(ModelFileError) as error:
         describe_model_file(path, trust=True, timeout_s=60)
-    assert "crashed (killed by SIGABRT)" in str(error.value)
+    assert f"{path}: inspecting the model was killed by SIGABRT while opening the file and building its model (its build_model())" in str(
+        error.value
+    )
+
+
+def test_a_build_model_that_exits_is_described_by_what_the_child_was_doing(tmp_path):
+    path = write_py(
+        tmp_path, "exits.py", "import os, sys\n\ndef build_model():\n    print('giving up', file=sys.stderr)\n    os._exit(3)\n"
+    )
+    with pytest.raises(ModelFileError) as error:
+        describe_model_file(path, trust=True, timeout_s=60)
+    assert str(error.value) == (
+        f"{path}: inspecting the model exited with code 3 while opening the file and building its model (its build_model()): giving up"
+    )
 
 
 def test_a_stop_kills_the_child_at_once(tmp_path):
