@@ -62,6 +62,7 @@ def test_a_crashing_python_file_is_a_clear_failure(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_build_model_that_exits_is_described_by_what_the_child_was_doing(tmp_path):
     path = write_py(
         tmp_path, "exits.py", "import os, sys\n\ndef build_model():\n    print('giving up', file=sys.stderr)\n    os._exit(3)\n"
