@@ -79,6 +79,7 @@ def wait_opened(qtbot, panel: RunPanel) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("diagnose_runs", [True], ids=["diagnosed"])  # the run's FLOP count comes with its diagnosis
 def test_open_a_two_input_model_file_and_train_it_from_the_window(ready_window, qtbot, model_files):
     panel = ready_window.run_panel
     path = str(model_files.two_io)
