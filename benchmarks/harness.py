@@ -52,6 +52,11 @@ class Result:
     passed: bool | None
     detail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    suspect: str = ""  # why the figure is implausible for what it measures: then it fails as SUSPECT, whatever the target says
+
+    def __post_init__(self) -> None:
+        if self.suspect:
+            object.__setattr__(self, "passed", False)
 
     def measured_text(self) -> str:
         if self.measured is None:
@@ -59,6 +64,8 @@ class Result:
         return f"{self.measured:,.3f} {self.unit}".strip() if abs(self.measured) < 100 else f"{self.measured:,.0f} {self.unit}".strip()
 
     def verdict(self) -> str:
+        if self.suspect:
+            return "SUSPECT"
         return {True: "PASS", False: "FAIL", None: "ERROR"}[self.passed]
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,17 +166,42 @@ def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> 
     return median(ratios), ratios
 
 
+def implausible_ratio(ratio: float | None, low: float, high: float, what: str) -> str:
+    """Why `ratio` cannot be right for `what` (outside [low, high]), or "" when it is plausible.
+
+    A benchmark that passes by measuring something else is the worst kind of
+    figure: an overhead that makes the app faster than the bare run, or a
+    speed-up with no cause, means the clock timed the wrong run.
+    """
+    if ratio is None or low <= ratio <= high:
+        return ""
+    return f"SUSPECT: {ratio:.3f}x is outside the plausible {low:g}-{high:g}x for {what}: the timing is not of the run it names"
+
+
 def spread_text(values: Sequence[float], fmt: str = ".3f") -> str:
     return "[" + ", ".join(format(v, fmt) for v in values) + "]"
 
 
 class CallClock(RunCallback):
-    """Outside timing of an engine run: perf_counter at the start and at the end of every call."""
+    """Outside timing of an engine run: perf_counter at the start and at the end of every call.
+
+    Bound to the one run it timed: `config` is that run's (from its start) and
+    `run` its result's identity (`run_identity`), so a figure is read from the
+    clock of the run it names, never from "the last clock".
+    """
 
     def __init__(self) -> None:
         self.begins: list[float] = []
         self.ends: list[float] = []
         self.steps: list[int] = []
+        self.config: Any = None
+        self.run: tuple[Any, ...] | None = None
+
+    def on_run_start(self, context) -> None:
+        self.config = context.config
+
+    def on_run_end(self, result) -> None:
+        self.run = run_identity(result)
 
     def on_call_begin(self, first_step: int, steps: int) -> None:
         self.begins.append(time.perf_counter())
@@ -177,6 +209,19 @@ class CallClock(RunCallback):
 
     def on_steps(self, records) -> None:
         self.ends.append(time.perf_counter())
+
+
+def run_identity(result: Any) -> tuple[Any, ...]:
+    """What singles out one run among a process's runs: its start time, steps and step times."""
+    return (result.started_at, result.steps_done, tuple(result.step_times_s))
+
+
+def clock_of(clocks: Sequence[CallClock], result: Any) -> CallClock:
+    """The one clock that timed the run `result` came from; BenchmarkError unless exactly one did."""
+    found = [clock for clock in clocks if clock.run == run_identity(result)]
+    if len(found) != 1:
+        raise BenchmarkError(f"{len(found)} of {len(clocks)} clocks timed the run started at {result.started_at}: expected exactly one")
+    return found[0]
 
 
 def cycle_rate(begins: Sequence[float], steps: Sequence[int], batch_size: int, skip_fraction: float = 0.1) -> float:

@@ -28,6 +28,7 @@ from benchmarks import harness
 NAME = "hook_overhead"
 TARGET = ">= 0.97"
 TARGET_RATIO = 0.97
+PLAUSIBLE = (0.5, 1.3)
 BATCH_SIZE = 64
 PROFILED_STEPS = (100, 110)
 
@@ -52,6 +53,7 @@ def run(quick: bool) -> list[harness.Result]:
             f"{harness.median([r['cpu_us_per_step'] for r in runs['tensorboard']]):,.0f} vs "
             f"{harness.median([r['cpu_us_per_step'] for r in runs['off']]):,.0f} µs",
             {"runs": runs, "ratios": tensorboard_ratios},
+            harness.implausible_ratio(tensorboard, *PLAUSIBLE, "a hook's cost (it cannot make the run faster)"),
         ),
         _encoder_result(runs, job),
         harness.Result(
@@ -64,6 +66,7 @@ def run(quick: bool) -> list[harness.Result]:
             f"{harness.median([r['reported'] for r in runs['profile']]):,.0f} vs {harness.median([r['reported'] for r in runs['off']]):,.0f} "
             f"({job}); ratios {harness.spread_text(profile_ratios)}",
             {"ratios": profile_ratios},
+            harness.implausible_ratio(profile, *PLAUSIBLE, "a hook's cost (it cannot make the run faster)"),
         ),
     ]
 

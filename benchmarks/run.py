@@ -39,6 +39,7 @@ BENCHMARKS = (
     "autotune_gain",
     "autotune_budget",
     "max_batch",
+    "contention",
 )
 
 

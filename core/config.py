@@ -12,6 +12,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from core.workloads.file_optimizer import FILE_OPTIMIZER  # a model file's own compiled optimizer (Adam when it has none)
+
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 PRECISIONS = ("off", "float16", "bfloat16")
@@ -52,7 +54,9 @@ class RunConfig:
     `model` is a sample model's name or the path of the user's model file
     (`.keras`, `.h5`, `.py`); for a file, `dataset` is "synthetic",
     "build_dataset" (the .py's) or an `.npz` path, `trust` lets the file run
-    its code, `vocab` bounds integer inputs no Embedding describes, and
+    its code, `vocab` bounds integer inputs no Embedding describes,
+    `custom_objects` is a trusted `.py` defining the file's custom classes,
+    `optimizer` may be FILE_OPTIMIZER (the file's own), and
     `model_sha256` is the content the run was set up with (checked again
     where the file is opened: the engine, each worker).
     """
@@ -78,6 +82,7 @@ class RunConfig:
     allow_network_workers: bool = False
     trust: bool = False
     vocab: int | None = None
+    custom_objects: str = ""
     model_sha256: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -171,6 +176,8 @@ def _absolute_paths(config: RunConfig) -> None:
 
     if is_model_file(config.model):
         object.__setattr__(config, "model", os.path.abspath(os.path.expanduser(config.model)))
+        if config.custom_objects:
+            object.__setattr__(config, "custom_objects", os.path.abspath(os.path.expanduser(config.custom_objects)))
         if isinstance(config.dataset, str) and config.dataset.lower().endswith(NPZ_SUFFIX):
             object.__setattr__(config, "dataset", os.path.abspath(os.path.expanduser(config.dataset)))
 
@@ -186,6 +193,8 @@ def _validate_model_file(config: RunConfig) -> None:
         _check_int("vocab", config.vocab, 2, 2**31 - 1)
     if not isinstance(config.trust, bool):
         raise ConfigError("trust", config.trust, "true or false")
+    if not isinstance(config.custom_objects, str) or (config.custom_objects and not config.custom_objects.lower().endswith(".py")):
+        raise ConfigError("custom_objects", config.custom_objects, "a .py file that defines the model's custom classes")
 
 
 def _validate(config: RunConfig) -> None:
@@ -204,7 +213,7 @@ def _validate(config: RunConfig) -> None:
             usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
             raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
     _check_choice("strategy", config.strategy, STRATEGIES)
-    _check_choice("optimizer", config.optimizer, OPTIMIZERS)
+    _check_choice("optimizer", config.optimizer, (*OPTIMIZERS, FILE_OPTIMIZER) if is_model_file(config.model) else OPTIMIZERS)
     _check_choice("precision", config.precision, PRECISIONS)
     _check_int("batch_size", config.batch_size, 1, MAX_BATCH_SIZE)
     _check_int("steps", config.steps, 1, MAX_STEPS)

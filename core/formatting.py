@@ -63,6 +63,16 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def format_elapsed(seconds: float) -> str:
+    """'42 s', '1 min 12 s', '1 h 3 min': a wait as it is said."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
 def utc_now() -> str:
     """The current UTC time as ISO 8601 to the second, as runs and exports record it."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -103,16 +103,24 @@ class RunResult:
         "% of peak", "%", "pct", "Achieved FLOP/s as a percentage of the measured matmul ceiling for the run's precision."
     )
     mean_utilization: float | None = figure("Device use", "%", "pct", "Mean accelerator utilisation during the run (NVML, GPUs only).")
+    mean_step_ms: float | None = figure(
+        "Mean step", "ms", "ms", "Mean steady-state step time: global batch / samples/s, the step time samples/s is made from."
+    )
     peak_memory_source: str = ""
+    memory_added_bytes: int | None = None  # what the run itself used: the allocator peak, or on the CPU RSS growth since it started
+    memory_added_source: str = ""
     bound_evidence: str = ""
     advice: str = ""
     memory_estimate: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     started_at: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    conditions: dict[str, Any] = field(default_factory=dict)  # core.machine.conditions.Conditions.to_dict(); {} before they were kept
     losses: tuple[float, ...] = ()
     step_times_s: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
+    flops_per_step: float | None = None  # training FLOPs of one step (core.training.flops), None when not counted
+    flops_uncounted: tuple[str, ...] = ()  # layers whose FLOPs the count could not include: then FLOP/s is a lower bound
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
@@ -120,6 +128,18 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == RunStatus.COMPLETED
+
+    @property
+    def measured_peak_flops(self) -> float | None:
+        """The measured FLOP/s ceiling the run was judged against (achieved / % of it), or None."""
+        if self.achieved_flops is None or not self.pct_of_measured_peak:
+            return None
+        return self.achieved_flops / (self.pct_of_measured_peak / 100)
+
+    @property
+    def contended(self) -> bool:
+        """True when other work on the machine made this run's figures low and noisy (see `conditions["reason"]`)."""
+        return bool(self.conditions.get("contended"))
 
     def figures(self) -> dict[str, Any]:
         """The headline figures by name, in `FIGURES` order."""
@@ -139,13 +159,19 @@ class RunResult:
             "warmup_steps": self.warmup_steps,
             **self.figures(),
             "peak_memory_source": self.peak_memory_source,
+            "memory_added_bytes": self.memory_added_bytes,
+            "memory_added_source": self.memory_added_source,
             "bound_evidence": self.bound_evidence,
             "advice": self.advice,
             "memory_estimate": dict(self.memory_estimate),
             **({"model_sha256": cfg["model_sha256"]} if cfg.get("model_sha256") else {}),
+            **({"custom_objects": cfg["custom_objects"]} if cfg.get("custom_objects") else {}),
             "wall_s": self.wall_s,
             "started_at": self.started_at,
             "warnings": list(self.warnings),
+            "flops_per_step": self.flops_per_step,
+            "flops_uncounted": list(self.flops_uncounted),
+            "conditions": dict(self.conditions),
             "hooks": dict((cfg.get("extra") or {}).get("hooks", {})),
         }
 
@@ -156,13 +182,14 @@ class RunResult:
         data["losses"] = list(self.losses)
         data["step_times_s"] = list(self.step_times_s)
         data["warnings"] = list(self.warnings)
+        data["flops_uncounted"] = list(self.flops_uncounted)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
-        for key in ("losses", "step_times_s", "warnings"):
+        for key in ("losses", "step_times_s", "warnings", "flops_uncounted"):
             if key in kwargs:
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)

@@ -1,11 +1,11 @@
-"""The main window: composition only. Run form on the left, tabs on the right, menus and status bar.
+"""The main window: composition only. It makes the controllers and the views; run form on the left, tabs on the right, menus, status bar.
 
 Other panels join with `add_panel(widget, title)`; they can overlay runs on the
 live plots through `window.plots` and follow runs through
 `window.run_controller.run_finished` (a FinishedRun with its history id).
 
 With `charts_later=True` (the app) the window shows before its chart panels
-(Training, Compare, History; see gui.panels.charts) exist: they are built on
+(Training, Compare, History; see gui.charts) exist: they are built on
 first use of `plots`, `run_controller`, `compare_panel` or `history_panel`, on
 opening their tab, or just after the devices are listed.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
@@ -36,28 +36,30 @@ from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceReport
 from core.results import RunStatus
 from core.training.callbacks import RunCallback
-from gui.controllers.training_worker import FinishedRun
 from gui.dialogs.about import AboutDialog
 from gui.dialogs.help import HelpDialog
 from gui.dialogs.settings import RESTART_NOTE, SettingsDialog
 from gui.icons import app_icon
+from gui.job_data import FinishedRun, Progress
+from gui.menus import WindowMenus
 from gui.panels.devices import DevicePanel
 from gui.panels.log_dock import LogDock
 from gui.qt_threads import wait_for_threads
 from gui.remembered import WindowMemory
 from gui.run_form.hooks_box import RunOptionsBox
+from gui.run_form.outcome import RunResultPanel
 from gui.run_form.panel import RunPanel
-from gui.settings import KEY_DIAGNOSE, KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE, read_bool
+from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
 
 if TYPE_CHECKING:
-    from gui.controllers.run import Progress, RunController
-    from gui.panels.charts import ChartPanels
+    from gui.charts import ChartPanels
+    from gui.controllers.run import RunController
     from gui.panels.compare import ComparePanel
     from gui.panels.history import HistoryPanel
     from gui.plotting.plots import PlotsWidget
 
 CLOSE_TIMEOUT_S = 30.0
-CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.panels.charts, in ChartPanels.widgets() order
+CHART_TITLES = ("Training", "Compare", "History")  # the tabs of gui.charts, in ChartPanels.widgets() order
 STATUS_TIMEOUT_MS = 8000
 
 
@@ -95,12 +97,17 @@ class MainWindow(QMainWindow):
         for placeholder, title in zip(self._chart_placeholders, CHART_TITLES, strict=True):
             placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.add_panel(placeholder, title)
+        self.result_panel = RunResultPanel()
+        self.tabs.insertTab(self.tabs.indexOf(self._chart_placeholders[0]) + 1, self.result_panel, "Result")
         self._add_sweep_tab()
         self.log_dock = LogDock(self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.log_dock.hide()
         self._layout()
-        self._menus()
+        self.menus = WindowMenus(self)
+        self.start_action, self.stop_action = self.menus.start_action, self.menus.stop_action
+        self.settings_action = self.menus.settings_action
+        self.diagnose_action = self.menus.diagnose_action
         self.memory = WindowMemory(settings, self.run_panel, self.centralWidget(), [self.run_options], self)
         self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
         self.status_detail = QLabel()
@@ -130,7 +137,7 @@ class MainWindow(QMainWindow):
     def charts(self) -> ChartPanels:
         """The Training, Compare and History panels, built and wired on the first call."""
         if self._charts is None:
-            from gui.panels.charts import build_chart_panels
+            from gui.charts import build_chart_panels
             from gui.plotting.theme import ThemeFollower
 
             current = self.tabs.currentIndex()
@@ -186,46 +193,6 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
 
-    def _menus(self) -> None:
-        bar = self.menuBar()
-        file_menu = bar.addMenu("&File")
-        self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, lambda: self.plots.ask_save())
-        file_menu.addAction(self.save_plots_action)
-        file_menu.addSeparator()
-        file_menu.addAction(self._action("Quit", QKeySequence("Ctrl+Q"), self.close))
-        run_menu = bar.addMenu("&Run")
-        self.start_action = self._action("Start", QKeySequence("Ctrl+R"), self.run_panel.request_start)
-        self.stop_action = self._action("Stop", QKeySequence(Qt.Key.Key_Escape), self.run_panel.request_stop)
-        self.start_action.setEnabled(False)
-        self.stop_action.setEnabled(False)
-        run_menu.addAction(self.start_action)
-        run_menu.addAction(self.stop_action)
-        run_menu.addSeparator()
-        self.diagnose_action = self._action("Diagnose each completed run", None, lambda on: self.settings.setValue(KEY_DIAGNOSE, on))
-        self.diagnose_action.setCheckable(True)
-        self.diagnose_action.setChecked(read_bool(self.settings, KEY_DIAGNOSE, True))
-        self.diagnose_action.setStatusTip("Short probe runs after a completed run find what limits its speed (the verdict).")
-        run_menu.addAction(self.diagnose_action)
-        run_menu.addAction(self._action("Clear plots", None, lambda: self.plots.clear()))
-        devices_menu = bar.addMenu("&Devices")
-        devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: self.device_panel.detect(None)))
-        self.settings_action = self._action("Device settings…", QKeySequence("Ctrl+,"), self.open_settings)
-        devices_menu.addAction(self.settings_action)
-        view_menu = bar.addMenu("&View")
-        log_action = self.log_dock.toggleViewAction()
-        log_action.setShortcut(QKeySequence("Ctrl+L"))
-        view_menu.addAction(log_action)
-        help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self._action("Quick start", QKeySequence(Qt.Key.Key_F1), self.show_help))
-        help_menu.addAction(self._action("About Device Lab", None, self._about))
-
-    def _action(self, text: str, shortcut, slot) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(shortcut)
-        action.triggered.connect(slot)
-        return action
-
     def _wire(self) -> None:
         self.device_panel.devices_changed.connect(self._on_devices)
         self.run_panel.tpu_probed.connect(self.device_panel.show_tpu_probe)
@@ -235,6 +202,8 @@ class MainWindow(QMainWindow):
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
         self.run_panel.start_enabled_changed.connect(self.start_action.setEnabled)
+        self.run_panel.result_label.linkActivated.connect(lambda _link: self.show_panel(self.result_panel))
+        self.run_panel.model_changed.connect(lambda title: self.statusBar().showMessage(f"Model: {title}.", STATUS_TIMEOUT_MS))
 
     def _wire_charts(self) -> None:
         """Connect the chart panels, and bring them up to date with the devices already listed."""
@@ -276,15 +245,24 @@ class MainWindow(QMainWindow):
 
     def _add_sweep_tab(self) -> None:
         """The Sweep tab (gui.tuning): the run form's job over one or two settings; "Use these settings" fills the form."""
+        from gui.controllers.sweep import SweepController
+        from gui.controllers.tuning import TuningController
         from gui.tuning.sweep_panel import SweepPanel
 
-        self.sweep_panel = SweepPanel(self.run_panel.config, self.run_panel.errors, self._job_in_flight)
+        self.sweep_controller = SweepController(self)
+        self.tuning_controller = TuningController(self)
+        self.sweep_panel = SweepPanel(
+            self.sweep_controller, self.tuning_controller, self.run_panel.config, self.run_panel.errors, self._job_in_flight
+        )
         self.add_panel(self.sweep_panel, "Sweep")
         self.sweep_panel.settings_chosen.connect(self.run_panel.apply_settings)
         self.sweep_panel.running_changed.connect(self._on_sweep_running)
         self.sweep_panel.row_saved.connect(self._on_sweep_row_saved)
         self.sweep_panel.message.connect(self.statusBar().showMessage)
+        self.sweep_panel.follow_in(self.run_panel.progress_bar, self.run_panel.result_label)  # never an older job's words
         self.run_panel.stop_requested.connect(self.sweep_panel.stop)
+        self.run_panel.form_changed.connect(self.sweep_panel.tuning_box.follow_form)
+        self.sweep_panel.tuning_box.follow_form(self.run_panel.config())
 
     def _job_in_flight(self) -> bool:
         """A run or comparison is in flight (a sweep waits for it)."""
@@ -315,7 +293,19 @@ class MainWindow(QMainWindow):
             # TensorFlow and Keras are loaded now: ~300,000 long-lived objects that each full
             # garbage collection would scan, pausing every thread for 150-250 ms. Freeze them.
             gc.freeze()
+            self.run_panel.model_choice.params_counted.connect(self._settle_heap, Qt.ConnectionType.SingleShotConnection)
             self.run_panel.load_param_counts()
+
+    def _settle_heap(self) -> None:
+        """Start-up is over (models counted, charts built): collect its garbage once, then freeze what lives on.
+
+        What the parameter counts left (Keras's and TensorFlow's caches of four sample
+        models) and the chart panels would otherwise be scanned by every full collection
+        during a run: pauses of ~30 ms on the GUI thread. The collect runs once, while idle.
+        """
+        self.charts()
+        gc.collect()
+        gc.freeze()
 
     def add_run_callback_provider(self, provider: Callable[[RunConfig], list[RunCallback]]) -> None:
         """Register a function giving extra hooks (TensorBoard, profiler, cluster watcher) for each run."""
@@ -326,6 +316,7 @@ class MainWindow(QMainWindow):
             callbacks = [callback for provider in self._callback_providers for callback in provider(config)]
         except ConfigError as exc:
             self.run_panel.show_not_started(str(exc))
+            self.result_panel.show_failure("Not started", str(exc))
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
         self._run_config = with_recorded_hooks(config, callbacks)
@@ -340,6 +331,7 @@ class MainWindow(QMainWindow):
     def _on_run_started(self, key: str, label: str) -> None:
         self.plots.describe_run(key, None, self._run_config.to_dict() if self._run_config else None)
         self.run_panel.show_starting(label)
+        self.result_panel.show_running(label)
         self.show_panel(self.plots)
         self.statusBar().showMessage(f"Training {label}…")
 
@@ -354,6 +346,7 @@ class MainWindow(QMainWindow):
     def _on_run_finished(self, finished: FinishedRun) -> None:
         self.plots.describe_run(self.run_controller.current_key, finished.run_id, finished.result.config)
         self.run_panel.show_result(finished)
+        self.result_panel.show_result(finished)
         result = finished.result
         rate = f", {result.samples_per_s:,.0f} samples/s" if result.samples_per_s else ""
         text = f"Run {result.status} after {result.steps_done:,} steps{rate}."
@@ -363,6 +356,7 @@ class MainWindow(QMainWindow):
 
     def _on_run_failed(self, message: str) -> None:
         self.run_panel.show_error(message)
+        self.result_panel.show_failure("Failed", message)
         self.statusBar().showMessage(f"Run failed: {message}")
 
     def _on_running_changed(self, running: bool) -> None:
@@ -436,7 +430,7 @@ class MainWindow(QMainWindow):
         if state is not None:
             self.restoreState(state)
 
-    def _about(self) -> None:
+    def show_about(self) -> None:
         AboutDialog(self).exec()
 
     def show_help(self) -> HelpDialog:

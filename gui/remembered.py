@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, Qt
+from PySide6.QtCore import QByteArray, QObject, QSettings, QStandardPaths, Qt
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QCheckBox,
@@ -317,10 +317,18 @@ def remember_trust(settings: QSettings, sha256: str, path: str) -> None:
     settings.sync()
 
 
+def documents_folder() -> str:
+    """The user's documents folder (their home when the platform names none): where dialogs start the first time."""
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return documents if documents and os.path.isdir(documents) else os.path.expanduser("~")
+
+
 def last_folder(settings: QSettings, kind: str, fallback: str = "") -> str:
-    """The folder the last dialog of `kind` was left in (`fallback` when none, or it is gone)."""
+    """The folder the last dialog of `kind` was left in; else `fallback`, else the user's documents (never the working directory)."""
     folder = str(settings.value(KEY_LAST_FOLDER + kind, "") or "")
-    return folder if folder and os.path.isdir(folder) else fallback
+    if folder and os.path.isdir(folder):
+        return folder
+    return fallback or documents_folder()
 
 
 def remember_folder(settings: QSettings, kind: str, chosen: str) -> None:
@@ -345,7 +353,7 @@ def ask_save_file(
     """(path, filter chosen) to save `file_name` to, starting in the last folder of `kind` ('' when cancelled)."""
     settings = settings or open_settings()
     folder = last_folder(settings, kind)
-    path, chosen = QFileDialog.getSaveFileName(parent, caption, str(Path(folder) / file_name) if folder else file_name, filters)
+    path, chosen = QFileDialog.getSaveFileName(parent, caption, str(Path(folder) / file_name), filters)
     remember_folder(settings, kind, path)
     return path, chosen
 

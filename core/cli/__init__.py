@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_RUN_FAILED
-from core.cli.parser import build_parser
+from core.cli.parser import parse_arguments
 from core.config import ConfigError
 from core.history.database import StoreError
 from core.workloads.model_file import ModelFileError
@@ -28,8 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from core.cluster.worker import main as worker_main
 
         return worker_main(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_arguments(argv)
     from core.logs import setup_logging
 
     setup_logging(verbose=getattr(args, "verbose", False))

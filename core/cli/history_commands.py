@@ -10,22 +10,23 @@ from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 from core.cli.output import format_columns
-from core.config import ConfigError, RunConfig
+from core.compare.significance import CONTENDED_MARK
+from core.config import ConfigError
 from core.formatting import NA
 from core.history.database import StoreError
 from core.results import FIGURES
 
 if TYPE_CHECKING:
     from core.history.model_files import ModelFileStates
-    from core.history.recorder import HistoryRecorder
-    from core.history.store import RunSummary
+    from core.history.store import RunStore, RunSummary
+    from core.jobs import JobOptions, RecordedRun
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     """The stored runs, newest first; a run on a model file says whether that file changed since (or is gone)."""
     from core.history.model_files import ModelFileStates
 
-    runs = open_history().list_runs()
+    runs = _stored_runs()
     files = ModelFileStates()  # each model file hashed once for the whole listing
     if args.json:
         print(json.dumps([_run_dict(r, files) for r in runs], indent=2))
@@ -35,7 +36,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         [
             r.id,
             r.started_at,
-            r.status,
+            f"{r.status} {CONTENDED_MARK}" if r.contended else r.status,
             files.title(r.model, r.model_sha256),
             r.strategy,
             ",".join(r.devices) or "-",
@@ -46,6 +47,20 @@ def cmd_history(args: argparse.Namespace) -> int:
     ]
     print(format_columns(headers, table))
     return EXIT_OK
+
+
+def _stored_runs() -> list[RunSummary]:
+    """The stored runs; none, with a warning, when there is no history yet and it cannot be created (an unwritable folder)."""
+    from core.history.store import default_path
+
+    try:
+        return open_history().list_runs()
+    except StoreError as exc:
+        path = default_path()
+        if path.exists() or not path.parent.is_dir():  # a history that is there, or no folder for one: a real problem
+            raise
+        print(f"warning: {exc} No run is stored there yet.", file=sys.stderr)
+        return []
 
 
 def _run_dict(run: RunSummary, files: ModelFileStates) -> dict[str, Any]:
@@ -76,7 +91,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 class CliHistory:
-    """The history as one command records its runs: opened once, each run recorded while it trains.
+    """The history as one command records its runs: opened once, each run recorded while it trains (`core.jobs`).
 
     A history that cannot be opened or written never stops a run nor its
     printed result: each distinct reason is said once on stderr.
@@ -85,38 +100,33 @@ class CliHistory:
     def __init__(self, skip: bool):
         self.skip = skip
         self._said: set[str] = set()
-
-    def recorder(self, config: RunConfig, label: str = "") -> HistoryRecorder | None:
-        """A recorder for one run (None with --no-save)."""
-        from core.history.recorder import HistoryRecorder
-
-        if self.skip:
-            return None
-        try:
-            return HistoryRecorder(open_history(for_recording=True), config, label)
-        except StoreError as exc:
-            return HistoryRecorder(None, config, label, error=f"The run history could not be opened: {exc} This run is not saved.")
-
-    def begin(self, recorder: HistoryRecorder | None) -> None:
-        """Record the run as started; say at once when the history cannot take it."""
-        if recorder is not None:
-            recorder.begin()
-            self.say_error(recorder)
-
-    def report(self, recorder: HistoryRecorder | None) -> None:
-        """After a run: where it is saved, or why it is not (each reason once)."""
-        if recorder is None:
+        self.store: RunStore | None = None
+        self.error = ""
+        if skip:
             return
-        if recorder.error:
-            self.say_error(recorder)
-        elif recorder.run_id is not None:
-            print(f"saved as run {recorder.run_id} in the history", file=sys.stderr)
+        try:
+            self.store = open_history(for_recording=True)
+        except StoreError as exc:
+            self.error = f"The run history could not be opened: {exc} This run is not saved."
 
-    def say_error(self, recorder: HistoryRecorder | None) -> None:
-        """Say why `recorder`'s run is not (fully) saved, unless that was said already."""
-        if recorder is not None and recorder.error and recorder.error not in self._said:
-            self._said.add(recorder.error)
-            print(f"warning: {recorder.error}", file=sys.stderr)
+    def options(self, **fields: Any) -> JobOptions:
+        """The job options for runs recorded here (`fields`: label, group, diagnose, hooks, listener, ...)."""
+        from core.jobs import JobOptions
+
+        return JobOptions(unsaved_reason=self.error, **fields)
+
+    def report(self, recorded: RecordedRun) -> None:
+        """After a run: where it is saved, or why it is not (each reason once)."""
+        if recorded.history_error:
+            self.say_error(recorded.history_error)
+        elif recorded.run_id is not None:
+            print(f"saved as run {recorded.run_id} in the history", file=sys.stderr)
+
+    def say_error(self, error: str) -> None:
+        """Say why a run is not (fully) saved, unless that was said already."""
+        if error and error not in self._said:
+            self._said.add(error)
+            print(f"warning: {error}", file=sys.stderr)
 
 
 @functools.cache

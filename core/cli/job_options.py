@@ -1,4 +1,8 @@
-"""The options every training command shares (`run`, `compare`), and the RunConfig they make.
+"""The options every job command shares (`run`, `compare`, `sweep`, `max-batch`, `autotune`), and the RunConfig they make.
+
+One parser and one builder: the same defaults and the same model-file checks for
+every command (`add_job_arguments`, `job_config`); a new shared option is a few
+lines in `add_job_arguments` and, when it is a RunConfig field, one in `job_config`.
 
 `--model` is a sample model's name or the user's model file (.keras, .h5, .py).
 A file is described in a time-limited child process before TensorFlow loads
@@ -11,23 +15,52 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from core.config import OPTIMIZERS, PRECISIONS, RunConfig
+from core.compare.targets import CompareTarget
+from core.config import FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import format_bytes
+from core.machine.runtime import MAX_LOGICAL_CPUS
 from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.workload import is_model_file, model_title
 
 SAMPLE_DATA_DEFAULT = "synthetic"
+MAX_VOCAB = 2**31 - 1
 
 
-def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+SETTING_OPTIONS = {
+    "batch_size": "batch_size",
+    "steps": "steps",
+    "epochs": "epochs",
+    "precision": "precision",
+    "xla": "xla",
+    "steps_per_call": "steps_per_call",
+    "tpu_timeout_s": "tpu_timeout",
+    "allow_network_workers": "allow_network_workers",
+}
+"""RunConfig fields read from the option of that `dest` where a command has one; a command whose option of that
+name says something else (a sweep's comma-separated values) passes the field to `job_config` instead."""
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True, records: bool = True) -> None:
+    """The options every job command shares (`run`, `compare`, `sweep`, `max-batch`, `autotune`), with one default each.
+
+    The model and its data, trust, vocabulary, optimizer, learning rate, seed
+    and output; `trains_here`: --logical-cpus (the command trains in this
+    process); `records`: --no-save (its runs go to the history).
+    """
     parser.add_argument(
-        "--model", required=True, metavar="NAME|FILE", help="a sample model (see `main.py models`) or your model file: .keras, .h5 or .py"
+        "--model",
+        required=True,
+        type=non_empty("--model", "a sample model's name or a model file"),
+        metavar="NAME|FILE",
+        help="a sample model (see `main.py models`) or your model file: .keras, .h5 or .py",
     )
     parser.add_argument(
         "--data",
         default=None,
+        type=non_empty("--data", "a data set's name or an .npz file"),
         help="sample models: synthetic (default), digits, mnist, fashion_mnist, cifar10, imdb; a model file: synthetic, "
         "build_dataset (the .py's; its default when it has one) or an .npz file (x and y, or one array per input/output name)",
     )
@@ -35,18 +68,42 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         "--trust", action="store_true", help="let the model file run its code (any .py file, Lambda layers): only for files you trust"
     )
     parser.add_argument(
-        "--vocab", type=int, default=None, metavar="N", help="synthetic ids in [0, N) for integer inputs that feed no Embedding"
+        "--vocab",
+        type=whole_number("--vocab", 2, MAX_VOCAB, f"a whole number from 2 to {MAX_VOCAB}"),
+        default=None,
+        metavar="N",
+        help="synthetic ids in [0, N) for integer inputs whose range the model does not say",
     )
-    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
+    parser.add_argument(
+        "--custom-objects",
+        default="",
+        metavar="FILE.py",
+        help="a .py defining the model file's custom layers (registered before it opens; runs its code: needs --trust)",
+    )
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
+    parser.add_argument(
+        "--optimizer",
+        default=None,
+        choices=(*OPTIMIZERS, FILE_OPTIMIZER),
+        help="default: a model file's own compiled optimizer with its settings (file), else adam",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    if trains_here:
+        add_logical_cpus_argument(parser)
+    if records:
+        parser.add_argument("--no-save", action="store_true", help="do not record the runs in the history")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
+
+
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """The settings of one training job (`run`, `compare`): batch, steps or epochs, precision, XLA, steps per call, TPU and workers."""
     parser.add_argument("--batch-size", type=int, default=64, help="global batch size")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=None, help="whole passes over the data instead of --steps")
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     parser.add_argument("--precision", default="off", choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
     parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="steps per tf.function call")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--tpu-timeout",
         type=float,
@@ -59,39 +116,108 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start local multi-worker runs even where their servers cannot be hidden from the network",
     )
-    parser.add_argument("--no-save", action="store_true", help="do not record the run in the history")
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
-def job_config(args: argparse.Namespace, **overrides: Any) -> RunConfig:
-    """The RunConfig of the options (validated); a model file is checked in a child process first.
+def add_logical_cpus_argument(parser: argparse.ArgumentParser) -> None:
+    rule = f"a whole number from 0 (no split) to {MAX_LOGICAL_CPUS}"
+    parser.add_argument(
+        "--logical-cpus",
+        type=whole_number("--logical-cpus", 0, MAX_LOGICAL_CPUS, rule),
+        default=0,
+        metavar="N",
+        help="split the CPU into N logical devices",
+    )
 
-    Raises ConfigError for a bad setting, ModelFileError (ModelDataError) for a
-    file or data that cannot be used.
+
+def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **overrides: Any) -> RunConfig:
+    """The RunConfig of a job command's options (validated), on `target`; a model file is checked in a child process first.
+
+    `overrides` set what the command's own options say (a sweep's first
+    point, a search's start batch). A GPU or TPU this machine does not have
+    is refused here, before TensorFlow loads. Raises ConfigError for a bad
+    setting, ModelFileError (ModelDataError) for a file or data that cannot be used.
     """
-    fields = dict(
+    fields = {name: getattr(args, dest) for name, dest in SETTING_OPTIONS.items() if hasattr(args, dest)}
+    fields.update(
         model=args.model,
         dataset=args.data or SAMPLE_DATA_DEFAULT,
-        batch_size=args.batch_size,
-        steps=args.steps,
-        epochs=args.epochs,
-        learning_rate=args.lr,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        xla=args.xla,
-        steps_per_call=args.steps_per_call,
-        seed=args.seed,
-        tpu_timeout_s=args.tpu_timeout,
-        allow_network_workers=args.allow_network_workers,
         trust=args.trust,
         vocab=args.vocab,
+        learning_rate=args.lr,
+        optimizer=args.optimizer or (FILE_OPTIMIZER if is_model_file(args.model) else "adam"),
+        seed=args.seed,
+        custom_objects=args.custom_objects,
     )
     fields.update(overrides)
     config = RunConfig(**fields)  # every setting checked before a child is started for the file
+    if target is not None:
+        config = target.config_for(config)
+    check_devices_here(config)
     if not is_model_file(config.model):
         return config
     return checked_model_file(config, data_given=args.data is not None)
+
+
+def check_devices_here(config: RunConfig) -> None:
+    """ConfigError when `config` names a GPU or TPU this machine does not have, found without TensorFlow (NVML, device files).
+
+    CPUs are left to TensorFlow (their number depends on --logical-cpus);
+    a GPU the driver lists but TensorFlow cannot use is refused when the run starts.
+    """
+    for kind, found in (("GPU", _gpus_here), ("TPU", _tpus_here)):
+        wanted = [name for name in config.devices if name.upper().startswith(kind + ":")]
+        if not wanted:
+            continue
+        count, listing = found()
+        for name in wanted:
+            if count is not None and int(name.split(":")[1]) >= count:
+                raise ConfigError("devices", name, f"devices this machine has: {listing}")
+
+
+def _gpus_here() -> tuple[int | None, str]:
+    from core.machine.gpu import load_nvml
+
+    nvml, problem = load_nvml()
+    count = nvml.nvmlDeviceGetCount() if nvml is not None else 0
+    if count:
+        return count, ", ".join(f"GPU:{index}" for index in range(count)) + ", CPU:0"
+    return 0, f"CPU:0 only: no GPU found by NVML{f' ({problem})' if problem else ''}"
+
+
+def _tpus_here() -> tuple[int | None, str]:
+    """(0, why none) when nothing hints at a TPU; (None: TensorFlow counts its cores as the run starts, the hint) otherwise."""
+    from core.machine.tpu import detect_tpu_cheaply
+
+    hint = detect_tpu_cheaply()
+    if hint:
+        return None, f"a TPU ({hint})"
+    return 0, "CPU:0 and no TPU: no TPU chip on PCI, no /dev/accel*, no TPU environment variable"
+
+
+def non_empty(option: str, rule: str) -> Callable[[str], str]:
+    """An argparse type refusing an empty value with the option's rule (argparse would take "" as given)."""
+
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"got an empty value; allowed: {rule}")
+        return text
+
+    check.__name__ = option
+    return check
+
+
+def whole_number(option: str, low: int, high: int, rule: str) -> Callable[[str], int]:
+    """An argparse type for a whole number from `low` to `high`, refused with `rule` otherwise (before TensorFlow loads)."""
+
+    def check(text: str) -> int:
+        value = text.strip()
+        number = int(value) if value.lstrip("-").isdigit() else None
+        if number is None or not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule}")
+        return number
+
+    check.__name__ = option
+    return check
 
 
 def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
@@ -104,7 +230,12 @@ def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
     from core.workloads.model_probe import describe_model_file
 
     described = describe_model_file(
-        config.model, config.trust, vocab=config.vocab, data=config.dataset if data_given else None, batch_size=config.batch_size
+        config.model,
+        config.trust,
+        vocab=config.vocab,
+        data=config.dataset if data_given else None,
+        batch_size=config.batch_size,
+        custom_objects=config.custom_objects or None,
     )
     print(describe_line(described, config), file=sys.stderr)
     return config.with_changes(dataset=described["data"], model_sha256=described["sha256"])
@@ -119,10 +250,22 @@ def describe_line(described: dict[str, Any], config: RunConfig) -> str:
         f"{format_bytes(estimate.total_bytes)} before activations (weights {format_bytes(estimate.weight_bytes)}, "
         f"gradients {format_bytes(estimate.gradient_bytes)}, optimizer state {format_bytes(estimate.optimizer_bytes)})"
     )
+    notes = "".join(f"; {note}" for note in described.get("notes", []))
     return (
         f"model file {model_title(config.model)}: inputs {inputs}; {len(described['outputs'])} output(s); "
-        f"{described['params']:,} parameters; loss {losses}; data {model_title(described['data'])}; memory {memory}"
+        f"{described['params']:,} parameters; loss {losses}; optimizer {optimizer_in_use(described, config.optimizer)}; "
+        f"data {model_title(described['data'])}; memory {memory}{notes}"
     )
+
+
+def optimizer_in_use(described: dict[str, Any], optimizer: str) -> str:
+    """The optimizer a run on the described file trains with, and whose it is ("rmsprop (the file's)")."""
+    own = described.get("optimizer")
+    if optimizer != FILE_OPTIMIZER and own and own != optimizer and described.get("kind") != "python":
+        return f"{optimizer} (the run's, replacing the file's {own})"
+    if own:
+        return f"{own} (the file's)"
+    return f"{'adam' if optimizer == FILE_OPTIMIZER else optimizer} (the run's)"
 
 
 def _shape(shape: list[int | None]) -> str:

@@ -101,11 +101,27 @@ def _say_stage(stage: str) -> None:
 def peaks_document(report: PeaksReport, cache_file: str) -> dict[str, Any]:
     """`main.py peaks --json`: per device the PEAK_KEYS plus how each figure was found; the cache and any error."""
     devices = [{**{key: getattr(device, key) for key in PEAK_KEYS}, **_methods(device)} for device in report.devices]
-    return {"devices": devices, "cached": report.cached, "cache_file": cache_file, "machine": report.machine, "error": report.error}
+    return {
+        "devices": devices,
+        "cached": report.cached,
+        "cache_file": cache_file,
+        "machine": report.machine,
+        "error": report.error,
+        "contended": report.contended,
+        "contention": report.conditions.get("reason", ""),
+        "implausible": report.implausible,
+        "usable": report.trusted,
+        "conditions": dict(report.conditions),
+    }
 
 
 def _methods(device: DevicePeaks) -> dict[str, Any]:
-    return {"method": device.method, "not_measured": dict(device.not_measured), "estimate_method": device.estimate_method}
+    return {
+        "method": device.method,
+        "not_measured": dict(device.not_measured),
+        "estimate_method": device.estimate_method,
+        "implausible": dict(device.implausible),
+    }
 
 
 def format_peaks(report: PeaksReport, cache_file: str) -> str:
@@ -129,7 +145,12 @@ def format_peaks(report: PeaksReport, cache_file: str) -> str:
         lines.append(f"  method: {how}")
         lines.extend(f"    {figure}" for figure in figures)
         lines.extend(f"  {what}: {why}" for what, why in device.not_measured.items())
+        lines.extend(f"  {what}: IMPLAUSIBLE, {why}" for what, why in device.implausible.items())
         lines.append(f"  estimate: {device.estimate_method or 'none'}")
-    source = "read from the cache" if report.cached else "measured now, cached"
+    if report.contended:
+        lines.append(f"\nCONTENDED: measured while {report.conditions.get('reason')}: these figures are low and noisy.")
+    source = "read from the cache" if report.cached else "measured now, cached" if report.trusted else "measured now, NOT cached"
     lines.append(f"\n{source}: {cache_file} (main.py peaks --remeasure measures again)")
+    if not report.cached and not report.trusted and report.devices:
+        lines.append("No verdict divides by these figures; re-run `main.py peaks --remeasure` on a quiet machine.")
     return "\n".join(lines)

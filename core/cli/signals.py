@@ -10,7 +10,8 @@ stays in the history with the steps appended so far and reads back as
 Python runs signal handlers in the main thread only, between bytecodes: a
 step call inside TensorFlow could hold one off for as long as the call takes.
 `run_interruptibly` therefore trains in a worker thread while the main thread
-waits, so a signal is handled at once.
+waits, so a signal is handled at once. `ends_by` ends the process at a deadline
+even inside such a call (or TensorFlow's import): a budget bounds the command.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -81,3 +84,24 @@ def _say(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError, RuntimeError):  # stderr closed (a logged-out terminal): stopping matters more than saying so
         pass
+
+
+@contextmanager
+def ends_by(deadline: float, on_time_out: Callable[[], None], code: int = EXIT_RUN_FAILED) -> Iterator[None]:
+    """Inside the block the process ends at `deadline` (time.monotonic()), whatever runs: `on_time_out()` says why, then exit `code`."""
+
+    def end() -> None:
+        try:
+            on_time_out()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), end)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

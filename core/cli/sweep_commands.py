@@ -14,23 +14,22 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.history_commands import CliHistory, open_history
+from core.cli.history_commands import CliHistory
+from core.cli.job_options import add_job_arguments, job_config
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
+from core.compare.significance import contended_label
 from core.compare.targets import parse_target_option
-from core.config import OPTIMIZERS, RunConfig
+from core.config import ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.results import StepRecord
-from core.tuning.sweep import Sweep, run_sweep
+from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, tied_with_best
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
-
-if TYPE_CHECKING:
-    from core.history.recorder import HistoryRecorder
 
 AXIS_OPTIONS = {"batch_size": "--batch-sizes", "steps_per_call": "--steps-per-call", "precision": "--precision", "xla": "--xla"}
 AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off"}
@@ -43,11 +42,8 @@ AXIS_HELP = {
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `sweep` subcommand's options."""
-    parser.add_argument("--model", required=True, help="sample model name (see `main.py models`) or a model file")
-    parser.add_argument(
-        "--data", default="synthetic", help="synthetic, digits, mnist, fashion_mnist, cifar10, imdb (or, for a file, an .npz)"
-    )
+    """The `sweep` subcommand's options: the shared job options, the target, each setting's values, steps."""
+    add_job_arguments(parser)
     parser.add_argument("--target", default="default", metavar="T", help="where every point runs: CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
     for name, option in AXIS_OPTIONS.items():
         parser.add_argument(
@@ -57,35 +53,25 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
     )
     parser.add_argument("--steps", type=int, default=100, help="steps of every point (the first call is warm-up, reported apart)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of every point")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trust", action="store_true", help="let a model file run its own code")
-    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
-    parser.add_argument("--no-save", action="store_true", help="do not record the points in the history")
-    parser.add_argument("--json", action="store_true", help="one JSON object with rows and best on stdout")
-    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
 def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
-    """Each setting's values from its option; ConfigError names the option and the allowed form."""
-    return {name: parse_values(name, getattr(args, name), option) for name, option in AXIS_OPTIONS.items()}
+    """Each setting's values from its option; ConfigError names the option and the allowed form, or the value given twice."""
+    values = {}
+    for name, option in AXIS_OPTIONS.items():
+        text = getattr(args, name)
+        values[name] = parse_values(name, text, option)
+        given = [parse_values(name, part, option)[0] for part in str(text).split(",")]
+        repeated = [value for value in values[name] if given.count(value) > 1]
+        if repeated:
+            raise ConfigError(option, text, f"each value once ({format_setting(name, repeated[0])} is given more than once)")
+    return values
 
 
 def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) -> RunConfig:
-    """The job every point shares, on the target: each setting at its first value."""
+    """The job every point shares, on the target: each setting at its first value (a model file checked in a child first)."""
     target = parse_target_option(args.target, "--target")
-    job = RunConfig(
-        model=args.model,
-        dataset=args.data,
-        steps=args.steps,
-        learning_rate=args.lr,
-        optimizer=args.optimizer,
-        seed=args.seed,
-        trust=args.trust,
-        **{name: values[name][0] for name in AXES},
-    )
-    return target.config_for(job)
+    return job_config(args, target, **{name: values[name][0] for name in AXES})
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -104,96 +90,89 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         say(f"sweep: {plan.describe()}")
         for item in plan.left_out:
             say(f"left out {format_setting(item.axis, item.value)}: {item.reason} (--all-precisions runs it anyway)")
-        recording = SweepRecording(CliHistory(args.no_save), plan)
-        progress = SweepProgress(plan)
+        history = CliHistory(args.no_save)
+        group = _sweep_group(history, plan)
+        options = history.options(group=group, listener=SweepProgress(plan, history))
         with stdout_to_stderr():
-            sweep = run_interruptibly(
-                lambda: run_sweep(
-                    plan, progress.announce, progress, stop_event, progress.row_done, recorders=recording.recorders(), group=recording.group
-                )
-            )
-    recording.report()
+            sweep = run_interruptibly(lambda: run_sweep(plan, history.store, options, stop_event))
+    saved = [row.run_id for row in sweep.rows if row.run_id is not None]
+    if saved:
+        say(f"saved {len(saved)} run(s) in the history as group '{group}'")
     print(json.dumps(sweep.to_dict(), indent=2) if args.json else format_sweep(sweep))
     return EXIT_RUN_FAILED if sweep.stopped else EXIT_OK
 
 
-class SweepProgress:
-    """Progress on stderr: 'point 2 of 4: batch 32 · float32', then that point's step line."""
+def _sweep_group(history: CliHistory, plan: SweepPlan) -> str:
+    """The sweep's group in the history ('sweep 3: batch × precision'); "" when it is not recorded (why said once)."""
+    if history.store is not None:
+        try:
+            return next_sweep_group(history.store.groups(), plan)
+        except StoreError as exc:
+            history.store, history.error = None, f"The run history could not be read: {exc} This run is not saved."
+    history.error = history.error.replace("This run is not saved.", "The sweep is not saved.")
+    history.say_error(history.error)
+    return ""
 
-    def __init__(self, plan: SweepPlan):
+
+class SweepProgress(SweepListener):
+    """Progress on stderr: 'point 2 of 4: batch 32 · float32', then that point's step line and where it is saved."""
+
+    def __init__(self, plan: SweepPlan, history: CliHistory):
         self._plan = plan
+        self._history = history
         self._printer: ProgressPrinter | None = None
 
-    def announce(self, index: int, total: int, label: str) -> None:
+    def on_job_start(self, index: int, total: int, label: str) -> None:
         settings = self._plan.points()[index]
         batch = settings.get("batch_size", self._plan.base.batch_size)
         say(f"point {index + 1} of {total}: {label}")
         self._printer = ProgressPrinter(self._plan.base.steps, batch)
 
-    def __call__(self, records: Sequence[StepRecord]) -> None:
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
         if self._printer is not None:
             self._printer(records)
 
-    def row_done(self, index: int, row) -> None:
+    def on_row(self, index: int, row: SweepRow) -> None:
         if self._printer is not None:
             self._printer.finish()
             self._printer = None
         if row.result.message:
             say(f"  {row.status}: {row.result.message}")
-
-
-class SweepRecording:
-    """The sweep's points in the history, under one group; each reason it cannot record said once."""
-
-    def __init__(self, history: CliHistory, plan: SweepPlan):
-        self._history = history
-        self._recorders: list[HistoryRecorder] = []
-        self._store = None
-        self.group = ""
-        if history.skip:
-            return
-        try:
-            self._store = open_history(for_recording=True)
-            self.group = next_sweep_group(self._store.groups(), plan)
-        except StoreError as exc:
-            say(f"warning: the run history could not be opened: {exc} The sweep is not saved.")
-
-    def recorders(self):
-        """The factory `run_sweep` takes (None: nothing is recorded)."""
-        return None if self._store is None else self._recorder
-
-    def _recorder(self, config: RunConfig, label: str, group: str) -> HistoryRecorder:
-        from core.history.recorder import HistoryRecorder
-
-        recorder = HistoryRecorder(self._store, config, label, group)
-        self._recorders.append(recorder)
-        return recorder
-
-    def report(self) -> None:
-        for recorder in self._recorders:
-            self._history.say_error(recorder)
-        saved = [recorder.run_id for recorder in self._recorders if recorder.run_id is not None and not recorder.error]
-        if saved:
-            say(f"saved {len(saved)} run(s) in the history as group '{self.group}'")
+        self._history.say_error(row.history_error)
 
 
 def format_sweep(sweep: Sweep) -> str:
     """The rows as a plain table (the best marked), then what was left out and the learning-rate rule."""
     axes = [axis.name for axis in sweep.plan.axes]
     batch_swept = "batch_size" in axes
-    headers = [*(AXIS_TITLES[name] for name in axes), "status", "samples/s", "median step (ms)", "final loss", "peak memory"]
+    headers = [
+        *(AXIS_TITLES[name] for name in axes),
+        "status",
+        "samples/s",
+        "mean step (ms)",
+        "median step (ms)",
+        "final loss",
+        "peak memory",
+    ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
+    tied = tied_with_best(sweep.rows)
     for index, row in enumerate(sweep.rows):
         result = row.result
         cells = [format_setting(name, row.settings[name]) for name in axes]
-        cells += [row.status.value + (" (best)" if index == sweep.best else "")]
-        cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.step_time_median_ms, "ms", NA)]
+        mark = " (tied)" if index in tied or (index == sweep.best and tied) else " (best)" if index == sweep.best else ""
+        cells += [contended_label(row.status.value, result) + mark]
+        cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.mean_step_ms, "ms", NA)]
+        cells += [format_value(result.step_time_median_ms, "ms", NA)]
         cells += [format_value(result.final_loss, "loss", NA), format_bytes(result.peak_memory_bytes)]
         cells += [f"{row.suggested_learning_rate:.3g}"] if batch_swept else []
         table.append(cells)
     lines = [format_columns(headers, table)]
     lines += [f"{row.label}: {row.status}: {row.result.message}" for row in sweep.rows if row.result.message]
+    if tied:
+        lines.append("(tied): no difference from the fastest beyond noise (the 95% interval of their samples/s ratio holds 1)")
+    if any(row.result.contended for row in sweep.rows):
+        lines.append("(busy): measured while other processes used the machine: figures are low and noisy; re-run on a quiet machine")
     lines += [f"left out {format_setting(item.axis, item.value)}: {item.reason}" for item in sweep.plan.left_out]
     lines += [sweep.lr_note()] if batch_swept else []
     return "\n".join(lines)

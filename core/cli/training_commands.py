@@ -2,9 +2,9 @@
 
 Each run is recorded in the history when it starts, its steps appended about once
 a second while it trains, and finished with its result, so a crash or `kill -9`
-loses at most the last second. A completed `run` is then diagnosed (its verdict:
-what bounds its speed, the evidence, the advice; `--no-verdict` skips it) and its
-history record finished with the verdict. The result is printed whether or not the history
+loses at most the last second (`core.jobs.run_job` does it all). A completed
+`run` is diagnosed as it ends (its verdict: what bounds its speed, the evidence,
+the advice; `--no-verdict` skips it) and its history record finished with the verdict. The result is printed whether or not the history
 could take it. While training, stdout is sent to stderr so that it holds only
 the result (`--json` stays one JSON document).
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory
@@ -25,12 +24,9 @@ from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
 from core.cli.run_setup import JoinProgress, announce_cluster, check_output_folder, run_config
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.config import ConfigError, RunConfig
-from core.results import RunResult, RunStatus
-
-if TYPE_CHECKING:
-    from core.history.recorder import HistoryRecorder
-    from core.training.callbacks import RunCallback
-    from core.training.flops import FlopsCounter
+from core.jobs import JobListener, RecordedRun
+from core.results import RunStatus, StepRecord
+from core.training.callbacks import RunCallback
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
 DIAGNOSING = (
@@ -47,41 +43,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         if config.strategy == "multi-worker":
             announce_cluster(config)
         configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
-        from core.diagnosis.run_verdict import HoldRunEnd
         from core.hooks.profiler import run_callbacks_for
-        from core.runner import run_training
+        from core.jobs import run_job
         from core.training.engine import check_against_machine, total_steps
-        from core.training.flops import FlopsCounter
 
         check_against_machine(config)
-        callbacks = [*run_callbacks_for(config, tensorboard, profile), *_device_use(config)]
+        hooks = [*run_callbacks_for(config, tensorboard, profile), *_device_use(config)]
         if config.strategy == "multi-worker":
-            callbacks.append(JoinProgress())
+            hooks.append(JoinProgress())
         if stop_event.is_set():
             print(NOT_STARTED, file=sys.stderr)
             return EXIT_RUN_FAILED
         history = CliHistory(args.no_save)
-        recorder = history.recorder(config)
-        history.begin(recorder)
-        progress = ProgressPrinter(total_steps(config), config.batch_size)
-        counter = FlopsCounter()
-        # the history record is finished with the verdict, after the diagnosis
-        listeners = [*callbacks, *([] if args.no_verdict else [counter]), *([HoldRunEnd(recorder)] if recorder is not None else [])]
-        try:
-            with stdout_to_stderr():
-                result = run_interruptibly(lambda: run_training(config, progress, stop_event, listeners))
-        except ConfigError:
-            if recorder is not None:
-                recorder.discard()  # bad input found as the run started: not a run
-            raise
+        history.say_error(history.error)
+        printer = ProgressPrinter(total_steps(config), config.batch_size)
+        progress = RunProgress(printer, hooks)
+        options = history.options(diagnose=not args.no_verdict, hooks=tuple(hooks), listener=progress, raise_config_error=True)
+        with stdout_to_stderr(), printer.ticking(stop_event):
+            recorded = run_interruptibly(lambda: run_job(config, history.store, options, stop_event))
         progress.finish()
-        _report_hooks(callbacks)
-        if not args.no_verdict:
-            result = _with_verdict(config, result, counter, stop_event)
-        if recorder is not None:
-            recorder.finish(result)
+    result = recorded.result
+    if result.bound is not None:
+        print(f"diagnosing: done, {result.bound}-bound" if result.bound != "unknown" else "diagnosing: done", file=sys.stderr)
     print(json.dumps(result.summary(), indent=2) if args.json else format_result(result))
-    history.report(recorder)
+    history.report(recorded)
     if result.status != RunStatus.COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
     return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_RUN_FAILED
@@ -93,6 +78,32 @@ def _device_use(config: RunConfig) -> list[RunCallback]:
 
     hook = device_use_hook_for(config)
     return [hook] if hook is not None else []
+
+
+class RunProgress(JobListener):
+    """`run`'s progress on stderr: the step line, then what the run's hooks found, then each step of the diagnosis."""
+
+    def __init__(self, printer: ProgressPrinter, hooks: list[RunCallback]):
+        self._printer = printer
+        self._hooks = hooks
+        self._ended = False
+
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
+        self._printer(records)
+
+    def on_diagnosing(self, what: str) -> None:
+        if not what:
+            self.finish()
+            print(DIAGNOSING, file=sys.stderr, flush=True)
+        else:
+            print(f"diagnosing: {what}", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        """End the step line and report the hooks (once: before the diagnosis, or after a run without one)."""
+        if not self._ended:
+            self._ended = True
+            self._printer.finish()
+            _report_hooks(self._hooks)
 
 
 def _report_hooks(callbacks: list[RunCallback]) -> None:
@@ -109,25 +120,23 @@ def _report_hooks(callbacks: list[RunCallback]) -> None:
                 print("\n".join(memory_lines(view)), file=sys.stderr)
 
 
-def _with_verdict(config: RunConfig, result: RunResult, counter: FlopsCounter, stop_event: threading.Event) -> RunResult:
-    """A completed run with its verdict, the diagnosis said on stderr as it goes (a few seconds of short probe runs)."""
-    if result.status != RunStatus.COMPLETED or stop_event.is_set():
-        return result
-    from core.diagnosis.run_verdict import diagnose_run
+class CompareProgress(JobListener):
+    """`compare`'s progress on stderr: 'run 2 of 3: GPU:0', and where each run is saved."""
 
-    def announce(what: str) -> None:
-        print(f"diagnosing: {what}", file=sys.stderr, flush=True)
+    def __init__(self, history: CliHistory):
+        self._history = history
 
-    print(DIAGNOSING, file=sys.stderr, flush=True)
-    with stdout_to_stderr():
-        diagnosed, _probes = run_interruptibly(lambda: diagnose_run(config, result, counter, stop_event, announce))
-    if diagnosed.bound is not None:
-        print(f"diagnosing: done, {diagnosed.bound}-bound" if diagnosed.bound != "unknown" else "diagnosing: done", file=sys.stderr)
-    return diagnosed
+    def on_job_start(self, index: int, total: int, label: str) -> None:
+        from core.compare.runner import progress_line
+
+        print(progress_line(index, total, label), file=sys.stderr)
+
+    def on_job_end(self, index: int, recorded: RecordedRun) -> None:
+        self._history.report(recorded)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from core.compare.runner import progress_line, run_comparison
+    from core.compare.runner import run_comparison
     from core.compare.table import format_table
     from core.compare.targets import parse_targets
 
@@ -135,16 +144,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not 0 <= args.baseline < len(targets):
         raise ConfigError("baseline", args.baseline, f"a row index from 0 to {len(targets) - 1}")
     base = job_config(args)
-    history = CliHistory(args.no_save)
-    recorders: dict[int, HistoryRecorder | None] = {}
-
-    def announce(index: int, total: int, label: str) -> None:
-        print(progress_line(index, total, label), file=sys.stderr)
-
-    def recorder_for(index: int, config: RunConfig) -> HistoryRecorder | None:
-        recorders[index] = history.recorder(config, targets[index].label)
-        return recorders[index]
-
     with stop_on_signals() as stop_event:
         configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
         from core.diagnosis.ceilings import cached_peaks
@@ -153,21 +152,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if stop_event.is_set():
             print(NOT_STARTED, file=sys.stderr)
             return EXIT_RUN_FAILED
+        history = CliHistory(args.no_save)
+        options = history.options(listener=CompareProgress(history))
         with stdout_to_stderr():
-            comparison = run_interruptibly(
-                lambda: run_comparison(
-                    base,
-                    targets,
-                    args.baseline,
-                    announce,
-                    None,
-                    stop_event,
-                    on_result=lambda index, _result: history.report(recorders.get(index)),
-                    recorders=recorder_for,
-                )
-            )
-    for recorder in recorders.values():
-        history.say_error(recorder)
+            comparison = run_interruptibly(lambda: run_comparison(base, targets, args.baseline, history.store, options, stop_event))
     if args.json:
         print(json.dumps(comparison.to_rows_dict(), indent=2))
     else:

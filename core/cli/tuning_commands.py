@@ -13,49 +13,56 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
+
+import psutil
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import checked_model_file
+from core.cli.job_options import add_job_arguments, job_config
 from core.cli.output import format_columns
-from core.cli.signals import run_interruptibly, stop_on_signals
+from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
-from core.config import MAX_BATCH_SIZE, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
+from core.config import MAX_BATCH_SIZE, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
-from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
-from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, check_target, find_max_batch, margin_text, parse_size
+from core.tuning.autotune import BUDGET_SLACK_S, DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
+from core.tuning.max_batch import (
+    MEMORY_LIMIT_FIELD,
+    SIZE_ALLOWED,
+    TOLERANCE,
+    MaxBatchResult,
+    Probe,
+    check_target,
+    find_max_batch,
+    margin_text,
+    parse_size,
+)
 from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting
-from core.workloads.workload import is_model_file
 
 TOLERANCE_FIELD = "--tolerance"
+WATCHDOG_GRACE_S = 1.0
+"""The whole command ends by budget + slack + this, even inside TensorFlow's import (the search itself ends by budget + slack)."""
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The job both searches work on: model, data, target and the settings they keep."""
-    parser.add_argument("--model", required=True, metavar="NAME|FILE", help="a sample model (see `main.py models`) or your model file")
-    parser.add_argument(
-        "--data", default=None, help="synthetic (default), digits, mnist, fashion_mnist, cifar10, imdb; a file's: build_dataset or an .npz"
-    )
+def add_search_arguments(parser: argparse.ArgumentParser, trains_here: bool) -> None:
+    """The job both searches work on: the shared job options, the target, the settings they keep and the memory budget."""
+    add_job_arguments(parser, trains_here=trains_here, records=False)
     parser.add_argument("--target", default="default", metavar="T", help="where it runs: default, CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
     parser.add_argument("--precision", default="off", choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    parser.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trust", action="store_true", help="let a model file run its own code")
     parser.add_argument(
-        "--memory-limit",
-        default="",
+        MEMORY_LIMIT_FIELD,
+        default=None,
         metavar="SIZE",
-        help="host memory budget such as 4GiB (default: half the available RAM); on a GPU, a cap on its memory",
+        help="host memory budget such as 4GiB, at most this machine's RAM (default: half the available RAM); on a GPU, a cap on its memory",
     )
-    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `max-batch` subcommand's options."""
-    add_common_arguments(parser)
+    """The `max-batch` subcommand's options (its probes train in child processes: no --logical-cpus here)."""
+    add_search_arguments(parser, trains_here=False)
     parser.add_argument("--start-batch", type=int, default=64, metavar="N", help="the batch the search starts from (default 64)")
     parser.add_argument(
         "--up-to", type=int, default=MAX_BATCH_SIZE, metavar="N", help="the largest batch worth trying, e.g. the data set's size"
@@ -66,11 +73,12 @@ def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="F",
         help=f"stop when the gap between fits and does not fit is within this fraction (default {TOLERANCE})",
     )
+    parser.add_argument("--budget-s", type=float, default=None, metavar="S", help="seconds the whole search may take (default: no limit)")
 
 
 def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
     """The `autotune` subcommand's options."""
-    add_common_arguments(parser)
+    add_search_arguments(parser, trains_here=True)
     parser.add_argument("--batch-size", type=int, default=64, help="your global batch (kept unless --allow-batch-change)")
     parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="your steps per call: the start")
     parser.add_argument(
@@ -78,27 +86,27 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--allow-batch-change", action="store_true", help="also try larger batches (the learning rate scaled to match)")
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
-    parser.add_argument("--logical-cpus", type=int, default=0, metavar="N", help="split the CPU into N logical devices")
-    parser.add_argument("--verbose", action="store_true", help="show TensorFlow's own log on stderr")
 
 
 def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) -> RunConfig:
     """The job the search works on, on its target; a model file is opened in a child process first."""
     target = parse_target_option(args.target, "--target")
-    job = RunConfig(
-        model=args.model,
-        dataset=args.data or "synthetic",
-        batch_size=batch_size,
-        learning_rate=args.lr,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        xla=args.xla,
-        steps_per_call=steps_per_call,
-        seed=args.seed,
-        trust=args.trust,
-    )
-    job = target.config_for(job)
-    return checked_model_file(job, data_given=args.data is not None) if is_model_file(job.model) else job
+    return job_config(args, target, batch_size=batch_size, steps_per_call=steps_per_call)
+
+
+def memory_limit(args: argparse.Namespace) -> int | None:
+    """--memory-limit in bytes (None: not given); ConfigError for an empty value or more than this machine's RAM."""
+    if args.memory_limit is None:
+        return None
+    ram = psutil.virtual_memory().total
+    rule = f"{SIZE_ALLOWED}, from 1MiB to this machine's RAM ({format_bytes(ram)})"
+    try:
+        size = parse_size(args.memory_limit)
+    except ConfigError as exc:
+        raise ConfigError(MEMORY_LIMIT_FIELD, args.memory_limit, rule) from exc
+    if size > ram:
+        raise ConfigError(MEMORY_LIMIT_FIELD, args.memory_limit, rule)
+    return size
 
 
 def parse_tolerance(text: str) -> float:
@@ -111,8 +119,19 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
+def process_started() -> float:
+    """The time.monotonic() at which this process started, so a budget counts everything the command did."""
+    try:
+        age = time.time() - psutil.Process().create_time()
+    except psutil.Error:  # no process table to read: count from now
+        age = 0.0
+    return time.monotonic() - max(age, 0.0)
+
+
 def cmd_max_batch(args: argparse.Namespace) -> int:
-    memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
+    started = process_started()
+    budget_s = check_budget(args.budget_s) if args.budget_s is not None else None
+    limit = memory_limit(args)
     tolerance = parse_tolerance(args.tolerance)
     for option, value in (("--start-batch", args.start_batch), ("--up-to", args.up_to)):
         if not 1 <= value <= MAX_BATCH_SIZE:
@@ -122,11 +141,22 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     with stop_on_signals() as stop_event:
         say(f"largest batch of {job.model} on {args.target}: {PROBE_STEPS} steps per probe, each in a child process")
         result = run_interruptibly(
-            lambda: find_max_batch(job, memory_limit, stop_event=stop_event, on_probe=_print_probe, cap=args.up_to, tolerance=tolerance)
+            lambda: find_max_batch(
+                job,
+                limit,
+                stop_event=stop_event,
+                on_probe=_print_probe,
+                cap=args.up_to,
+                tolerance=tolerance,
+                budget_s=budget_s,
+                started=started,
+            )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_max_batch(result))
     if result.error:
         say(f"the search ended early: {result.error}")
+    elif result.stopped:
+        say(f"the search was stopped: {margin_text(result)}")
     return EXIT_OK if result.finished else EXIT_RUN_FAILED
 
 
@@ -142,7 +172,8 @@ def format_max_batch(result: MaxBatchResult) -> str:
     rows = [[f"{p.batch:,}", "yes" if p.fits else "no", format_bytes(p.peak_bytes), f"{p.seconds:.1f} s", p.reason] for p in result.probes]
     lines = [format_columns(["batch", "fits", "peak memory", "time", "why not"], rows), ""]
     per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NA
-    lines.append(f"largest batch: {result.max_batch:,} ({margin_text(result)})")
+    found = f"{result.max_batch:,}" if not result.stopped or result.smallest_failing is not None else "not found"
+    lines.append(f"largest batch: {found} ({margin_text(result)})")
     lines.append(f"memory per example: {per_example}; limit: {result.limit_kind} {format_bytes(result.memory_limit)}")
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
@@ -151,24 +182,44 @@ def format_max_batch(result: MaxBatchResult) -> str:
 def cmd_autotune(args: argparse.Namespace) -> int:
     from core.cli.machine_commands import configure_tensorflow
 
+    started = process_started()  # the budget bounds the whole command: the interpreter's and TensorFlow's start-up included
     budget_s = check_budget(args.budget_s)
-    memory_limit = parse_size(args.memory_limit) if args.memory_limit else None
+    limit = memory_limit(args)
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
-    with stop_on_signals() as stop_event:
+    give_up = started + budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S
+    with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json)):
         configure_tensorflow(args.logical_cpus, args.verbose)
         from core.training.engine import check_against_machine
 
         check_against_machine(job)
         say(f"autotune of {job.model} on {args.target} at batch {job.batch_size}, within {budget_s:g} s")
         result = run_interruptibly(
-            lambda: autotune(job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, memory_limit)
+            lambda: autotune(job, budget_s, args.allow_batch_change, args.max_batch, stop_event, _print_point, limit, started=started)
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
-    if result.error:
+    if not result.measured:
+        say(f"autotune failed: {result.error}; the points above say why")
+    elif result.error:
         say(f"the job itself failed: {result.error}")
-    return EXIT_RUN_FAILED if result.stopped or result.error else EXIT_OK
+    code = EXIT_RUN_FAILED if result.stopped or result.error or not result.measured else EXIT_OK
+    if result.abandoned:  # a TensorFlow call still runs in its thread and cannot be interrupted: end without waiting for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _out_of_time(budget_s: float, started: float, as_json: bool) -> None:
+    """What autotune says when its budget and slack ran out before the search could answer."""
+    error = (
+        f"nothing was measured within the {budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack): "
+        "TensorFlow's start-up and the first point's set-up took it all"
+    )
+    if as_json:
+        print(json.dumps({"best": None, "samples_per_s": None, "points": [], "elapsed_s": time.monotonic() - started, "error": error}))
+    say(f"autotune failed: {error}; give it a larger --budget-s")
 
 
 def _print_point(point: TunePoint) -> None:
@@ -179,11 +230,17 @@ def _print_point(point: TunePoint) -> None:
 def format_autotune(result: AutotuneResult) -> str:
     rows = [[p.stage, settings_text(p.settings), p.status, format_value(p.samples_per_s, "rate", NA), p.message] for p in result.points]
     lines = [format_columns(["stage", "settings", "status", "samples/s", "note"], rows), ""]
+    if not result.measured:
+        return "\n".join(
+            [*lines, f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)"]
+        )
     lines.append(f"best: {settings_text(result.best)}: {format_value(result.samples_per_s, 'rate', NA)} samples/s")
     lines.append(
         f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): {_times(result.gain_over_keras_defaults)}"
     )
-    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget")
+    if result.gain_interval is not None:
+        lines.append(f"how sure: {result.gain_interval.text()}; {result.gain_interval.sureness()}")
+    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)")
     lines += [f"left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

@@ -37,7 +37,7 @@ from core.config import RunConfig
 from core.formatting import utc_now
 from core.ports import free_ports
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.callbacks import RunCallback, RunContext, amended_result
 from core.training.engine import OnSteps
 from core.training.metrics import summarize
 from core.workloads.model_file import ModelFileError, check_model_path
@@ -149,7 +149,7 @@ class Supervisor:
             self._failure = str(exc)
         except Exception as exc:  # a listener that raised, or a process that could not start
             self._failure = self._failure or f"{type(exc).__name__}: {exc}"
-        result = self._result(started_at, time.monotonic() - start)
+        result = amended_result(self._result(started_at, time.monotonic() - start), self._listeners)
         workers = [w.info() for w in self._local]
         for cluster_listener in self._cluster_listeners():
             cluster_listener.on_workers_ended(workers)

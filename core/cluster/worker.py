@@ -78,10 +78,12 @@ def _check(options: argparse.Namespace) -> tuple[list[str], RunConfig]:
 
 def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | ConsoleReporter) -> int:
     from core.machine.runtime import RuntimeSettings, configure_runtime
-    from core.training.engine import check_model_file, train_in_this_process
+    from core.training.engine import train_in_this_process
+    from core.workloads.workload import check_model_file
 
     try:
-        check_model_file(config)  # a missing or different model file: said before TensorFlow starts and the cluster forms
+        # a missing or different model file: said before TensorFlow starts and the cluster forms
+        check_model_file(config.model, config.trust, config.model_sha256, config.custom_objects)
     except ModelFileError as exc:
         reporter.report_error(str(exc))
         return 1

@@ -8,25 +8,23 @@ relative to a baseline row the user picks and can change without re-running
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from core.compare.table import Comparison, check_baseline, compare_results
 from core.compare.targets import TARGET_FORMS, CompareTarget, sweep_targets
 from core.config import ConfigError, RunConfig
+from core.jobs import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
 from core.machine.types import short_name
-from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback
+from core.results import RunResult, RunStatus
 from core.training.flops import FlopsCounter
+from core.workloads.workload import model_title
 
 if TYPE_CHECKING:
-    from core.history.recorder import HistoryRecorder
-
-OnProgress = Callable[[int, int, str], None]
-OnIndexedSteps = Callable[[int, Sequence[StepRecord]], None]
-OnResult = Callable[[int, RunResult], None]
-Recorders = Callable[[int, RunConfig], "HistoryRecorder | None"]
+    from core.history.store import RunStore
 
 
 def progress_line(index: int, total: int, label: str) -> str:
@@ -34,31 +32,32 @@ def progress_line(index: int, total: int, label: str) -> str:
     return f"run {index + 1} of {total}: {label}"
 
 
+def history_label(target_label: str, config: dict) -> str:
+    """'MLP · digits · mirrored:CPU:0,CPU:1 · batch 64 · compare': how a comparison's run shows in the history.
+
+    A model file shows by its file name, an .npz data file by its name.
+    """
+    dataset = str(config.get("dataset"))
+    data = os.path.basename(dataset) if dataset.lower().endswith(".npz") else dataset
+    return " · ".join([model_title(str(config.get("model"))), data, target_label, f"batch {config.get('batch_size')}", "compare"])
+
+
 def run_comparison(
     base: RunConfig,
     targets: Sequence[CompareTarget],
     baseline_index: int = 0,
-    on_progress: OnProgress | None = None,
-    on_steps: OnIndexedSteps | None = None,
+    store: RunStore | None = None,
+    options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
-    on_result: OnResult | None = None,
-    callbacks: Sequence[RunCallback] = (),
-    recorders: Recorders | None = None,
 ) -> Comparison:
-    """Run `base` on each target in turn and put the results side by side.
+    """Run `base` on each target in turn, each recorded in `store` as it trains (None: not recorded), side by side.
 
-    Callbacks get the target's 0-based index: on_progress(index, total,
-    label) before a run, on_steps(index, records) while it trains,
-    on_result(index, result) after every run that started. Setting
-    `stop_event` ends the current run and skips the rest (rows with status
-    "skipped"). A target that cannot run here (an invalid config, a missing
-    device) becomes a failed row with the reason, and the others still run.
-
-    `recorders(index, config)` gives each target its history recorder (None:
-    not recorded): begun before the target trains and passed in its callbacks,
-    so its steps are appended while it trains; a target that never reaches the
-    engine (skipped, or failed before it started) is finished with its row's
-    result. `config` is the target's job, or `base` when the target's job is invalid.
+    `options.listener` hears on_job_start(index, total, label) before a target
+    trains, its steps while it trains, and on_job_end(index, recorded) after
+    every target that was not skipped. Setting `stop_event` ends the current
+    run and skips the rest (rows with status "skipped", not recorded). A target
+    that cannot run here (an invalid config, a missing device) becomes a
+    failed row with the reason, recorded, and the others still run.
     """
     targets = list(targets)
     if not targets:
@@ -66,48 +65,31 @@ def run_comparison(
     check_baseline(baseline_index, len(targets))
     stop_event = stop_event or threading.Event()
     counter = FlopsCounter()
+    listener = options.listener
     entries: list[tuple[str, RunResult]] = []
     for index, target in enumerate(targets):
         if stop_event.is_set():  # a skipped target never ran: it is a row, not a run in the history
             entries.append((target.label, _unrun(base, target, RunStatus.SKIPPED, "Not run: the comparison was stopped first.")))
             continue
-        recorder = _recorder_for(recorders, index, base, target)
-        if on_progress is not None:
-            on_progress(index, len(targets), target.label)
-        sink = None if on_steps is None else (lambda records, i=index: on_steps(i, records))
-        result, started = _run_target(base, target, sink, stop_event, [counter, *callbacks], recorder)
-        if started and on_result is not None:
-            on_result(index, result)
-        if recorder is not None:
-            recorder.finish(result)  # a no-op when the engine has finished it
-        entries.append((target.label, result))
+        if listener is not None:
+            listener.on_job_start(index, len(targets), target.label)
+        recorded = _run_target(base, target, store, replace(options, hooks=(counter, *options.hooks)), stop_event)
+        if listener is not None:
+            listener.on_job_end(index, recorded)
+        entries.append((target.label, recorded.result))
     return compare_results(entries, baseline_index, counter.flops, counter.method, counter.params)
 
 
-def _recorder_for(recorders: Recorders | None, index: int, base: RunConfig, target: CompareTarget) -> HistoryRecorder | None:
-    if recorders is None:
-        return None
+def _run_target(
+    base: RunConfig, target: CompareTarget, store: RunStore | None, options: JobOptions, stop_event: threading.Event
+) -> RecordedRun:
+    """Train one target, recorded; a target whose config is invalid is a failed run, recorded with the base job's config."""
     try:
         config = target.config_for(base)
-    except ConfigError:
-        config = base
-    return recorders(index, config)
-
-
-def _run_target(base, target, on_steps, stop_event, callbacks, recorder) -> tuple[RunResult, bool]:
-    """Train one target; (its result, whether it started). A target that cannot run gives a failed result."""
-    from core.runner import run_training
-
-    try:
-        config = target.config_for(base)
-        if recorder is not None:
-            recorder.begin()
-            callbacks = [*callbacks, recorder]
-        return run_training(config, on_steps, stop_event, callbacks), True
-    except Exception as exc:  # one target that cannot run must not lose the others' results
-        from core.training.engine import explain_failure
-
-        return _unrun(base, target, RunStatus.FAILED, explain_failure(exc)), False
+    except ConfigError as exc:
+        unrun = _unrun(base, target, RunStatus.FAILED, str(exc))
+        return record_unrun(unrun, base, store, replace(options, label=history_label(target.label, unrun.config)))
+    return run_job(config, store, replace(options, label=history_label(target.label, config.to_dict())), stop_event)
 
 
 def _unrun(base: RunConfig, target: CompareTarget, status: RunStatus, message: str) -> RunResult:
@@ -126,17 +108,14 @@ def scaling_sweep(
     device_kind: str = "CPU",
     counts: Sequence[int] | None = None,
     baseline_index: int = 0,
-    on_progress: OnProgress | None = None,
-    on_steps: OnIndexedSteps | None = None,
+    store: RunStore | None = None,
+    options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
-    on_result: OnResult | None = None,
-    callbacks: Sequence[RunCallback] = (),
-    recorders: Recorders | None = None,
 ) -> Comparison:
     """The same job on 1, 2, ..., N devices of one kind (strong scaling: the global batch stays fixed).
 
     The batch size must divide by every count; a count it does not divide
-    becomes a failed row saying so. `recorders` as in `run_comparison`.
+    becomes a failed row saying so. `store`, `options` as in `run_comparison`.
     """
     kind = str(device_kind).upper()
     if kind not in ("CPU", "GPU"):
@@ -151,4 +130,4 @@ def scaling_sweep(
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(names):
             raise ConfigError("counts", count, f"whole numbers from 1 to {len(names)} (the {kind} devices here)")
     targets = sweep_targets(names, counts)
-    return run_comparison(base, targets, baseline_index, on_progress, on_steps, stop_event, on_result, callbacks, recorders)
+    return run_comparison(base, targets, baseline_index, store, options, stop_event)

@@ -5,7 +5,7 @@ the GUI thread may build and re-baseline comparisons. "% of peak" is against
 the measured ceiling of the row's devices for its precision (the ceilings this
 process knows, `core.diagnosis.ceilings.known_peaks`, unless given); the
 datasheet/ISA estimate the run recorded while it ran
-(`core.training.flops.run_peak_environment`) is kept beside it.
+(`core.machine.peak_estimates.run_peak_environment`) is kept beside it.
 
 Every row that ran has a verdict: its run's own when it has one (`main.py
 run` and the window diagnose each run), else one judged here from the compared
@@ -21,15 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.compare.significance import contended_label, interval_cell, noise_warnings, speedup_interval
 from core.config import ConfigError
 from core.diagnosis.ceilings import known_peaks
 from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
 from core.diagnosis.readout import measured_ceiling
 from core.diagnosis.verdict import verdict
 from core.formatting import format_value
+from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
-from core.training.flops import recorded_native_bfloat16, recorded_peak_flops
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
@@ -57,6 +58,8 @@ class CompareRow:
     datasheet/ISA estimate the run recorded; each fraction is achieved FLOP/s
     over it, None when the FLOPs per step or the ceiling are unknown.
     `result` is the run with its verdict (its own, or the comparison's).
+    `speedup_ci` is the speed-up's 95% interval from the per-call timings,
+    `beyond_noise` False when it holds 1 (None: no interval, or the baseline).
     """
 
     label: str
@@ -74,6 +77,8 @@ class CompareRow:
     fraction_of_estimate: float | None
     estimate_how: str
     result: RunResult = field(compare=False, repr=False)
+    speedup_ci: tuple[float, float] | None = None
+    beyond_noise: bool | None = None
 
     def __getattr__(self, name: str) -> Any:
         """A headline figure of the row's run, by its `FIGURES` name."""
@@ -115,6 +120,9 @@ class Comparison:
                 "label": row.label,
                 "baseline": index == self.baseline_index,
                 "speedup": row.speedup,
+                "speedup_ci": list(row.speedup_ci) if row.speedup_ci else None,
+                "beyond_noise": row.beyond_noise,
+                "contended": row.result.contended,
                 "scaling_efficiency": row.scaling_efficiency,
                 "flops_per_step": self.flops_per_step,
                 "achieved_flops": row.achieved_flops,
@@ -141,10 +149,15 @@ def compare_results(
 
     `peaks`: the measured ceilings to judge the rows against; by default the
     ones this process has loaded or measured (`known_peaks`), none if it has not.
+    Without `flops_per_step`, the FLOPs per step the runs recorded are used, so
+    runs compared from the history show the FLOP/s they showed live.
     """
     check_baseline(baseline_index, len(entries))
     peaks = peaks if peaks is not None else known_peaks()
     results = [result for _, result in entries]
+    recorded = {result.flops_per_step for result in results if result.flops_per_step is not None}
+    if flops_per_step is None and len(recorded) == 1:  # runs picked from the history: the FLOPs they recorded
+        flops_per_step, flops_method = recorded.pop(), flops_method or "as the runs recorded them"
     rows = tuple(_row(label, _judged(result, results, flops_per_step, model_params, peaks), peaks) for label, result in entries)
     comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
     return replace(comparison, warnings=tuple(fairness_warnings(comparison)))
@@ -205,12 +218,15 @@ def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[Com
     base = rows[baseline_index] if rows else None
     updated = []
     for row in rows:
-        speedup = efficiency = None
+        speedup = efficiency = interval = None
         if base is not None and row.samples_per_s and base.samples_per_s:
             speedup = row.samples_per_s / base.samples_per_s
+            interval = speedup_interval(row.result, base.result)
             if row.device_kinds and row.device_kinds == base.device_kinds and row.replicas and base.replicas:
                 efficiency = speedup / (row.replicas / base.replicas)
-        updated.append(replace(row, speedup=speedup, scaling_efficiency=efficiency))
+        ci = (interval.low, interval.high) if interval is not None else None
+        beyond = interval.beyond_noise if interval is not None else None
+        updated.append(replace(row, speedup=speedup, scaling_efficiency=efficiency, speedup_ci=ci, beyond_noise=beyond))
     return tuple(updated)
 
 
@@ -222,6 +238,7 @@ def fairness_warnings(comparison: Comparison) -> list[str]:
     notes.extend(_mismatch_warnings(comparison.rows))
     base = comparison.baseline
     notes.extend(_efficiency_warnings(comparison.rows, base))
+    notes.extend(noise_warnings(comparison.rows, base))
     if base is not None and base.samples_per_s is None and len(comparison.rows) > 1:
         notes.append(f"The baseline {base.label} has no steady-state speed, so there are no speed-ups: pick another baseline.")
     return notes
@@ -347,7 +364,7 @@ def _hooks_on(result: RunResult) -> str:
     return ", ".join(words) or "no hooks"
 
 
-COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "efficiency", "% of estimate")
+COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "95% interval", "efficiency", "% of estimate")
 """The figures' "% of peak" is against the measured ceiling; "% of estimate" keeps the datasheet/ISA estimate beside it."""
 
 
@@ -364,7 +381,9 @@ def format_table(comparison: Comparison) -> str:
         for line in [COLUMNS, *body]
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    lines.append("* baseline for speed-ups")
+    lines.append("* baseline for speed-ups; (noise): the speed-up's 95% interval holds 1, no difference beyond noise")
+    if any(row.result.contended for row in comparison.rows):
+        lines.append("(busy): measured while other processes used the machine: figures are low and noisy (see the warnings)")
     if comparison.flops_per_step is not None:
         lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({comparison.flops_method})")
     lines.extend(ceiling_notes(comparison))
@@ -381,13 +400,16 @@ def ceiling_notes(comparison: Comparison) -> list[str]:
 
 
 def _cells(row: CompareRow, base: CompareRow | None) -> tuple[str, ...]:
-    target = row.label + (" *" if row is base else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
+    target = contended_label(row.label + (" *" if row is base else ""), row.result) + (
+        "" if row.status == RunStatus.COMPLETED else f" [{row.status}]"
+    )
     figures = row.result.figures()
     return (
         target,
         str(row.replicas) if row.status.ran else "-",
         *(figure.format(figures[figure.name]) for figure in FIGURES),
         format_value(row.speedup, "ratio"),
+        interval_cell(row, row is base),
         format_value(row.scaling_efficiency, "percent") + ("!" if over_linear(row, base) else ""),
         format_value(row.fraction_of_estimate, "fraction"),
     )

@@ -4,18 +4,24 @@ A run at another batch size, with other steps per call, or on synthetic data
 (in memory: the model without the input pipeline) is evidence about the run,
 whether a probe (`core.diagnosis.probes`) or a sweep (issue 14) made it. Runs
 are matched on their configs: equal in everything but the one setting, the
-run length (steps, epochs) and the seed.
+run length (steps, epochs) and the seed. Each matching run's point carries its
+samples/s over the run's with a 95% block-bootstrap interval
+(`core.training.noise`), so the verdict knows whether a difference is real;
+a run measured under contention, or with widely spread step times, makes the
+evidence too noisy to judge (`noise_reason`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from core.diagnosis.verdict import Evidence, Point
+from core.history.recorded_peaks import recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
-from core.training.flops import recorded_peak_flops
+from core.training.noise import NOISY_SPREAD, runs_ratio
 
 IGNORED_KEYS = frozenset({"steps", "epochs", "seed", "extra"})
 """Config keys that do not change how fast a step is, so runs that differ in them still match."""
@@ -56,7 +62,8 @@ def evidence_from_runs(
 
     `pipeline_s` is the input pipeline timed alone, seconds per batch
     (`probes.time_pipeline`); `flops_per_step` and `model_params` come from
-    `core.training.flops.FlopsCounter`.
+    `core.training.flops.FlopsCounter`; without them, the FLOPs per step the run
+    recorded (so a run picked from the history is judged as it was live).
     """
     config = result.config
     devices = device_names(result)
@@ -74,7 +81,7 @@ def evidence_from_runs(
         precision=precision,
         xla=bool(config.get("xla")),
         samples_per_s=result.samples_per_s,
-        flops_per_step=flops_per_step,
+        flops_per_step=flops_per_step if flops_per_step is not None else result.flops_per_step,
         model_params=model_params,
         ceiling_flops=ceiling,
         ceiling_how=how,
@@ -84,13 +91,32 @@ def evidence_from_runs(
         other_calls=matching_points(result, others, "steps_per_call"),
         pipeline_s=pipeline_s,
         model_only_step_s=model_only_step_s(result, others),
+        noisy=noise_reason(result, [o for o in others if _matches_any(result, o)]),
     )
+
+
+def noise_reason(result: RunResult, evidence_runs: Sequence[RunResult]) -> str:
+    """Why the run and the runs its verdict rests on are too noisy to judge ("" when they are not)."""
+    for run, what in ((result, "the run"), *((other, "a run of its evidence") for other in evidence_runs)):
+        if run.contended:
+            return f"{what} was measured while {run.conditions.get('reason', 'other work ran')}"
+    if result.step_time_spread is not None and result.step_time_spread >= NOISY_SPREAD:
+        return f"the run's step times spread over {result.step_time_spread:.0%} of their median (from {NOISY_SPREAD:.0%} it is noisy)"
+    return ""
+
+
+def _matches_any(result: RunResult, other: RunResult) -> bool:
+    return any(differs_only_in(result.config, other.config, key) for key in ("batch_size", "steps_per_call", "dataset"))
 
 
 def matching_points(result: RunResult, others: Sequence[RunResult], key: str) -> tuple[Point, ...]:
     """The step-time points of the `others` that differ from `result` only in `key` (and ran steady-state steps)."""
-    found = (point(other) for other in others if differs_only_in(result.config, other.config, key))
-    return tuple(p for p in found if p is not None)
+    found = []
+    for other in others:
+        other_point = point(other) if differs_only_in(result.config, other.config, key) else None
+        if other_point is not None:
+            found.append(replace(other_point, gain=runs_ratio(result, other)))
+    return tuple(found)
 
 
 def model_only_step_s(result: RunResult, others: Sequence[RunResult]) -> float | None:

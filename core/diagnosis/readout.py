@@ -1,4 +1,4 @@
-"""A run's verdict, % of peak and memory estimate in words: the same text in the CLI, the window and the tables.
+"""A run's verdict, % of peak, memory estimate and conditions in words: the same text in the CLI, the window and the tables.
 
 Reads only a finished `RunResult` (no hardware, no TensorFlow), so the GUI
 thread may call it.
@@ -9,18 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.diagnosis.verdict import COMPUTE_SHARE
 from core.formatting import format_bytes, format_si, format_value
+from core.history.recorded_peaks import recorded_peak_flops
 from core.results import RunResult
-from core.training.flops import recorded_peak_flops
 
 MEMORY_PARTS = (("weight_bytes", "weights"), ("gradient_bytes", "gradients"), ("optimizer_bytes", "optimizer state"))
 
 
 def measured_ceiling(result: RunResult) -> float | None:
     """The measured FLOP/s ceiling the run was judged against (achieved / % of it), or None."""
-    if result.achieved_flops is None or not result.pct_of_measured_peak:
-        return None
-    return result.achieved_flops / (result.pct_of_measured_peak / 100)
+    return result.measured_peak_flops
 
 
 def estimate_share(result: RunResult) -> tuple[float | None, float | None]:
@@ -38,8 +37,21 @@ def peak_text(result: RunResult) -> str:
     if ceiling is None:
         text = "no measured ceiling" if result.achieved_flops is not None else "FLOP/s unknown"
         return f"{text} ({beside})" if beside else text
-    text = f"{format_value(result.pct_of_measured_peak, 'pct')} of the measured {format_si(ceiling, 'FLOP/s')} ceiling"
-    return f"{text} ({beside})" if beside else text
+    bound = "at least " if result.flops_uncounted else ""
+    text = f"{bound}{format_value(result.pct_of_measured_peak, 'pct')} of the measured {format_si(ceiling, 'FLOP/s')} ceiling"
+    text = f"{text} ({beside})" if beside else text
+    return f"{text}; FLOPs partial: {', '.join(result.flops_uncounted)} not counted" if result.flops_uncounted else text
+
+
+def share_of_peak_note(fraction: float | None) -> str:
+    """Achieved FLOP/s as a share of a peak, in words, with the verdict's threshold (`COMPUTE_SHARE`): the one reading of it."""
+    if fraction is None:
+        return "peak unknown for this device"
+    if fraction > 1.0:
+        return "above the peak: the peak or the FLOP count is off for this device"
+    if fraction >= COMPUTE_SHARE:
+        return f"at least {COMPUTE_SHARE:.0%} of the peak: compute-bound by the verdict's rule"
+    return f"under {COMPUTE_SHARE:.0%} of the peak: not compute-bound; the run's verdict says what limits it"
 
 
 def memory_estimate_text(estimate: Mapping[str, Any]) -> str:
@@ -57,3 +69,28 @@ def verdict_line(result: RunResult) -> str:
     head = "no single limit found" if result.bound == "unknown" else f"{result.bound}-bound"
     advice = f" Advice: {result.advice}" if result.advice else ""
     return f"{head}: {result.bound_evidence}{advice}"
+
+
+def conditions_text(conditions: Mapping[str, Any]) -> str:
+    """'Conditions (steady state, 4.1 s): other processes 63% of the CPU · steal 0% · CPU pressure 71% · load 5.8 · 2,300 MHz'."""
+    if not conditions:
+        return ""
+    parts = []
+    for key, words in (
+        ("other_cpu_share", "other processes {} of the CPU"),
+        ("steal_share", "steal {}"),
+        ("cpu_pressure", "CPU pressure {}"),
+    ):
+        if conditions.get(key) is not None:
+            parts.append(words.format(format_value(conditions[key], "percent")))
+    if conditions.get("load_average"):
+        parts.append(f"load {conditions['load_average'][0]:g}")
+    if conditions.get("cpu_mhz"):
+        parts.append(f"{conditions['cpu_mhz']:,.0f} MHz")
+    for gpu in conditions.get("gpus") or ():
+        throttled = ", ".join(gpu.get("throttle_reasons") or ()) or "not throttled"
+        parts.append(
+            f"{gpu.get('device')}: {len(gpu.get('other_processes') or ())} other process(es), SM {gpu.get('sm_clock_mhz')} MHz, {throttled}"
+        )
+    window = f" ({conditions.get('window')}, {conditions.get('window_s')} s)" if conditions.get("window") else ""
+    return f"Conditions{window}: " + " · ".join(parts)

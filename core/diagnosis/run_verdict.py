@@ -2,15 +2,15 @@
 
 `diagnose_run` judges a finished run against this machine's cached ceilings,
 with the probe runs it needs (short, not recorded in the history: they exist
-only as evidence, and the verdict names each one). The run's history record is
-finished once the verdict is known: `HoldRunEnd` passes a recorder every hook
-of the run but its end, which the caller delivers with the final result.
+only as evidence, and the verdict names each one). `VerdictHook` does it as a
+run hook: it amends the completed run's result with its verdict before the run
+ends, so whatever records the run's end records the verdict with it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 
 from core.config import RunConfig
@@ -18,7 +18,7 @@ from core.diagnosis.ceilings import cached_peaks
 from core.diagnosis.probes import diagnose
 from core.diagnosis.verdict import Verdict
 from core.machine.peaks import PeaksReport
-from core.results import RunResult, RunStatus, StepRecord
+from core.results import RunResult, RunStatus
 from core.training.callbacks import RunCallback, RunContext
 from core.training.flops import FlopsCounter
 
@@ -74,17 +74,28 @@ def _warned(result: RunResult, warning: str) -> RunResult:
     return replace(result, warnings=(*result.warnings, warning))
 
 
-class HoldRunEnd(RunCallback):
-    """Passes every hook of a run to `inner` except its end, which the caller delivers once the verdict is known."""
+class VerdictHook(RunCallback):
+    """Diagnoses a completed run as it ends: `amend_result` adds the verdict (short probe runs, not recorded).
 
-    def __init__(self, inner: RunCallback):
-        self.inner = inner
+    Counts the model's FLOPs when the run starts (for the achieved FLOP/s).
+    `announce` hears "" as the diagnosis begins, then each step of it. A run
+    that did not complete, or was stopped, is left as it is.
+    """
+
+    def __init__(self, config: RunConfig, stop_event: threading.Event, announce: Callable[[str], None] | None = None):
+        self._config = config
+        self._stop_event = stop_event
+        self._announce = announce
+        self.counter = FlopsCounter()
 
     def on_run_start(self, context: RunContext) -> None:
-        self.inner.on_run_start(context)
+        self.counter.on_run_start(context)
 
-    def on_call_begin(self, first_step: int, steps: int) -> None:
-        self.inner.on_call_begin(first_step, steps)
-
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
-        self.inner.on_steps(records)
+    def amend_result(self, result: RunResult) -> RunResult:
+        result = self.counter.amend_result(result)  # FLOPs per step recorded with the run (and a partial count said)
+        if result.status != RunStatus.COMPLETED or self._stop_event.is_set():
+            return result
+        if self._announce is not None:
+            self._announce("")
+        diagnosed, _probes = diagnose_run(self._config, result, self.counter, self._stop_event, self._announce)
+        return diagnosed

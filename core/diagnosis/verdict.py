@@ -23,6 +23,16 @@ The rules, in the order they are tried (the thresholds are the constants below):
 - compute: achieved FLOP/s (model FLOPs per step x steps per second) is >= 50%
   of the device's measured matmul ceiling for the run's precision.
 - unknown: none of the above.
+- too noisy: the run (or a run its evidence rests on) was measured while other
+  work used the machine, or its step times spread too widely: the bound is
+  not judged ("unknown", saying so) rather than flipping from run to run.
+
+Advice never contradicts its evidence: "raise steps per call" only when the
+run with more steps per call was faster beyond noise (`Point.gain`, a 95%
+interval from the per-call timings), "raise the batch" only when the larger
+batch gave more samples/s beyond noise; a setting no run measured here (XLA)
+is written "not measured here: try ...", and bfloat16 is advised only from
+the measured matmul ceilings.
 
 There is no "memory" verdict: the bytes a step moves cannot be estimated
 honestly from what a run records. Activations are not counted, and weights and
@@ -40,6 +50,7 @@ from typing import Any
 
 from core.formatting import format_si, format_value
 from core.machine.peaks import run_precision_key
+from core.training.noise import Interval
 
 INPUT_HIGH_SHARE = 0.20
 """Share of the step spent waiting for input from which a run is highly input-bound (xprof's threshold)."""
@@ -58,6 +69,7 @@ BETTER_PRECISION_GAIN = 1.2
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
 """A GPU run faster than SMALL_GPU_STEP_MS per step, or of a model under SMALL_MODEL_PARAMS, is too small to load it."""
+NOISY_ADVICE = "Re-run on a quiet machine (other work slows and scatters the steps), then judge the bound."
 INPUT_ADVICE = (
     "Speed up the input pipeline: cache it (Dataset.cache), prefetch (prefetch(tf.data.AUTOTUNE)), "
     "parallelise its map (num_parallel_calls=tf.data.AUTOTUNE); if it reads files, check the disk."
@@ -83,6 +95,7 @@ class Point:
     batch_size: int
     steps_per_call: int
     step_s: float
+    gain: Interval | None = None  # this run's samples/s over the judged run's, 95% interval; None: no per-call timings
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,7 @@ class Evidence:
     other_calls: tuple[Point, ...] = ()  # same job with other steps per call (same batch)
     pipeline_s: float | None = None  # the input pipeline alone, seconds per batch
     model_only_step_s: float | None = None  # the same model on in-memory data, seconds per step
+    noisy: str = ""  # why the figures are too noisy to judge ("" when they are not)
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,7 @@ class Verdict:
 
 
 def achieved_flops(evidence: Evidence) -> float | None:
-    """Steady-state FLOP/s: FLOPs per step x samples/s / batch (as `core.training.flops.achieved_flops`)."""
+    """Steady-state FLOP/s: FLOPs per step x samples/s / batch."""
     if evidence.flops_per_step is None or not evidence.samples_per_s or evidence.run is None:
         return None
     return evidence.flops_per_step * evidence.samples_per_s / evidence.run.batch_size
@@ -178,6 +192,9 @@ def verdict(evidence: Evidence) -> Verdict:
             Bound.UNKNOWN, "The run has no steady-state step to judge (it ended during warm-up).", "Run more steps.", achieved, pct
         )
     notes = [_flops_text(evidence, achieved, pct)] if achieved is not None else []
+    if evidence.noisy:
+        text = f"Too noisy to judge: {evidence.noisy}; the bound is not judged from these figures."
+        return Verdict(Bound.UNKNOWN, " ".join([text, *notes]), NOISY_ADVICE, achieved, pct)
     for rule in (_input_rule, _overhead_rule, _compute_rule):
         found = rule(evidence, pct)
         if found is not None:
@@ -213,38 +230,61 @@ def _input_rule(evidence: Evidence, pct: float | None) -> tuple[Bound, str, str]
     return Bound.INPUT, text, INPUT_ADVICE
 
 
+def larger_batch_faster(run: Point, other: Point) -> bool:
+    """True when the larger of the two batches gave more samples/s beyond noise (by the medians when there is no interval)."""
+    if other.gain is None:
+        return True  # a run recorded without its per-call timings: the step-time fit alone decides, as it always did
+    bigger_is_other = other.batch_size > run.batch_size
+    return other.gain.beyond_noise and (other.gain.ratio > 1) == bigger_is_other
+
+
+def more_calls_faster(other: Point) -> bool:
+    """True when the run with more steps per call was faster beyond noise (by the medians when there is no interval)."""
+    return other.gain is None or (other.gain.beyond_noise and other.gain.ratio > 1)
+
+
 def _overhead_rule(evidence: Evidence, pct: float | None) -> tuple[Bound, str, str] | None:
     run = evidence.run
     assert run is not None
     fixed = fixed_share(run, evidence.other_batches)
     calls = call_share(run, evidence.other_calls)
-    fixed_hit = fixed is not None and fixed[0] >= OVERHEAD_FIXED_SHARE
-    calls_hit = calls is not None and calls[0] >= OVERHEAD_CALL_SHARE
+    fixed_hit = fixed is not None and fixed[0] >= OVERHEAD_FIXED_SHARE and larger_batch_faster(run, fixed[1])
+    calls_gain = calls is not None and more_calls_faster(calls[1])
+    calls_hit = calls is not None and calls[0] >= OVERHEAD_CALL_SHARE and calls_gain
     if not (fixed_hit or calls_hit):
         return None
+    text = "Overhead-bound: " + "; ".join(_overhead_parts(run, fixed, calls)) + "."
+    if calls_hit:
+        assert calls is not None
+        advice = f"Raise steps per call (to {calls[1].steps_per_call} or more), then the batch if the learning problem allows."
+    elif calls_gain:
+        advice = (
+            "Raise the batch (with the learning rate scaled to it), or steps per call: each step costs nearly the same whatever its size."
+        )
+    else:
+        advice = "Raise the batch (with the learning rate scaled to it): each step costs nearly the same whatever its size."
+    return Bound.OVERHEAD, text, advice
+
+
+def _overhead_parts(run: Point, fixed: tuple[float, Point] | None, calls: tuple[float, Point] | None) -> list[str]:
     parts = []
     if fixed is not None:
         share, other = fixed
         whole = "all of the step is a fixed cost" if share >= 0.995 else f"{_pct(share)} of the step is a fixed cost"
         parts.append(
             f"a step takes {_ms(run.step_s)} at batch {run.batch_size} and {_ms(other.step_s)} at batch {other.batch_size}: "
-            f"{whole} that does not grow with the batch"
+            f"{whole} that does not grow with the batch{_gain_text(other)}"
         )
     if calls is not None:
         share, other = calls
-        parts.append(
-            f"with {other.steps_per_call} steps per call a step takes {_ms(other.step_s)} instead of {_ms(run.step_s)}: "
-            f"{_pct(share)} of the step is paid once per call"
-        )
-    text = "Overhead-bound: " + "; ".join(parts) + "."
-    if calls_hit:
-        assert calls is not None
-        advice = f"Raise steps per call (to {calls[1].steps_per_call} or more), then the batch if the learning problem allows."
-    else:
-        advice = (
-            "Raise the batch (with the learning rate scaled to it), or steps per call: each step costs nearly the same whatever its size."
-        )
-    return Bound.OVERHEAD, text, advice
+        paid = f"{_pct(share)} of the step is paid once per call" if more_calls_faster(other) else "no faster beyond noise"
+        parts.append(f"with {other.steps_per_call} steps per call a step takes {_ms(other.step_s)} instead of {_ms(run.step_s)}: {paid}")
+        parts[-1] += _gain_text(other)
+    return parts
+
+
+def _gain_text(other: Point) -> str:
+    return f" (samples/s {other.gain.text()})" if other.gain is not None else ""
 
 
 def _compute_rule(evidence: Evidence, pct: float | None) -> tuple[Bound, str, str] | None:
@@ -259,10 +299,11 @@ def _compute_advice(evidence: Evidence) -> str:
     bf16 = evidence.ceilings_by_precision.get("bfloat16")
     if evidence.precision != "bfloat16" and current and bf16 and bf16 >= BETTER_PRECISION_GAIN * current:
         tries.append(f"bfloat16 (its matmul measures {bf16 / current:.1f}x {run_precision_key(evidence.precision)}'s here)")
-    if not evidence.xla:
-        tries.append("XLA (fuses the small ops around the matrix products)")
     tries.append("a device with a higher measured ceiling")
-    return "The device is the limit: try " + ", ".join(tries) + "."
+    advice = "The device is the limit: try " + ", ".join(tries) + "."
+    if not evidence.xla:
+        advice += " Not measured here: try XLA (it fuses the small ops around the matrix products; on some CPUs it is slower)."
+    return advice
 
 
 def _unknown_text(evidence: Evidence) -> str:
@@ -286,7 +327,10 @@ def _unknown_text(evidence: Evidence) -> str:
 def _unknown_advice(evidence: Evidence) -> str:
     if evidence.ceiling_flops is None:
         return "Measure this device's ceilings (Devices tab, or main.py peaks) and profile this run to see which ops take the time."
-    return "Profile this run to see which ops take the time; XLA often helps when many small ops (not the matrix products) dominate."
+    return (
+        "Profile this run to see which ops take the time. Not measured here: try XLA when many small ops "
+        "(not the matrix products) dominate."
+    )
 
 
 def _side_notes(evidence: Evidence, bound: Bound) -> list[str]:

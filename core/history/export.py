@@ -3,6 +3,10 @@
 The header comes from the runs' `environment` dicts, taking whatever keys are there
 (well-known ones first). A key whose value differs between runs shows every distinct
 value: a list in JSON, "a | b" in CSV. Each run in the JSON keeps its own environment.
+The header's `peak_flops` is the measured ceiling the runs' "% of peak" divides by
+(None where no run had one); the datasheet/ISA estimate the runs recorded under that
+key is shown beside it as `estimate_peak_flops`. `logical_devices` lists every device
+TensorFlow had, `devices` those the runs used.
 
 Every export is written to a temporary file in the target's folder and renamed
 over the target only once complete, so a failure (a full disk, a bad path) never
@@ -21,9 +25,30 @@ from typing import IO, Any
 
 from core import files
 from core.formatting import utc_now
+from core.machine.peak_estimates import PEAK_FLOPS, PEAK_FLOPS_HOW
 from core.results import RunResult
 
-_HEADER_ORDER = ("tensorflow", "keras", "python", "platform", "host", "cpu", "gpus", "driver", "cuda", "cudnn", "devices")
+ESTIMATE_PEAK_FLOPS = "estimate_peak_flops"
+ESTIMATE_PEAK_FLOPS_HOW = "estimate_peak_flops_how"
+MEASURED_HOW = "measured matmul ceiling of the run's devices, the one its % of peak divides by"
+_HEADER_ORDER = (
+    "tensorflow",
+    "keras",
+    "python",
+    "platform",
+    "host",
+    "cpu",
+    "gpus",
+    "driver",
+    "cuda",
+    "cudnn",
+    "devices",
+    "logical_devices",
+    PEAK_FLOPS,
+    PEAK_FLOPS_HOW,
+    ESTIMATE_PEAK_FLOPS,
+    ESTIMATE_PEAK_FLOPS_HOW,
+)
 
 
 class ExportError(OSError):
@@ -48,12 +73,25 @@ def system_info(runs: Sequence[StoredRun]) -> dict[str, Any]:
 def _distinct_values(runs: Sequence[StoredRun]) -> dict[str, list[Any]]:
     values: dict[str, list[Any]] = {}
     for run in runs:
-        for key, value in run.result.environment.items():
+        for key, value in _header_entries(run.result).items():
             seen = values.setdefault(key, [])
             if value not in seen:
                 seen.append(value)
     known = [key for key in _HEADER_ORDER if key in values]
     return {key: values[key] for key in known + sorted(key for key in values if key not in known)}
+
+
+def _header_entries(result: RunResult) -> dict[str, Any]:
+    """The run's environment for the header, its peak the measured ceiling and the recorded estimate beside it."""
+    entries = dict(result.environment)
+    if PEAK_FLOPS_HOW not in entries:
+        return entries
+    entries[ESTIMATE_PEAK_FLOPS] = entries.pop(PEAK_FLOPS, None)
+    entries[ESTIMATE_PEAK_FLOPS_HOW] = entries.pop(PEAK_FLOPS_HOW)
+    measured = result.measured_peak_flops
+    entries[PEAK_FLOPS] = measured
+    entries[PEAK_FLOPS_HOW] = MEASURED_HOW if measured is not None else "no measured ceiling (main.py peaks measures it)"
+    return entries
 
 
 def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:

@@ -2,7 +2,8 @@
 
 `HistoryRecorder` is a `RunCallback`: `begin()` records the run as "running" before
 it starts, `on_steps` appends the steps in one transaction at most every
-`flush_interval_s`, and `on_run_end` writes the result. After a crash or `kill -9`
+`flush_interval_s`, and `finish(result)` writes the result, once (the job
+service, `core.jobs`, calls it with the final result, its verdict included). After a crash or `kill -9`
 the run reads back as "interrupted" with every appended step and the figures of
 those steps (see `RunStore._close_abandoned_runs`). It writes in the thread that
 trains, never the GUI's.
@@ -78,19 +79,14 @@ class HistoryRecorder(RunCallback):
         if records and run_id is not None:
             self._attempt(lambda store: store.append_steps(run_id, records))
 
-    def on_run_end(self, result: RunResult) -> None:
-        self.finish(result)
-
     def finish(self, result: RunResult) -> int | None:
         """Record how the run ended; returns its id, or None when the history could not be written.
 
-        A run never begun (it was skipped, or failed before it started) is saved
-        in one transaction. Only the first call writes: the engine's `on_run_end`
-        and a caller that also finishes runs that never reached the engine may
-        both call it.
+        A run never begun (it failed before it started) is saved in one
+        transaction. A run is finished once: a second call raises RuntimeError.
         """
         if self.finished:
-            return self.run_id if not self.error else None
+            raise RuntimeError(f"run {self.run_id} of the history was already finished")
         self.finished = True
         run_id = self.run_id
         if run_id is None:

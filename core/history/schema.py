@@ -64,8 +64,18 @@ def _schema_v3(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
 
+def _schema_v4(conn: sqlite3.Connection) -> None:
+    """The conditions each run was measured in (`core.machine.conditions`), as JSON; filled from older runs' results ({} if none)."""
+    if "conditions" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN conditions TEXT NOT NULL DEFAULT '{}'")
+        conn.execute(
+            "UPDATE runs SET conditions = json(json_extract(result, '$.conditions')) "
+            "WHERE json_valid(result) AND json_type(result, '$.conditions') = 'object'"
+        )
+
+
 # Applied in order; migration i takes the schema from user_version i to i + 1. Append only.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _schema_v2, _schema_v3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _schema_v2, _schema_v3, _schema_v4)
 
 
 def migrate(conn: sqlite3.Connection) -> None:

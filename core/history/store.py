@@ -29,7 +29,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,12 @@ class RunSummary:
     steps: int
     figures: dict[str, Any]  # every core.results.FIGURES name -> its value, or None
     model_sha256: str = ""  # the content of the model file the run trained ("" for a sample model)
+    conditions: dict[str, Any] = field(default_factory=dict)  # what else the machine did meanwhile (RunResult.conditions)
+
+    @property
+    def contended(self) -> bool:
+        """True when other work on the machine made the run's figures low and noisy."""
+        return bool(self.conditions.get("contended"))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready and flat: the fields, then each figure under its own name (as `history --json` prints)."""
@@ -83,7 +89,10 @@ class RunSummary:
 
 
 # RunSummary fields read from the stored result rather than a column of their own.
-_FROM_RESULT = {"model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END"}
+_FROM_RESULT = {
+    "model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END",
+    "conditions": "CASE WHEN json_valid(result) THEN json_extract(result, '$.conditions') END",
+}
 # RunSummary field (all but `figures` and those from the result) -> column of the runs table.
 _FIELD_COLUMNS = {
     f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary) if f.name != "figures" and f.name not in _FROM_RESULT
@@ -372,6 +381,7 @@ def _row_values(result: RunResult) -> dict[str, Any]:
     values = {column: summary[column] for column in _RESULT_COLUMNS}
     values.update(result.figures())
     values["devices"] = " ".join(summary["devices"])
+    values["conditions"] = json.dumps(result.conditions)  # also a column of its own, for queries on contention
     values["result"] = json.dumps(replace(result, losses=(), step_times_s=()).to_dict())
     return values
 
@@ -384,4 +394,5 @@ def _summary(row: Sequence[Any]) -> RunSummary:
     values["devices"] = tuple(values["devices"].split())
     figures = dict(zip((f.name for f in FIGURES), row[columns:figure_end], strict=True))
     from_result: dict[str, Any] = {name: value or "" for name, value in zip(_FROM_RESULT, row[figure_end:], strict=True)}
+    from_result["conditions"] = json.loads(from_result["conditions"] or "{}")
     return RunSummary(**values, figures=figures, **from_result)

@@ -17,6 +17,13 @@ Results are cached in a JSON file per machine (CPU model, GPU names) and
 TensorFlow version; the caller names the file (`core.diagnosis.ceilings` puts it
 beside the history) and fills the datasheet estimates (`with_estimates`),
 which this layer may not compute.
+
+A ceiling is only as good as the quiet it was measured in. Each measurement
+records its conditions (`core.machine.conditions`, over the whole measurement):
+a contended one is shown but never cached, and gives no `ceiling` to divide by.
+A figure the caller's checks find implausible (`DevicePeaks.implausible`: far
+under the estimate, bfloat16 faster than float32 without bfloat16 units) is
+shown with its reason, never cached and never used as a ceiling either.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import Any
 from core.child_process import STOPPED, TIMEOUT, Child, exit_description
 from core.files import write_atomically
 from core.formatting import utc_now
+from core.machine.conditions import ConditionsSampler
 
 MATMUL_SIZE = {"CPU": 4096, "GPU": 8192, "TPU": 8192}
 """Side of the square matrices: 4096 on CPUs, the usual yardstick (Eigen on a 2-core EPYC runs 1024-2048 about
@@ -59,6 +67,7 @@ CACHE_FILE = "peaks.json"
 CACHE_VERSION = 1
 
 Estimator = Callable[["DevicePeaks"], tuple[dict[str, float], str]]
+Judge = Callable[["PeaksReport"], "PeaksReport"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,7 @@ class DevicePeaks:
     measured_at: str = ""
     estimate_flops: dict[str, float] = field(default_factory=dict)  # precision -> FLOP/s, filled by `with_estimates`
     estimate_method: str = ""
+    implausible: dict[str, str] = field(default_factory=dict)  # precision -> why the figure can not be right (never a ceiling)
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,22 @@ class PeaksReport:
     elapsed_s: float = 0.0
     error: str = ""  # the measurement as a whole: a time-out, a child that died
     cached: bool = False
+    conditions: dict[str, Any] = field(default_factory=dict)  # core.machine.conditions.Conditions.to_dict() of the measurement
+
+    @property
+    def contended(self) -> bool:
+        """True when other work on the machine made this measurement low: shown, never cached, never a ceiling."""
+        return bool(self.conditions.get("contended"))
+
+    @property
+    def implausible(self) -> bool:
+        """True when a figure of it can not be right (see `DevicePeaks.implausible`): shown, never cached."""
+        return any(device.implausible for device in self.devices)
+
+    @property
+    def trusted(self) -> bool:
+        """Measured something, uncontended, every figure plausible: fit to cache and to divide by."""
+        return bool(self.devices) and not self.contended and not self.implausible
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,9 +138,12 @@ class PeaksReport:
 
         `precision` is the run's ("off", "bfloat16", "float16"). GPUs add up;
         logical CPU devices ("CPU:0", "CPU:1") share the one physical CPU
-        measured as CPU:0, so CPUs count once.
+        measured as CPU:0, so CPUs count once. A contended measurement or an
+        implausible figure gives (None, why).
         """
         key = RUN_PRECISION_KEYS.get(precision, precision)
+        if self.contended:
+            return None, f"the ceilings were measured while {self.conditions.get('reason', 'the machine was busy')}: not a ceiling"
         kinds = {name.split(":")[0] for name in device_names}
         if len(kinds) != 1:
             return None, "no single device kind to look up"
@@ -127,6 +156,8 @@ class PeaksReport:
                 return None, f"{name} was not measured"
             if key not in peaks.matmul_flops:
                 return None, f"{name} {key}: {peaks.not_measured.get(key, 'not measured')}"
+            if key in peaks.implausible:
+                return None, f"{name} {key}: implausible ({peaks.implausible[key]})"
             total += peaks.matmul_flops[key]
         first = self.device(wanted[0])
         how = f"measured {key} matmul on {first.name if first else wanted[0]}"
@@ -286,13 +317,25 @@ def peaks(
     timeout_s: float = TIMEOUT_S,
     stop_event: threading.Event | None = None,
     on_stage: Callable[[str], None] | None = None,
+    judge: Judge | None = None,
 ) -> PeaksReport:
-    """The cached ceilings, or (none cached, or `remeasure`) a fresh measurement, cached when it measured anything."""
+    """The cached ceilings, or (none cached, or `remeasure`) a fresh measurement with its conditions.
+
+    `judge` fills in estimates and marks implausible figures before the cache
+    decision. A fresh measurement is cached when it is `trusted`; a contended
+    or implausible one is returned to be shown, the cache left as it was.
+    """
     if not remeasure:
         cached = load_cached(path, gpu_names)
         if cached is not None:
-            return cached
+            return judge(cached) if judge is not None else cached
+    sampler = ConditionsSampler()
+    sampler.start()
     report = measure_peaks(timeout_s, stop_event, on_stage)
-    if report.devices:
+    sampler.stop()  # the child has been waited for: its CPU time counts as this measurement's own
+    conditions = sampler.conditions()
+    report = replace(report, conditions=conditions.to_dict() if conditions is not None else {})
+    report = judge(report) if judge is not None else report
+    if report.trusted:
         save(path, report)
     return report

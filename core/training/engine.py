@@ -28,24 +28,20 @@ from core.logs import quiet_native_stderr
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.conditions_hook import ConditionsHook
 from core.training.environment import environment
+from core.training.failures import NonFiniteLoss, explain_failure
 from core.training.memory import MemoryTracker
 from core.training.metrics import summarize
 from core.training.run_checks import batch_warning, call_size
-from core.training.strategies import SetupStopped, TpuUnavailable, check_mirrored_devices, make_strategy
+from core.training.strategies import SetupStopped, check_mirrored_devices, make_strategy
 from core.training.traces import TrainSteps
-from core.workloads import data as data_module
 from core.workloads.memory_estimate import estimate_for_model
-from core.workloads.model_file import ModelFileError, ModelSource, check_model_path
-from core.workloads.workload import is_model_file, open_workload
+from core.workloads.workload import open_checked_workload, open_workload
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
 
 PRECISION_POLICIES = {"off": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
-
-
-class NonFiniteLoss(RuntimeError):
-    """The loss became NaN or infinite."""
 
 
 @dataclass
@@ -83,14 +79,15 @@ def train_in_this_process(
     setting `stop_event` ends it with status "stopped" after the call in
     flight (or at once while a TPU is being probed). The result's warnings
     say what was questionable (float16 on a CPU, a batch larger than the data
-    set, a call size lowered so that steady-state steps remain).
+    set, a call size lowered so that steady-state steps remain, other work on
+    the machine); its `conditions` what else the machine did (`ConditionsHook`).
 
     A cluster worker calls this with TF_CONFIG set, so MultiWorkerMirroredStrategy
     joins the cluster TF_CONFIG describes.
     """
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
-    listeners = list(callbacks)
+    listeners = [ConditionsHook(), *callbacks]  # every run records the conditions it was measured in
     started_at = utc_now()
     start = time.perf_counter()
     tally = _Tally(MemoryTracker(), config)
@@ -199,7 +196,6 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
     config = tally.config
     has_accelerator = any(not d.startswith("CPU") for d in tally.device_names)
     stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
-    peak, source = tally.memory.peak()
     return RunResult(
         status=status,
         config=config.to_dict(),
@@ -208,8 +204,7 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         replicas=tally.replicas,
         **stats.result_fields(),
         final_loss=tally.losses[-1] if tally.losses else None,
-        peak_memory_bytes=peak,
-        peak_memory_source=source,
+        **tally.memory.result_fields(),
         memory_estimate=dict(tally.memory_estimate),
         wall_s=time.perf_counter() - start,
         started_at=started_at,
@@ -237,53 +232,9 @@ def total_steps(config: RunConfig, workload: Any = None) -> int:
     """Steps the run will do: `steps`, or `epochs` whole passes over the data (one epoch of an endless data set: `steps`)."""
     if config.epochs is None:
         return config.steps
-    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
+    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
     per_epoch = workload.steps_per_epoch(config.batch_size)
     return config.epochs * (per_epoch or config.steps)
-
-
-def check_model_file(config: RunConfig) -> None:
-    """For a run on a model file: raise ModelFileError unless the file is there, usable and the content the run was set up with.
-
-    Reads the file's bytes only (TensorFlow untouched): a cluster worker calls it
-    first, so a worker whose file differs says so before it joins the cluster.
-    """
-    if is_model_file(config.model):
-        _check_content(check_model_path(config.model, config.trust), config)
-
-
-def open_checked_workload(config: RunConfig) -> Any:
-    """The run's workload; for a model file, refused when its content is not the one the run was set up with."""
-    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab)
-    source = getattr(workload, "source", None)
-    if source is not None:
-        _check_content(source, config)
-    return workload
-
-
-def _check_content(source: ModelSource, config: RunConfig) -> None:
-    if config.model_sha256 and source.sha256 != config.model_sha256:
-        raise ModelFileError(
-            source.path,
-            f"the file changed since the run was set up (sha256 {source.sha256[:12]}…, expected {config.model_sha256[:12]}…); "
-            "on a cluster, every host needs the same file at the same path.",
-        )
-
-
-def explain_failure(exc: BaseException) -> str:
-    """One readable paragraph: what happened and the likely fix."""
-    import tensorflow as tf
-
-    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss, TpuUnavailable, ModelFileError)):
-        return str(exc)
-    if isinstance(exc, tf.errors.ResourceExhaustedError):
-        return f"Out of memory on the device: {first_line}. Lower the batch size, pick a smaller model, or use mixed precision."
-    if isinstance(exc, tf.errors.InvalidArgumentError):
-        return f"TensorFlow rejected the computation: {first_line}. Check the data set fits the model and the batch size divides across replicas."
-    if isinstance(exc, tf.errors.UnavailableError):
-        return f"A device or worker became unreachable: {first_line}."
-    return f"{type(exc).__name__}: {first_line}"
 
 
 def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _Session:
@@ -296,12 +247,15 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     import tensorflow as tf
 
     strategy = make_strategy(config, stop_event)
-    workload = open_checked_workload(config)
+    workload = open_checked_workload(
+        config.model, config.dataset, config.seed, config.trust, config.vocab, config.model_sha256, config.custom_objects
+    )
     if getattr(workload, "source", None) is not None and not config.model_sha256:
         config = tally.config = config.with_changes(model_sha256=workload.source.sha256)
     steps = total_steps(config, workload)
     per_call, why = call_size(config.steps_per_call, steps)
     tally.notes += [note for note in (batch_warning(config, workload.num_examples), why) if note]
+    tally.notes += workload.run_notes(config.optimizer)
     if per_call != config.steps_per_call:
         config = tally.config = config.with_changes(steps_per_call=per_call)
     if config.batch_size % strategy.num_replicas_in_sync:
@@ -313,7 +267,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     tf.random.set_seed(config.seed)
     with strategy.scope():
         model = workload.build_model(seed=config.seed)
-        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate))
+        optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate, config.optimizer))
         optimizer.build(model.trainable_variables)
     tally.memory_estimate = estimate_for_model(model, optimizer, config.precision, strategy.num_replicas_in_sync).to_dict()
     dataset = workload.make_dataset(config.batch_size, config.seed)

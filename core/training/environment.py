@@ -7,13 +7,15 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from core.training.flops import run_peak_environment
+from core.machine.peak_estimates import run_peak_environment
+from core.machine.types import short_name
 
 
 def environment(device_names: Sequence[str] = (), precision: str = "off") -> dict[str, Any]:
     """Versions and hardware a result was measured on, for the history and exports.
 
-    With the devices' estimated peak FLOP/s for `precision` and whether the CPU
+    `devices` are the run's, `logical_devices` all TensorFlow had (two logical
+    CPUs split one CPU). With the devices' estimated peak FLOP/s for `precision` and whether the CPU
     has native bfloat16 (`run_peak_environment`): a comparison shown later reads
     these instead of the hardware.
     """
@@ -27,6 +29,7 @@ def environment(device_names: Sequence[str] = (), precision: str = "off") -> dic
         "platform": platform.platform(),
         "host": socket.gethostname(),
         "devices": list(device_names),
+        "logical_devices": [short_name(d.name) for d in tf.config.list_logical_devices()],
         "cpu": _cpu_model(),
     }
     build = tf.sysconfig.get_build_info()

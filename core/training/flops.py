@@ -1,27 +1,36 @@
-"""Why a run is as fast as it is: FLOPs per training step against the device's peak.
+"""FLOPs of one training step, counted from the model's own traced graph.
 
-FLOPs are counted from the model's own graph with TensorFlow's profiler, so
-every layer the model really has is counted, not a hand-kept list of layer
-formulas. The device peak comes from vendor datasheets (GPUs) or from the
-CPU's cores, clock and vector width.
+Every op of the traced forward pass is counted with TensorFlow's registered
+per-op FLOP counts (MatMul, BatchMatMul, Conv2D/3D, depthwise conv, BiasAdd,
+pooling, element-wise arithmetic; a multiply-add is 2 FLOPs), the ones TF
+leaves out are added from their shapes (Einsum, used by Keras 3 attention;
+transposed convolutions; the fused cuDNN LSTM/GRU Keras uses on a GPU), and
+the graph's functions are followed: a loop's
+body (a recurrent layer: LSTM, GRU, SimpleRNN, each direction of a
+Bidirectional) counts once per iteration, its trip count read from the
+loop's condition. So Dense, Conv 1D/2D/3D (depthwise, separable,
+transposed), recurrent layers, MultiHeadAttention, Embedding (a lookup: no
+arithmetic) and normalisation layers are counted from what they really do,
+with no hand-kept list of layer formulas.
+
+Convention: training FLOPs = 3 x forward FLOPs (`TRAINING_TO_FORWARD`).
+Ops whose arithmetic cannot be counted (a loop with no static trip count,
+XLA ops, any other matrix op TF has no count for) leave the count partial: `FlopCount`
+names them, the run says so in a warning and in `flops_uncounted`, and "% of
+peak" is then a lower bound.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from core.machine import cpu as machine_cpu
 from core.training.callbacks import RunCallback, RunContext
 
 if TYPE_CHECKING:
-    from core.machine.types import DeviceInfo
     from core.results import RunResult
 
 TRAINING_TO_FORWARD = 3
@@ -30,26 +39,39 @@ TRAINING_TO_FORWARD = 3
 convention (PaLM, arXiv:2204.02311, appendix B). The optimizer update is left
 out: a few FLOPs per parameter, small beside batch x parameters."""
 
-METHOD = "TensorFlow profiler on the forward graph (+ Einsum), x3 for forward + backward"
+METHOD = "TensorFlow's per-op counts over the forward graph, loops x their trip count, x3 for forward + backward"
 
-# Keys of a run's `environment` under which it records its devices' peak (see `run_peak_environment`).
-PEAK_FLOPS = "peak_flops"
-PEAK_FLOPS_HOW = "peak_flops_how"
-CPU_NATIVE_BFLOAT16 = "cpu_native_bfloat16"
-BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+HEAVY_OP = re.compile(r"MatMul|Conv|Einsum|Cudnn|RNN|LSTM|GRU|Dot|Xla", re.IGNORECASE)
+"""Op types that do a model's arithmetic: one of these with no count makes the count partial."""
+LOOP_OPS = frozenset({"While", "StatelessWhile"})
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+BRANCH_OPS = frozenset({"If", "StatelessIf"})
+TRANSPOSED_CONV_OPS = frozenset({"Conv2DBackpropInput", "Conv3DBackpropInput", "Conv3DBackpropInputV2"})
+CUDNN_RNN_OPS = frozenset({"CudnnRNN", "CudnnRNNV2", "CudnnRNNV3"})
+CUDNN_GATES = {b"lstm": 4, b"gru": 3, b"rnn_tanh": 1, b"rnn_relu": 1}
+"""Matrix products per timestep of each cuDNN recurrent mode (Keras runs LSTM and GRU through CudnnRNNV3 on a GPU)."""
 
 
-def forward_flops(model: Any, batch_size: int) -> float:
-    """FLOPs of one forward pass of `batch_size` examples, counted from the traced graph.
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs of one forward pass, and the ops (named by their layer) whose arithmetic is not in it."""
 
-    Traces `model(x, training=False)` into a concrete function at the
-    model's input shape and sums TF's registered per-op FLOP counts
-    (MatMul, BatchMatMul, Conv2D, BiasAdd, pooling, element-wise arithmetic:
-    a multiply-add is 2 FLOPs). TF registers no count for Einsum, which Keras
-    3 uses for attention scores, so those are added from their equations.
-    Ops without a registered count (activations such as ReLU, gathers) add
-    nothing: they are a rounding error beside the matrix products.
-    """
+    flops: float
+    uncounted: tuple[str, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.uncounted)
+
+    def __add__(self, other: FlopCount) -> FlopCount:
+        return FlopCount(self.flops + other.flops, tuple(dict.fromkeys((*self.uncounted, *other.uncounted))))
+
+    def times(self, factor: float) -> FlopCount:
+        return replace(self, flops=self.flops * factor)
+
+
+def count_forward(model: Any, batch_size: int) -> FlopCount:
+    """FLOPs of one forward pass of `batch_size` examples, counted from the traced graph (see the module)."""
     import tensorflow as tf
 
     inputs = getattr(model, "inputs", None)
@@ -59,7 +81,18 @@ def forward_flops(model: Any, batch_size: int) -> float:
     single = len(specs) == 1
     traced = tf.function(lambda *xs: model(xs[0] if single else list(xs), training=False))
     graph = traced.get_concrete_function(*specs).graph
-    return _profiler_flops(graph) + sum(_einsum_flops(op) for op in graph.get_operations() if op.type == "Einsum")
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # TF's count functions log a deprecation notice about their own internals
+    try:
+        return _graph_count(graph, graph)
+    finally:
+        logger.setLevel(level)
+
+
+def forward_flops(model: Any, batch_size: int) -> float:
+    """FLOPs of one forward pass of `batch_size` examples (what `count_forward` counted)."""
+    return count_forward(model, batch_size).flops
 
 
 def training_flops_per_step(model: Any, batch_size: int) -> tuple[float, str]:
@@ -67,19 +100,109 @@ def training_flops_per_step(model: Any, batch_size: int) -> tuple[float, str]:
     return TRAINING_TO_FORWARD * forward_flops(model, batch_size), METHOD
 
 
-def _profiler_flops(graph: Any) -> float:
+def _graph_count(graph: Any, outer: Any) -> FlopCount:
+    """Every op of `graph`; `outer` is the traced function's graph, which holds the library of loop and call bodies."""
+    total = FlopCount(0.0)
+    for op in graph.get_operations():
+        total = total + _op_count(op, graph, outer)
+    return total
+
+
+def _op_count(op: Any, graph: Any, outer: Any) -> FlopCount:
+    if op.type in LOOP_OPS:
+        return _loop_count(op, outer)
+    if op.type in CALL_OPS:
+        return _graph_count(_function_graph(outer, op.get_attr("f").name), outer)
+    if op.type in BRANCH_OPS:
+        branches = [_graph_count(_function_graph(outer, op.get_attr(key).name), outer) for key in ("then_branch", "else_branch")]
+        return max(branches, key=lambda count: count.flops)
+    if op.type == "Einsum":
+        return FlopCount(_einsum_flops(op))
+    if op.type in TRANSPOSED_CONV_OPS:
+        return FlopCount(_transposed_conv_flops(op))
+    if op.type in CUDNN_RNN_OPS:
+        return _cudnn_rnn_count(op)
+    flops = _registered_flops(graph, op)
+    if flops is None and HEAVY_OP.search(op.type):
+        return FlopCount(0.0, (f"{_layer_of(op)} ({op.type}: no FLOP count)",))
+    return FlopCount(float(flops or 0))
+
+
+def _registered_flops(graph: Any, op: Any) -> int | None:
+    """TensorFlow's registered count for the op (what its v1 profiler sums), None for an op type with none."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    try:
+        return tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value
+    except ValueError:  # a registered count that could not read the shapes
+        return None
+
+
+def _loop_count(op: Any, outer: Any) -> FlopCount:
+    """A loop's body x its trip count; uncounted (named) when the trip count is not static."""
+    body = _graph_count(_function_graph(outer, op.get_attr("body").name), outer)
+    trips = _trip_count(op, _function_graph(outer, op.get_attr("cond").name))
+    if trips is None:
+        return FlopCount(0.0, (*body.uncounted, f"{_layer_of(op)} (a loop with no static trip count)"))
+    return body.times(trips)
+
+
+def _trip_count(op: Any, cond: Any) -> int | None:
+    """Iterations of a `while i < N` loop with N a constant and i's start static (Keras' recurrent loops); else None."""
     import tensorflow as tf
 
-    options = (
-        tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()).with_empty_output().build()
-    )
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel(logging.ERROR)  # the v1 profiler logs a deprecation notice about its own internals
-    try:
-        return float(tf.compat.v1.profiler.profile(graph, options=options).total_float_ops)
-    finally:
-        logger.setLevel(level)
+    positions = {tensor.name: index for index, tensor in enumerate(cond.inputs)}
+    found = []
+    for compare in cond.get_operations():
+        if compare.type != "Less" or compare.inputs[1].op.type != "Const" or compare.inputs[0].name not in positions:
+            continue
+        start = tf.get_static_value(op.inputs[positions[compare.inputs[0].name]])
+        bound = tf.get_static_value(compare.inputs[1])
+        if start is not None and bound is not None and start.ndim == 0:
+            found.append(max(0, int(bound) - int(start)))
+    return min(found) if found else None
+
+
+def _function_graph(outer: Any, name: str) -> Any:
+    return outer._get_function(name).graph
+
+
+def _layer_of(op: Any) -> str:
+    """The name scope of the op, the Keras layer that made it ("functional/lstm")."""
+    scope = op.name.rsplit("/", 1)[0]
+    return re.sub(r"/while(/.*)?$", "", scope)
+
+
+def _transposed_conv_flops(op: Any) -> float:
+    """2 x input positions x kernel x in channels x out channels: each input value is scattered once over the kernel.
+
+    TF registers a count only for the 2-D op, over output positions (the zero
+    padding included); this counts what a transposed convolution adds up.
+    Inputs: (output size, filter [*kernel, out channels, in channels], input).
+    """
+    kernel = op.inputs[1].shape.as_list()
+    values = op.inputs[2].shape.num_elements()
+    if values is None or any(size is None for size in kernel):
+        return 0.0
+    return float(2 * values * math.prod(kernel[:-1]))
+
+
+def _cudnn_rnn_count(op: Any) -> FlopCount:
+    """A fused cuDNN recurrent layer: per timestep and direction, gates x 2 x batch x (inputs + units) x units.
+
+    Inputs: x [time, batch, features] (or batch-major), h [layers x directions,
+    batch, units]; layers after the first read the previous layer's outputs.
+    """
+    gates = CUDNN_GATES.get(op.get_attr("rnn_mode"))
+    x, h = op.inputs[0].shape.as_list(), op.inputs[1].shape.as_list()
+    if gates is None or None in x or None in h:
+        return FlopCount(0.0, (f"{_layer_of(op)} ({op.type}: shapes or mode not static)",))
+    time_major = op.get_attr("time_major") if op.type == "CudnnRNNV3" else True
+    steps, batch, features = x if time_major else (x[1], x[0], x[2])
+    directions = 2 if op.get_attr("direction") == b"bidirectional" else 1
+    layers, units = h[0] // directions, h[2]
+    widths = [features] + [directions * units] * (layers - 1)
+    return FlopCount(float(sum(directions * steps * gates * 2 * batch * (width + units) * units for width in widths)))
 
 
 def _einsum_flops(op: Any) -> float:
@@ -107,246 +230,39 @@ def _einsum_flops(op: Any) -> float:
     return float(2 * output * summed)
 
 
-@dataclass(frozen=True)
-class GpuPeak:
-    """Dense (no sparsity) peak FLOP/s of one GPU, per math mode, in TFLOP/s."""
-
-    name: str
-    fp32: float
-    tf32: float | None
-    half: float | None
-    bf16: bool = True
-
-
-# Vendor datasheets, dense figures (the datasheets' "with sparsity" numbers halved):
-# NVIDIA H200 and H100 Tensor Core GPU datasheets, A100 datasheet, A10, L4 and L40S
-# datasheets, V100 and T4 datasheets, NVIDIA Ampere GA102 whitepaper (RTX 3090) and
-# Ada Lovelace whitepaper (RTX 4090; FP16/BF16 with FP32 accumulate, as Keras mixed
-# precision uses). First match wins, so specific patterns come before general ones.
-GPU_PEAKS: tuple[tuple[str, GpuPeak], ...] = (
-    (r"H200.*NVL", GpuPeak("H200 NVL", 60.0, 417.5, 835.5)),
-    (r"H200", GpuPeak("H200 SXM", 67.0, 494.7, 989.4)),
-    (r"H100.*NVL", GpuPeak("H100 NVL", 60.0, 417.5, 835.5)),
-    (r"H100.*PCIE", GpuPeak("H100 PCIe", 51.0, 378.0, 756.0)),
-    (r"H100", GpuPeak("H100 SXM", 67.0, 494.7, 989.4)),
-    (r"A100", GpuPeak("A100", 19.5, 156.0, 312.0)),
-    (r"\bA10\b", GpuPeak("A10", 31.2, 62.5, 125.0)),
-    (r"L40S", GpuPeak("L40S", 91.6, 183.0, 362.05)),
-    (r"\bL4\b", GpuPeak("L4", 30.3, 60.0, 121.0)),
-    (r"V100.*PCIE", GpuPeak("V100 PCIe", 14.0, None, 112.0, bf16=False)),
-    (r"V100", GpuPeak("V100 SXM2", 15.7, None, 125.0, bf16=False)),
-    (r"\bT4\b", GpuPeak("T4", 8.1, None, 65.0, bf16=False)),
-    (r"RTX 3090(?! TI)", GpuPeak("GeForce RTX 3090", 35.6, 35.6, 71.0)),
-    (r"RTX 4090", GpuPeak("GeForce RTX 4090", 82.6, 82.6, 165.2)),
-)
-
-
-def gpu_peak(name: str) -> GpuPeak | None:
-    """The table entry for a GPU model name such as "NVIDIA H100 80GB HBM3", or None."""
-    upper = name.upper()
-    return next((peak for pattern, peak in GPU_PEAKS if re.search(pattern, upper)), None)
-
-
-def peak_flops(device: DeviceInfo | Mapping[str, Any], precision: str = "off", tf32: bool = True) -> tuple[float | None, str]:
-    """(peak FLOP/s of one device for this precision, how it was found), or (None, why not).
-
-    `precision` is the run's: "off" (float32), "float16" or "bfloat16".
-    TensorFlow runs float32 matrix products in TF32 on Ampere and newer GPUs
-    unless told not to, so the TF32 peak applies there; pass `tf32=False`
-    when `tf.config.experimental.enable_tensor_float_32_execution(False)`.
-    """
-    kind, name = _field(device, "kind"), _field(device, "name")
-    if kind == "GPU":
-        return _gpu_peak_flops(str(name), precision, tf32)
-    if kind == "CPU":
-        return cpu_peak_flops()
-    return None, f"no peak table for {kind or 'this'} devices"
-
-
-def _gpu_peak_flops(name: str, precision: str, tf32: bool) -> tuple[float | None, str]:
-    peak = gpu_peak(name)
-    if peak is None:
-        return None, f"GPU model {name!r} is not in the peak table"
-    if precision == "bfloat16" and not peak.bf16:
-        return None, f"{peak.name} has no bfloat16 tensor cores"
-    if precision in ("float16", "bfloat16") and peak.half:
-        return peak.half * 1e12, f"{peak.name} {precision} tensor-core dense peak (vendor datasheet)"
-    if tf32 and peak.tf32:
-        return peak.tf32 * 1e12, f"{peak.name} TF32 tensor-core dense peak (vendor datasheet; TF uses TF32 for float32)"
-    return peak.fp32 * 1e12, f"{peak.name} FP32 peak (vendor datasheet)"
-
-
-def _field(device: DeviceInfo | Mapping[str, Any], key: str) -> Any:
-    return device.get(key) if isinstance(device, Mapping) else getattr(device, key, None)
-
-
-@lru_cache(maxsize=1)
-def cpu_peak_flops() -> tuple[float | None, str]:
-    """This machine's CPU: usable physical cores x clock x float32 FLOPs per cycle per core.
-
-    FLOPs per cycle from the widest vector unit: AVX-512 with two FMA units
-    64 (32 on AMD Zen 4, which splits it over 256-bit units), AVX2 + FMA 32,
-    AVX 16, ARM NEON 16, else 8. It is an upper bound:
-    some AVX-512 parts have one FMA unit, and clocks drop under vector load.
-    """
-    import psutil
-
-    info = machine_cpu.raw_cpu_info()
-    flags = cpu_flags()
-    per_cycle, unit = _flops_per_cycle(flags, info)
-    physical = psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else physical
-    cores = min(physical, usable)
-    hz = _cpu_hz(info)
-    if not hz:
-        return None, "CPU clock unknown"
-    return cores * hz * per_cycle, f"{cores} cores x {hz / 1e9:.2f} GHz x {per_cycle} FLOPs/cycle ({unit}), float32 estimate"
-
-
-def _flops_per_cycle(flags: frozenset[str], info: Mapping[str, Any]) -> tuple[int, str]:
-    if "avx512f" in flags and info.get("vendor_id_raw") == "AuthenticAMD" and info.get("family") == 25:
-        return 32, "AVX-512 on 256-bit units, AMD Zen 4"
-    if "avx512f" in flags:
-        return 64, "AVX-512, 2 FMA units"
-    if "avx2" in flags and "fma" in flags:
-        return 32, "AVX2 + FMA"
-    if "avx" in flags:
-        return 16, "AVX"
-    if "ARM" in str(info.get("arch", "")).upper() or "asimd" in flags or "neon" in flags:
-        return 16, "NEON"
-    return 8, "SSE"
-
-
-def cpu_flags() -> frozenset[str]:
-    """This CPU's instruction-set flags as py-cpuinfo reports them ("avx2", "avx512_bf16", ...)."""
-    return frozenset(machine_cpu.raw_cpu_info().get("flags") or ())
-
-
-def _cpu_hz(info: Mapping[str, Any]) -> float | None:
-    import psutil
-
-    try:
-        freq = psutil.cpu_freq()
-    except (OSError, NotImplementedError):
-        freq = None
-    if freq is not None and (freq.max or freq.current):
-        return (freq.max or freq.current) * 1e6
-    advertised = info.get("hz_advertised") or info.get("hz_actual")
-    return float(advertised[0]) if advertised and advertised[0] else None
-
-
-def peak_flops_for_devices(device_names: Sequence[str], precision: str = "off") -> tuple[float | None, str]:
-    """Peak FLOP/s of the devices one run used ("CPU:0", "GPU:1", ...) on this machine.
-
-    GPUs add up; logical CPU devices split one physical CPU, so CPUs count once.
-    """
-    kinds = {name.split(":")[0] for name in device_names}
-    if not device_names or len(kinds) != 1:
-        return None, "no single device kind to look up"
-    kind = kinds.pop()
-    if kind == "CPU":
-        return cpu_peak_flops()
-    if kind != "GPU":
-        return None, f"no peak table for {kind} devices"
-    names = _gpu_model_names()
-    if not names:
-        return None, "no GPU model name available"
-    tf32 = _tf32_enabled()
-    total, how = 0.0, ""
-    for device in device_names:
-        index = int(device.split(":")[1])
-        flops, how = _gpu_peak_flops(names[min(index, len(names) - 1)], precision, tf32)
-        if flops is None:
-            return None, how
-        total += flops
-    return total, how if len(device_names) == 1 else f"{len(device_names)} x {how}"
-
-
-def recorded_peak_flops(environment: Mapping[str, Any]) -> tuple[float | None, str]:
-    """The peak FLOP/s a run recorded for its devices (`run_peak_environment`), and how it was found.
-
-    Runs recorded before the app estimated peaks during the run have none: (None, why).
-    """
-    if PEAK_FLOPS_HOW not in environment:
-        return None, "not recorded with this run (an older version of the app ran it)"
-    peak = environment.get(PEAK_FLOPS)
-    return (float(peak) if peak else None), str(environment[PEAK_FLOPS_HOW])
-
-
-def recorded_native_bfloat16(environment: Mapping[str, Any]) -> bool | None:
-    """Whether the run's CPU had native bfloat16 math (AVX-512 BF16 or AMX); None when the run did not record it."""
-    value = environment.get(CPU_NATIVE_BFLOAT16)
-    return None if value is None else bool(value)
-
-
-def run_peak_environment(device_names: Sequence[str], precision: str = "off") -> dict[str, Any]:
-    """Environment entries for a run: its devices' estimated peak FLOP/s, how it was found, native CPU bfloat16.
-
-    Called in the thread that trains: the estimate reads py-cpuinfo and
-    TensorFlow's device details, which a comparison shown later must not.
-    Never raises: a failed estimate records why.
-    """
-    try:
-        peak, how = peak_flops_for_devices(device_names, precision)
-        native = bool(cpu_flags() & BFLOAT16_FLAGS)
-    except Exception as exc:  # instrumentation must never end a run
-        return {PEAK_FLOPS: None, PEAK_FLOPS_HOW: f"not estimated: {type(exc).__name__}: {exc}", CPU_NATIVE_BFLOAT16: None}
-    return {PEAK_FLOPS: peak, PEAK_FLOPS_HOW: how, CPU_NATIVE_BFLOAT16: native}
-
-
-def _gpu_model_names() -> list[str]:
-    import tensorflow as tf
-
-    return [str(tf.config.experimental.get_device_details(gpu).get("device_name", "")) for gpu in tf.config.list_physical_devices("GPU")]
-
-
-def _tf32_enabled() -> bool:
-    import tensorflow as tf
-
-    return bool(tf.config.experimental.tensor_float_32_execution_enabled())
-
-
-def achieved_flops(result: RunResult, flops_per_step: float | None) -> float | None:
-    """Steady-state FLOP/s of a run: FLOPs per step x steady-state steps per second."""
-    batch = result.config.get("batch_size")
-    if flops_per_step is None or not result.samples_per_s or not batch:
-        return None
-    return flops_per_step * result.samples_per_s / batch
-
-
-def efficiency_note(fraction: float | None) -> str:
-    """A plain-words reading of achieved / peak FLOP/s."""
-    if fraction is None:
-        return "peak unknown for this device"
-    if fraction < 0.05:
-        return "far below peak: input-bound or too small to load this device"
-    if fraction < 0.2:
-        return "well below peak: per-step overhead, memory bandwidth or small kernels limit this run"
-    if fraction < 0.5:
-        return "a good share of peak, typical of real training"
-    if fraction <= 1.0:
-        return "close to peak: the device is the limit"
-    return "above the estimated peak: the peak estimate or the FLOP count is off for this device"
+def partial_warning(uncounted: tuple[str, ...]) -> str:
+    """The run's warning when its FLOPs are partial: which layers, and what it means for % of peak."""
+    return f"FLOPs are partial: not counted in {', '.join(uncounted)}. Achieved FLOP/s and % of peak are lower bounds."
 
 
 class FlopsCounter(RunCallback):
-    """Counts the model's training FLOPs per step when a run starts (before any step is timed).
+    """Counts the model's training FLOPs per step when a run starts (before any step is timed), and adds them to the result.
 
     Keeps the first count it makes, so one counter can serve every run of a
     comparison (same model, same global batch). Counting never fails a run:
-    a problem leaves `flops` None and says why in `method`.
+    a problem leaves `flops` None and says why in `method`. The result gets
+    `flops_per_step`, `flops_uncounted` and, when the count is partial, a warning.
     """
 
     def __init__(self) -> None:
         self.flops: float | None = None
         self.method = "not counted"
         self.params: int | None = None
+        self.uncounted: tuple[str, ...] = ()
 
     def on_run_start(self, context: RunContext) -> None:
         if self.flops is not None:
             return
         try:
             self.params = int(context.model.count_params())
-            self.flops, self.method = training_flops_per_step(context.model, context.config.batch_size)
+            count = count_forward(context.model, context.config.batch_size)
         except Exception as exc:  # instrumentation must never end a run
             self.method = f"not counted: {type(exc).__name__}: {exc}"
+            return
+        self.flops, self.method, self.uncounted = TRAINING_TO_FORWARD * count.flops, METHOD, count.uncounted
+
+    def amend_result(self, result: RunResult) -> RunResult:
+        if self.flops is None:
+            return result
+        warnings = (*result.warnings, partial_warning(self.uncounted)) if self.uncounted else result.warnings
+        return replace(result, flops_per_step=self.flops, flops_uncounted=self.uncounted, warnings=warnings)

@@ -5,6 +5,10 @@ compiled training function, divided by the steps of the call
 (`steps_per_call`). A call ends when its losses have reached the host, so the
 device work is inside the timing, and so is everything the app does between
 calls (hooks, bookkeeping): samples/s is what a stopwatch outside would see.
+samples/s = global batch / mean steady-state step time (the steady steps'
+total time over their number), so it is shown beside the mean step time
+(`mean_step_ms`); the median step time is the typical step, less moved by
+the odd slow call, and on a noisy machine can lie well below the mean.
 Steps a hook disturbed on purpose (the profiler's calls, and the call that
 paid for stopping it) are set apart like warm-up: counted, timed, and left out
 of the steady state.
@@ -28,6 +32,7 @@ class StepFigures(TypedDict):
     step_time_p95_ms: float | None
     step_time_spread: float | None
     samples_per_s: float | None
+    mean_step_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class StepStats:
     samples_per_s: float | None
     apart_steps: int = 0
     apart_s: float | None = None
+    mean_ms: float | None = None
 
     def result_fields(self) -> StepFigures:
         """These statistics under `RunResult`'s field names."""
@@ -58,6 +64,7 @@ class StepStats:
             step_time_p95_ms=self.p95_ms,
             step_time_spread=self.spread,
             samples_per_s=self.samples_per_s,
+            mean_step_ms=self.mean_ms,
         )
 
 
@@ -90,4 +97,5 @@ def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_siz
         samples_per_s=global_batch_size * len(steady) / total if total > 0 else None,
         apart_steps=apart_steps,
         apart_s=apart_s,
+        mean_ms=total / len(steady) * 1e3,
     )

@@ -7,21 +7,30 @@ bfloat16 on CPUs without AVX-512/AMX; precision moves the step time most, and
 the call sizes worth trying depend on it), then steps per call (1, 4, 16, 64;
 only call sizes that keep one call under MAX_CALL_S), then XLA; with
 `allow_batch_change`, then larger batches (doubling, bounded by the largest
-batch that fits). Each stage keeps the fastest point so far; a setting must
-beat it by GAIN_THRESHOLD (2%, above the noise of short measurements) to take
-over. The start settings and Keras's defaults (one step per execution,
+batch that fits). Each stage keeps the fastest point so far; a setting takes
+over only when it is faster beyond noise: the 95% block-bootstrap interval of
+its samples/s over the best's (from the per-call timings, `core.training.noise`)
+lies above 1 (with no timings, by GAIN_THRESHOLD). The result says how sure
+(`gain_ci`, `sureness`). The start settings and Keras's defaults (one step per execution,
 float32, no XLA) are measured too, so the gain over both is known, and at the
 end the start and the best are measured again (each figure is then the mean of
 its two measurements): the first run in a process pays for thread pools and
 caches that later runs find warm.
 
-Every point is an ordinary run (`core.runner.run_training`) stopped once it
+Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
 other is launched only when its set-up, warm-up and shortest measurement fit
 in the time left (estimated from the points so far). A running point stops
-after its call in flight when the budget runs out or Stop is pressed. Points
-are not recorded in the history.
+after its call in flight when the budget runs out or Stop is pressed (a timer
+sets its stop at the deadline, so a TPU being probed stops too).
+
+The budget bounds the whole command: it counts from `started` (the CLI passes
+the moment the command began, so TensorFlow's start-up is counted), and the
+command ends within the budget plus BUDGET_SLACK_S. A point whose call is still
+running at the deadline plus that slack is abandoned (left to finish in its
+thread, its figures discarded) and the search ends there. A search that
+measured nothing has an `error` saying why. Points are not recorded in the history.
 """
 
 from __future__ import annotations
@@ -32,11 +41,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
-from core.results import RunResult, RunStatus, StepRecord
-from core.runner import run_training
-from core.training.callbacks import RunCallback, RunContext
+from core.jobs import JobOptions, RecordedRun, run_job
+from core.results import RunStatus
+from core.training.noise import Interval, bootstrap_ratio, call_times
 from core.tuning.max_batch import default_memory_limit
+from core.tuning.point_clock import PointClock, bounded_run
 
 DEFAULT_BUDGET_S = 120.0
 MIN_BUDGET_S = 5.0
@@ -46,18 +58,19 @@ MAX_CALL_S = 1.0
 """Larger call sizes are tried only while one call stays under a second: Stop and the budget act between calls."""
 MIN_MEASURE_S = 1.0
 MAX_MEASURE_S = 8.0
-MIN_STEADY_CALLS = 3
 GAIN_THRESHOLD = 0.02
 SETUP_GUESS_S = 2.0
 """Set-up and warm-up of a point before any was timed (XLA: XLA_SETUP_GUESS_S, compilation is slower)."""
 XLA_SETUP_GUESS_S = 6.0
 END_RESERVE_S = 0.5
+BUDGET_SLACK_S = 10.0
+"""The command ends within its budget plus this: the most a point's call in flight may run past the deadline before it is abandoned."""
 TUNED = ("steps_per_call", "precision", "xla", "batch_size")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
 
 OnPoint = Callable[["TunePoint"], None]
-Runner = Callable[..., RunResult]
+Runner = Callable[..., RecordedRun]
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,8 @@ class TunePoint:
     seconds: float = 0.0
     message: str = ""
     peak_bytes: int | None = None
+    calls: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)  # core.training.noise.call_times of the run
+    contended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +98,7 @@ class TunePoint:
             "seconds": round(self.seconds, 2),
             "message": self.message,
             "peak_bytes": self.peak_bytes,
+            "contended": self.contended,
         }
 
 
@@ -103,6 +119,13 @@ class AutotuneResult:
     left_out: tuple[tuple[str, str], ...] = ()
     learning_rate: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gain_interval: Interval | None = None  # best over start, 95% interval from the per-call timings
+    abandoned: bool = False  # a point's call was still running past the deadline plus the slack (left in its thread)
+
+    @property
+    def measured(self) -> bool:
+        """True when at least one point was measured (else every figure is None and `error` says why)."""
+        return any(point.status == "measured" for point in self.points)
 
     @property
     def gain(self) -> float | None:
@@ -125,6 +148,11 @@ class AutotuneResult:
             "samples_per_s": self.samples_per_s,
             "baseline_samples_per_s": self.baseline_samples_per_s,
             "gain": self.gain,
+            "gain_ci": self.gain_interval.to_list() if self.gain_interval is not None else None,
+            "beyond_noise": self.gain_interval.beyond_noise if self.gain_interval is not None else None,
+            "sureness": self.gain_interval.sureness() if self.gain_interval is not None else "",
+            "slack_s": BUDGET_SLACK_S,
+            "abandoned": self.abandoned,
             "keras_defaults_samples_per_s": self.keras_defaults_samples_per_s,
             "gain_over_keras_defaults": self.gain_over_keras_defaults,
             "start": dict(self.start),
@@ -178,7 +206,8 @@ def autotune(
     memory_limit: int | None = None,
     has_accelerator: bool | None = None,
     cpu_flags: Sequence[str] | None = None,
-    run: Runner = run_training,
+    run: Runner = run_job,
+    started: float | None = None,
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
 
@@ -186,11 +215,12 @@ def autotune(
     known); without it a larger batch is tried on the CPU only while twice the
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
-    decide the precisions; `run` is the training entry point.
+    decide the precisions; `run` is the job service (`core.jobs.run_job`);
+    `started` the time.monotonic() the budget counts from (default: now).
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
     budget_s = check_budget(budget_s)
     accelerated = target_has_accelerator(config) if has_accelerator is None else has_accelerator
     precisions, left_out = usable_precisions(config, accelerated, cpu_flags)
@@ -203,34 +233,6 @@ def autotune(
             tuner.batches(max_batch, None if accelerated else (memory_limit or default_memory_limit()))
         tuner.measure_again()
     return tuner.result(left_out)
-
-
-class _PointClock(RunCallback):
-    """Stops a point once it has timed `measure_s` of steady state (MIN_STEADY_CALLS calls at least), at the deadline, or on Stop."""
-
-    def __init__(self, point_stop: threading.Event, user_stop: threading.Event, measure_s: float, deadline: float):
-        self.point_stop = point_stop
-        self.user_stop = user_stop
-        self.measure_s = measure_s
-        self.deadline = deadline
-        self.steady_since: float | None = None
-        self.steady_calls = 0
-
-    def on_run_start(self, context: RunContext) -> None:
-        self._check(time.monotonic())
-
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
-        now = time.monotonic()
-        if self.steady_since is None:
-            self.steady_since = now  # the warm-up call just ended
-        else:
-            self.steady_calls += 1
-        self._check(now)
-
-    def _check(self, now: float) -> None:
-        measured = self.steady_since is not None and now - self.steady_since >= self.measure_s and self.steady_calls >= MIN_STEADY_CALLS
-        if measured or now >= self.deadline or self.user_stop.is_set():
-            self.point_stop.set()
 
 
 class _Tuner:
@@ -247,6 +249,7 @@ class _Tuner:
         self.overheads: dict[bool, float] = {}
         self.measure_s = MIN_MEASURE_S
         self.notes: list[str] = []
+        self.abandoned = False  # a point's call outlived the deadline plus the slack: nothing more runs
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -265,8 +268,15 @@ class _Tuner:
         """Why the point does not run: Stop, or too little time left (the start point, the baseline, always runs)."""
         if self.stop_event.is_set():
             return TunePoint(stage, settings, "stopped", message="stopped before it started")
+        if self.abandoned:
+            return TunePoint(stage, settings, "skipped", message="not run: an earlier point's call outlived the budget")
         if not self.points:
-            return None
+            late = time.monotonic() - self.deadline
+            return (
+                TunePoint(stage, settings, "skipped", message=f"not started: the budget ran out {late:.1f} s before it")
+                if late > 0
+                else None
+            )
         needed = self.overheads.get(settings["xla"], XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S) + MIN_MEASURE_S
         left = self.deadline - time.monotonic()
         if left < needed + END_RESERVE_S:
@@ -279,10 +289,19 @@ class _Tuner:
         except ConfigError as exc:
             return TunePoint(stage, settings, "failed", message=str(exc))
         point_stop = threading.Event()
-        clock = _PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
+        clock = PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
         began = time.monotonic()
-        result = self.run(job, stop_event=point_stop, callbacks=[clock])
+        result = bounded_run(
+            lambda: self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result,
+            point_stop,
+            clock.deadline,
+            self.deadline + BUDGET_SLACK_S,
+        )
         seconds = time.monotonic() - began
+        if result is None:
+            self.abandoned = True
+            message = f"abandoned: its call was still running {BUDGET_SLACK_S:g} s after the deadline (the budget bounds the command)"
+            return TunePoint(stage, settings, "stopped", seconds=seconds, message=message)
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
         self.overheads[settings["xla"]] = seconds - steady_s  # the latest: the first point in a process also pays for its start-up
         if result.status == RunStatus.FAILED:
@@ -290,8 +309,19 @@ class _Tuner:
         if result.samples_per_s is None:
             status = "stopped" if self.stop_event.is_set() else "skipped"
             return TunePoint(stage, settings, status, seconds=seconds, message="no steady-state step was timed")
+        calls = call_times(result.step_times_s, result.warmup_steps, int(result.config.get("steps_per_call") or 1))
+        busy = f"measured while {result.conditions.get('reason')}" if result.contended else ""
         return TunePoint(
-            stage, settings, "measured", result.samples_per_s, result.step_time_median_ms, seconds, "", result.peak_memory_bytes
+            stage,
+            settings,
+            "measured",
+            result.samples_per_s,
+            result.step_time_median_ms,
+            seconds,
+            busy,
+            result.peak_memory_bytes,
+            calls,
+            result.contended,
         )
 
     def rate(self, settings: dict[str, Any]) -> float | None:
@@ -300,14 +330,27 @@ class _Tuner:
         return sum(rates) / len(rates) if rates else None
 
     def best(self) -> dict[str, Any]:
-        """The fastest settings: in the order they were first measured, each takes over only when GAIN_THRESHOLD faster."""
+        """The fastest settings: in the order they were first measured, each takes over only when faster beyond noise."""
         chosen: dict[str, Any] | None = None
         for point in self.points:
-            if point.status == "measured" and (
-                chosen is None or (self.rate(point.settings) or 0) > (self.rate(chosen) or 0) * (1 + GAIN_THRESHOLD)
-            ):
+            if point.status == "measured" and (chosen is None or self._faster(point.settings, chosen)):
                 chosen = point.settings
         return dict(chosen) if chosen is not None else settings_of(self.config)
+
+    def interval(self, settings: dict[str, Any], than: dict[str, Any]) -> Interval | None:
+        """`settings`' samples/s over `than`'s with its 95% interval, from all their measured calls; None without timings."""
+        pooled = [self._calls(s) for s in (than, settings)]
+        if any(calls is None for calls in pooled):
+            return None
+        return bootstrap_ratio(pooled[0], pooled[1], settings["batch_size"] / than["batch_size"])  # type: ignore[arg-type]
+
+    def _calls(self, settings: dict[str, Any]) -> tuple[Any, Any] | None:
+        found = [p.calls for p in self.points if p.settings == settings and p.status == "measured" and p.calls is not None]
+        return (np.concatenate([c[0] for c in found]), np.concatenate([c[1] for c in found])) if found else None
+
+    def _faster(self, settings: dict[str, Any], than: dict[str, Any]) -> bool:
+        found = self.interval(settings, than)  # without timings, the mean rates by GAIN_THRESHOLD
+        return found.low > 1 if found is not None else (self.rate(settings) or 0) > (self.rate(than) or 0) * (1 + GAIN_THRESHOLD)
 
     def tried(self, settings: dict[str, Any]) -> bool:
         return any(p.settings == settings and p.status in ("measured", "failed") for p in self.points)
@@ -373,6 +416,9 @@ class _Tuner:
         best = self.best()
         first = self.points[0] if self.points else None
         error = first.message if first is not None and first.status == "failed" else ""
+        if not error and not any(p.status == "measured" for p in self.points):
+            why = first.message if first is not None else "no point ran"
+            error = f"nothing was measured within the {self.budget_s:g} s budget ({why}): give it a larger --budget-s"
         scaled = self.config.learning_rate * best["batch_size"] / start["batch_size"] if best["batch_size"] != start["batch_size"] else None
         notes = list(self.notes)
         if scaled is not None:
@@ -393,6 +439,8 @@ class _Tuner:
             left_out=left_out,
             learning_rate=scaled,
             notes=tuple(notes),
+            gain_interval=self.interval(best, start) if best != start else None,
+            abandoned=self.abandoned,
         )
 
 

@@ -16,6 +16,12 @@ right after its search, Lightning-AI/pytorch-lightning#21163). Memory per
 example is the growth of the peak from the smallest to the largest batch that
 fit, divided by the batches between them.
 
+A time budget (`budget_s`, counted from `started`) stops the search at its
+deadline, the probe in flight killed with its child; a stopped search says
+what it knows ("stopped after 3 probes: batch 512 fits; the limit was not
+found"), never "every batch tried fit". Memory per example is given only when
+the peaks grew between the batches that fit.
+
 On the CPU the limit is the host memory budget (`memory_limit`, default half
 of the available RAM), enforced on each child; on a GPU it is the device's
 memory, or `memory_limit` as a cap on it.
@@ -27,6 +33,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +103,10 @@ class MaxBatchResult:
 
 
 def margin_text(result: MaxBatchResult) -> str:
-    """'5% below 1,024, the largest that fit', or why there is no margin."""
+    """'5% below 1,024, the largest that fit', or why there is no margin (a stopped search: what it knows)."""
+    if result.stopped and result.smallest_failing is None:
+        fits = f"batch {result.largest_fitting:,} fits" if result.largest_fitting else "no batch was found to fit yet"
+        return f"stopped after {len(result.probes)} probe(s): {fits}; the limit was not found"
     if result.margin:
         return f"{result.margin:.0%} below {result.largest_fitting:,}, the largest that fit"
     return "every batch tried fit" if result.largest_fitting else "none fit"
@@ -136,32 +146,53 @@ def find_max_batch(
     cap: int = MAX_BATCH_SIZE,
     tolerance: float = TOLERANCE,
     probe: ProbeRunner | None = None,
+    budget_s: float | None = None,
+    started: float | None = None,
 ) -> MaxBatchResult:
     """Search the largest batch of `config` that fits, from `start` (default: the job's batch) up to `cap`.
 
     `memory_limit` is the host budget in bytes on the CPU (None: half of the
     available RAM) and the cap on each GPU's memory on a GPU (None: all of it).
     `probe` runs one probe (default: a child process, `run_probe`). Stops
-    between probes and kills the probe in flight when `stop_event` is set.
+    between probes and kills the probe in flight when `stop_event` is set, or
+    at `budget_s` seconds after `started` (time.monotonic(); default now).
     """
     check_target(config)
     search = _Search(config, memory_limit, default_memory_limit(), granularity(config), cap, tolerance)
     search.on_accelerator = target_on_accelerator(config)
     runner = probe or _child_probe
+    halt = _halt_event(stop_event, None if budget_s is None else (started or time.monotonic()) + budget_s)
     batch: int | None = min(cap, max(search.granularity, start or config.batch_size))
     while batch is not None and len(search.probes) < MAX_PROBES:
-        if stop_event is not None and stop_event.is_set():
+        if halt.is_set():
             search.stopped = True
             break
         if on_probe is not None:
             on_probe(batch, None)
-        found = search.add(runner(config, batch, search.limits(), stop_event))
+        found = search.add(runner(config, batch, search.limits(), halt))
         if on_probe is not None:
             on_probe(batch, found)
         if found.stopped or found.error:
             break
         batch = search.next_batch()
+    if halt is not stop_event:
+        halt.set()  # ends the watcher
     return search.result()
+
+
+def _halt_event(stop_event: threading.Event | None, deadline: float | None) -> threading.Event:
+    """An event set when `stop_event` is, or at `deadline`: what stops the search and kills the probe in flight."""
+    if deadline is None and stop_event is not None:
+        return stop_event
+    halt = threading.Event()
+
+    def watch() -> None:
+        while not halt.wait(0.05):
+            if (stop_event is not None and stop_event.is_set()) or (deadline is not None and time.monotonic() >= deadline):
+                halt.set()
+
+    threading.Thread(target=watch, name="max-batch-deadline", daemon=True).start()
+    return halt
 
 
 def _child_probe(config: RunConfig, batch: int, limits: ProbeLimits, stop_event: threading.Event | None) -> Probe:
@@ -285,14 +316,20 @@ class _Search:
         errors = [p.error for p in self.probes if p.error]
         answer = lo if hi is None else self._round(int(lo * (1 - MARGIN))) if lo else 0
         notes = []
+        if self.stopped and hi is None:
+            notes.append(f"stopped after {len(self.probes)} probe(s): the limit was not found")
         if hi is None and lo >= self.cap and not self.stopped:
             notes.append(f"every batch up to {self.cap:,} fit: the search stops there (no margin needed)")
         if lo == 0 and hi is not None and not errors:
             notes.append("no batch fit, not even the smallest: the runtime and the model alone need more than the limit")
         kind = "device memory" if self.on_accelerator else "host memory budget"
+        per_example = bytes_per_example(self.fitting_points())
+        if per_example == 0:
+            per_example = None
+            notes.append("memory per example not measurable: the peak did not grow between the batches that fit")
         return MaxBatchResult(
             max_batch=answer,
-            bytes_per_example=bytes_per_example(self.fitting_points()),
+            bytes_per_example=per_example,
             probes=tuple(self.probes),
             memory_limit=(self.budget() or 0),
             limit_kind=kind,

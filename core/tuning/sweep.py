@@ -1,12 +1,17 @@
 """Setting sweeps, headless: the same job at each point of a plan, one normal run per point, side by side.
 
 Every point trains the same model, data, steps and seed on the same target
-through `core.runner.run_training` (warm-up reported apart, as in any run), so
+through the job service, `core.jobs.run_job` (warm-up reported apart, as in any run), so
 the rows differ only in the settings swept. A point that fails (out of memory,
 a NaN loss, a combination the target refuses) is a failed row with its reason,
 and the sweep goes on; Stop ends the point in flight after its step call and
 skips the rest. Each point is recorded in the history as it trains, under one
 group ('sweep 3: batch × precision').
+
+The best row is the one with the most samples/s; it is better beyond noise
+only when the 95% interval of every other completed row's samples/s over its
+own lies below 1 (`core.training.noise`); rows whose interval holds 1 are
+tied with it (`tied_with_best`), and the tables say "tied" instead of starring.
 
 The rows' results are ordinary `RunResult`s of runs that differ in one setting,
 so they can stand in for a verdict's probe runs
@@ -16,40 +21,36 @@ so they can stand in for a verdict's probe runs
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, RunConfig
-from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback
+from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
+from core.results import RunResult, RunStatus
+from core.training.noise import runs_ratio
 from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
 from core.workloads.workload import model_title
 
 if TYPE_CHECKING:
-    from core.history.recorder import HistoryRecorder
-
-OnProgress = Callable[[int, int, str], None]
-OnSteps = Callable[[Sequence[StepRecord]], None]
-OnRow = Callable[[int, "SweepRow"], None]
-Recorders = Callable[[RunConfig, str, str], "HistoryRecorder | None"]
-"""(the point's job, its history label, the sweep's group) -> its recorder, or None: not recorded."""
+    from core.history.store import RunStore
 
 LINEAR_SCALING_NOTE = (
     "Linear scaling rule: at a larger batch, try learning rate x batch / {base} (the batch the learning rate was set for), "
     "reached by a linear warm-up over the first few epochs (Goyal et al. 2017; the TPU performance guide)."
 )
-ROW_FIGURES = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
+ROW_FIGURES = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
 
 
 @dataclass(frozen=True)
 class SweepRow:
-    """One point of a sweep: its settings, the run's result, where the history keeps it, and the scaled learning rate."""
+    """One point of a sweep: its settings, the run's result, where the history keeps it (or why not), and the scaled learning rate."""
 
     settings: dict[str, Any]
     result: RunResult
     run_id: int | None = None
     suggested_learning_rate: float | None = None
+    history_error: str = ""
 
     @property
     def status(self) -> RunStatus:
@@ -70,6 +71,7 @@ class SweepRow:
             "steps": self.result.steps_done,
             "suggested_learning_rate": self.suggested_learning_rate,
             "run_id": self.run_id,
+            "contended": self.result.contended,
         }
 
 
@@ -116,6 +118,8 @@ class Sweep:
             "group": self.group,
             "rows": [row.to_dict() for row in self.rows],
             "best": self.best,
+            "tied_with_best": list(tied_with_best(self.rows)),
+            "best_beyond_noise": self.best is not None and not tied_with_best(self.rows),
             "lr_note": self.lr_note(),
         }
 
@@ -130,6 +134,26 @@ def best_index(rows: Sequence[SweepRow | None]) -> int | None:
     return max(done)[1] if done else None
 
 
+def tied_with_best(rows: Sequence[SweepRow | None]) -> tuple[int, ...]:
+    """The completed rows (not the best) whose samples/s are no different from the best's beyond noise (95% interval holds 1).
+
+    A row without per-call timings to compare counts as tied: nothing shows the best is better.
+    """
+    best = best_index(rows)
+    if best is None:
+        return ()
+    top = rows[best]
+    assert top is not None
+    tied = []
+    for index, row in enumerate(rows):
+        if index == best or row is None or row.status != RunStatus.COMPLETED or not row.result.samples_per_s:
+            continue
+        interval = runs_ratio(top.result, row.result)
+        if interval is None or not interval.beyond_noise:
+            tied.append(index)
+    return tuple(tied)
+
+
 def suggested_learning_rate(plan: SweepPlan, settings: dict[str, Any]) -> float | None:
     """The linear scaling rule's learning rate at the point's batch: lr x batch / base batch (None when the batch is not swept)."""
     if not _batch_swept(plan):
@@ -142,70 +166,58 @@ def history_label(config: RunConfig, settings: dict[str, Any]) -> str:
     return " · ".join([model_title(config.model), str(config.dataset), target_text(config), point_label(settings), "sweep"])
 
 
+class SweepListener(JobListener):
+    """Follows a sweep: on_job_start(index, total, label) before a point trains, its steps, then on_row(index, row)."""
+
+    def on_row(self, index: int, row: SweepRow) -> None:
+        """Point `index` ended (a skipped one too): its row."""
+
+
 def run_sweep(
     plan: SweepPlan,
-    on_progress: OnProgress | None = None,
-    on_steps: OnSteps | None = None,
+    store: RunStore | None = None,
+    options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
-    on_row: OnRow | None = None,
-    callbacks: Sequence[RunCallback] = (),
-    recorders: Recorders | None = None,
-    group: str = "",
 ) -> Sweep:
-    """Run every point of `plan` in turn and put the rows side by side.
+    """Run every point of `plan` in turn, each recorded in `store` under `options.group` (None: not recorded).
 
-    on_progress(index, total, label) before a point trains, on_steps(records)
-    while it trains, on_row(index, row) after each point (skipped ones too).
-    Setting `stop_event` ends the point in flight after its step call; the
-    rest become "skipped" rows (not runs in the history). `recorders` gives
-    each point its history recorder, labelled and grouped: begun before it
-    trains, finished with its result (a point that never reached the engine too).
+    `options.listener` (a SweepListener) hears each point's start, its steps
+    and its row. Setting `stop_event` ends the point in flight after its step
+    call; the rest become "skipped" rows (not runs in the history).
     """
     stop_event = stop_event or threading.Event()
+    listener = options.listener
     points = plan.points()
     rows: list[SweepRow] = []
     for index, settings in enumerate(points):
         if stop_event.is_set():
             row = SweepRow(settings, _unrun(plan, settings, RunStatus.SKIPPED, "Not run: the sweep was stopped first."))
         else:
-            if on_progress is not None:
-                on_progress(index, len(points), point_label(settings))
-            row = run_point(plan, settings, on_steps, stop_event, callbacks, recorders, group)
+            if listener is not None:
+                listener.on_job_start(index, len(points), point_label(settings))
+            row = run_point(plan, settings, store, options, stop_event)
         rows.append(row)
-        if on_row is not None:
-            on_row(index, row)
-    return Sweep(plan, tuple(rows), group)
+        if isinstance(listener, SweepListener):
+            listener.on_row(index, row)
+    return Sweep(plan, tuple(rows), options.group)
 
 
 def run_point(
     plan: SweepPlan,
     settings: dict[str, Any],
-    on_steps: OnSteps | None = None,
+    store: RunStore | None = None,
+    options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
-    callbacks: Sequence[RunCallback] = (),
-    recorders: Recorders | None = None,
-    group: str = "",
 ) -> SweepRow:
-    """Train one point; a point that cannot run is a failed row with the reason, never an exception."""
-    from core.runner import run_training
-
+    """Train one point, recorded; a point that cannot run is a failed row with the reason, never an exception."""
     try:
         config = plan.config_at(settings)
     except ConfigError as exc:
-        config, result = None, _unrun(plan, settings, RunStatus.FAILED, str(exc))
-    recorder = recorders(config or plan.base, history_label(config or plan.base, settings), group) if recorders else None
-    if config is not None:
-        try:
-            if recorder is not None:
-                recorder.begin()
-            listeners = [*callbacks, *([recorder] if recorder is not None else [])]
-            result = run_training(config, on_steps, stop_event, listeners)
-        except Exception as exc:  # one point that cannot run must not lose the others
-            from core.training.engine import explain_failure
-
-            result = _unrun(plan, settings, RunStatus.FAILED, explain_failure(exc))
-    run_id = recorder.finish(result) if recorder is not None else None  # a no-op write when the engine has finished it
-    return SweepRow(settings, result, run_id, suggested_learning_rate(plan, settings))
+        result = _unrun(plan, settings, RunStatus.FAILED, str(exc))
+        recorded = record_unrun(result, plan.base, store, replace(options, label=history_label(plan.base, settings)))
+    else:
+        recorded = run_job(config, store, replace(options, label=history_label(config, settings)), stop_event)
+    return SweepRow(settings, recorded.result, recorded.run_id, suggested_learning_rate(plan, settings), recorded.history_error)
 
 
 def _unrun(plan: SweepPlan, settings: dict[str, Any], status: RunStatus, message: str) -> RunResult:

@@ -36,10 +36,8 @@ class DatasetSpec:
     description: str
     cache_file: str = ""
     offline: bool = True
-
-    @property
-    def is_synthetic(self) -> bool:
-        return self.name == "synthetic"
+    example_shape: tuple[int, ...] = ()  # one example's shape; () for synthetic data, shaped like the model's input
+    num_classes: int = 0  # 0 for synthetic data, which takes the model's
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -56,17 +54,52 @@ DATASETS: dict[str, DatasetSpec] = {
             "Digits 8x8 (shipped)",
             IMAGE,
             "1,797 handwritten digits, 8x8 grey (UCI, CC BY 4.0), shipped in resources/: trains offline.",
-        ),
-        DatasetSpec("mnist", "MNIST", IMAGE, "70,000 handwritten digits, 28x28 grey (keras.datasets).", "mnist.npz", False),
-        DatasetSpec(
-            "fashion_mnist", "Fashion-MNIST", IMAGE, "70,000 clothing images, 28x28 grey (keras.datasets).", "fashion-mnist/", False
+            example_shape=(8, 8, 1),
+            num_classes=10,
         ),
         DatasetSpec(
-            "cifar10", "CIFAR-10", IMAGE, "60,000 colour images, 32x32x3, 10 classes (keras.datasets).", "cifar-10-batches-py.tar.gz", False
+            "mnist", "MNIST", IMAGE, "70,000 handwritten digits, 28x28 grey (keras.datasets).", "mnist.npz", False, (28, 28, 1), 10
         ),
-        DatasetSpec("imdb", "IMDB reviews", TEXT, "50,000 movie reviews as word ids, 2 classes (keras.datasets).", "imdb.npz", False),
+        DatasetSpec(
+            "fashion_mnist",
+            "Fashion-MNIST",
+            IMAGE,
+            "70,000 clothing images, 28x28 grey (keras.datasets).",
+            "fashion-mnist/",
+            False,
+            (28, 28, 1),
+            10,
+        ),
+        DatasetSpec(
+            "cifar10",
+            "CIFAR-10",
+            IMAGE,
+            "60,000 colour images, 32x32x3, 10 classes (keras.datasets).",
+            "cifar-10-batches-py.tar.gz",
+            False,
+            (32, 32, 3),
+            10,
+        ),
+        DatasetSpec(
+            "imdb",
+            "IMDB reviews",
+            TEXT,
+            "50,000 movie reviews as word ids, 2 classes (keras.datasets).",
+            "imdb.npz",
+            False,
+            (TEXT_SEQUENCE_LENGTH,),
+            2,
+        ),
     )
 }
+
+
+def model_input(dataset: str, model: ModelSpec) -> tuple[tuple[int, ...], int]:
+    """(example shape, classes) `model` is built for when it trains on `dataset`, without loading the data."""
+    spec = DATASETS.get(dataset)
+    if spec is None or not spec.example_shape:
+        return model.input_shape, model.num_classes
+    return spec.example_shape, spec.num_classes
 
 
 def load_arrays(dataset: str, model: ModelSpec, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from core.workloads.file_optimizer import FILE_OPTIMIZER
+
 FLOAT32_BYTES = 4
 BASE_SLOTS = {"adam": 2, "adamw": 2, "adamax": 2, "nadam": 2, "adadelta": 2, "ftrl": 2, "rmsprop": 1, "adagrad": 1, "lion": 1, "sgd": 0}
 UNKNOWN_SLOTS = 2  # an optimizer not in the table is taken to hold Adam's two slots
@@ -121,14 +123,26 @@ def estimate_for_model(model: Any, optimizer: Any, precision: str = "off", repli
 def estimate_from_description(described: dict[str, Any], optimizer: str, precision: str = "off") -> MemoryEstimate:
     """The estimate before a run, from a model file's description (`describe_model_file`) and the run's optimizer.
 
-    The file's own optimizer (a .py's `optimizer`) wins over `optimizer`, as in a run.
+    The optimizer is the one the run will use: a .py's `optimizer` always; the
+    file's compiled one (with its momentum, centered, amsgrad settings) when
+    `optimizer` is "file"; else the run's. "file" without one is Adam.
     """
+    name, settings = optimizer_for_run(described, optimizer)
     return estimate_memory(
         int(described["trainable_params"]),
         int(described.get("non_trainable_params", 0)),
-        described.get("optimizer") or optimizer,
+        name,
         precision,
+        settings,
     )
+
+
+def optimizer_for_run(described: dict[str, Any], optimizer: str) -> tuple[str, dict[str, Any] | None]:
+    """(name, the file's settings) of the optimizer a run on the described file uses; settings None: the run's own."""
+    own = described.get("optimizer")
+    if own and (optimizer == FILE_OPTIMIZER or described.get("kind") == "python"):
+        return own, dict(described.get("optimizer_settings") or {})
+    return ("adam" if optimizer == FILE_OPTIMIZER else optimizer), None
 
 
 def _parameters(variables: Any) -> int:

@@ -19,7 +19,17 @@ import numpy as np
 
 from core.workloads.data import SYNTHETIC_EXAMPLES
 from core.workloads.model_file import ModelFileError
-from core.workloads.model_signature import BINARY, CLASS_IDS, ONE_HOT, InputInfo, LossChoice, ModelSignature, OutputInfo, target_shape
+from core.workloads.model_signature import (
+    BINARY,
+    CLASS_IDS,
+    MASK_ONES,
+    ONE_HOT,
+    InputInfo,
+    LossChoice,
+    ModelSignature,
+    OutputInfo,
+    target_shape,
+)
 
 UNKNOWN_DIM = 32  # a synthetic length for dimensions the model leaves open (sequence length)
 SYNTHETIC_BUDGET_BYTES = 256 * 2**20  # synthetic examples are generated once; big inputs get fewer of them
@@ -66,12 +76,16 @@ def structure(arrays: Sequence[Any], infos: Sequence[InputInfo | OutputInfo], as
 
 def _synthetic_input(info: InputInfo, examples: int, rng: np.random.Generator, path: str) -> np.ndarray:
     shape = (examples, *_fixed(info.shape[1:]))
+    if info.fill == MASK_ONES:
+        return np.ones(shape, dtype=bool if info.dtype == "bool" else info.dtype)
+    if info.float_ids and info.vocab is not None:
+        return rng.integers(0, info.vocab, size=shape).astype(info.dtype)
     if info.is_integer:
         if info.vocab is None:
             raise ModelDataError(
                 path,
-                f"input '{info.name}' takes integer ids but feeds no Embedding layer, so their range is unknown: "
-                "give the vocabulary size (--vocab N) or your own data (.npz).",
+                f"input '{info.name}' takes integer ids but feeds no layer with an input_dim (an Embedding), so their range is "
+                "unknown: give the vocabulary size (--vocab N, used only for such inputs) or your own data (.npz).",
             )
         return rng.integers(0, info.vocab, size=shape).astype(info.dtype)
     if info.dtype == "bool":

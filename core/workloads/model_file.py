@@ -2,8 +2,11 @@
 
 Nothing in a file runs unless the caller trusts it: `.keras`/`.h5` load with
 Keras `safe_mode=True` (a Lambda layer's bytecode is refused), a `.py` file is
-refused outright, and nothing is ever unpickled. Every problem is one
-`ModelFileError` naming the path and the reason; `needs_trust` says when trust
+refused outright, and nothing is ever unpickled. A `.keras` archive is checked
+against its size caps before anything reads it (`archive`), known tf.keras 2
+config differences are fixed before Keras deserialises (`legacy_compat`), and a
+trusted custom-objects `.py` can define the model's own classes. Every problem is
+one `ModelFileError` naming the path and the reason; `needs_trust` says when trust
 alone would open it. TensorFlow is imported only inside the loaders.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -20,11 +24,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from core.workloads import legacy_compat
+from core.workloads.archive import ArchiveLimitError, check_archive, read_json_member
+
 KERAS, H5, PYTHON = "keras", "h5", "python"
 EXTENSIONS = {".keras": KERAS, ".h5": H5, ".hdf5": H5, ".py": PYTHON}
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SAVEDMODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 RESAVE_HINT = 'Re-save it from the code that built it: model.save("m.keras"), and open that file.'
+CUSTOM_OBJECTS_HINT = (
+    "Give the .py file that defines it (registered with @keras.saving.register_keras_serializable, or a plain class "
+    'of that name): --custom-objects FILE.py with --trust, or "Open with custom layers…" in the window\'s trust dialog.'
+)
+MAX_CAUSE_CHARS = 1200  # a Keras message past this is cut at a word, after its cause
+PACKAGE_EXTRAS = {"keras_hub": ("keras-hub", "hub"), "keras_nlp": ("keras-nlp", "hub"), "keras_cv": ("keras-cv", "")}
 
 _modules: dict[tuple[str, str], ModuleType] = {}
 
@@ -32,13 +45,15 @@ _modules: dict[tuple[str, str], ModuleType] = {}
 class ModelFileError(ValueError):
     """A model (or data) file that cannot be used: the message names the path and the reason.
 
-    `needs_trust` is True when the file would open if the user trusts it to run its code.
+    `needs_trust` is True when the file would open if the user trusts it to run its code;
+    `needs_custom_objects` when it names a class only a custom-objects file can define.
     """
 
-    def __init__(self, path: str | os.PathLike, reason: str, needs_trust: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, reason: str, needs_trust: bool = False, needs_custom_objects: bool = False) -> None:
         self.path = str(path)
         self.reason = reason
         self.needs_trust = needs_trust
+        self.needs_custom_objects = needs_custom_objects
         super().__init__(f"{self.path}: {reason}")
 
 
@@ -50,6 +65,7 @@ class ModelSource:
     kind: str
     sha256: str
     trusted: bool = False
+    custom_objects: str = ""
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -61,8 +77,12 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def check_model_path(path: str | os.PathLike, trust: bool = False) -> ModelSource:
-    """The file's kind and hash, or a ModelFileError saying why it cannot be opened (runs nothing)."""
+def check_model_path(path: str | os.PathLike, trust: bool = False, custom_objects: str | os.PathLike | None = None) -> ModelSource:
+    """The file's kind and hash, or a ModelFileError saying why it cannot be opened (runs nothing).
+
+    `custom_objects` is a `.py` file defining the model's custom classes: it runs
+    when the model loads, so it needs `trust` like a `.py` model.
+    """
     file = Path(path).expanduser().absolute()
     if file.is_dir():
         raise ModelFileError(file, _folder_reason(file))
@@ -82,11 +102,38 @@ def check_model_path(path: str | os.PathLike, trust: bool = False) -> ModelSourc
     if not head:
         raise ModelFileError(file, "the file is empty (0 bytes): it was not saved completely. Save the model again.")
     _check_signature(file, kind, head)
+    if kind == KERAS:
+        _refuse_tf_keras_archive(file)
     if kind == KERAS and not trust:
         _refuse_code_in_config(file)
     if kind == PYTHON and not trust:
         raise ModelFileError(file, "a Python file runs its code when opened: trust it to open it (--trust on the command line).", True)
-    return ModelSource(str(file), kind, digest, trust)
+    extra = check_custom_objects(custom_objects, trust) if custom_objects else ""
+    return ModelSource(str(file), kind, digest, trust, extra)
+
+
+def check_custom_objects(path: str | os.PathLike, trust: bool) -> str:
+    """The absolute path of a custom-objects `.py` file, or a ModelFileError (missing, not .py, not trusted)."""
+    file = Path(path).expanduser().absolute()
+    if not file.is_file():
+        raise ModelFileError(file, "no such custom-objects file. Check the path of --custom-objects.")
+    if file.suffix.lower() != ".py":
+        raise ModelFileError(file, "--custom-objects takes a .py file that defines the model's custom classes.")
+    if not trust:
+        raise ModelFileError(
+            file, "a custom-objects file runs its code when the model opens: trust it to use it (--trust on the command line).", True
+        )
+    return str(file)
+
+
+def check_content(source: ModelSource, expected_sha256: str) -> None:
+    """Raise ModelFileError when the file's content is not the one the run was set up with (`expected_sha256`; "" checks nothing)."""
+    if expected_sha256 and source.sha256 != expected_sha256:
+        raise ModelFileError(
+            source.path,
+            f"the file changed since the run was set up (sha256 {source.sha256[:12]}…, expected {expected_sha256[:12]}…); "
+            "on a cluster, every host needs the same file at the same path.",
+        )
 
 
 def _folder_reason(folder: Path) -> str:
@@ -111,9 +158,10 @@ def _check_signature(file: Path, kind: str, head: bytes) -> None:
             "not a readable .keras file (a .keras file is a zip archive, and this one is not, or it is truncated). Save the model again.",
         )
     if kind == KERAS:
-        with zipfile.ZipFile(file) as archive:
-            if "config.json" not in archive.namelist():
-                raise ModelFileError(file, "a zip archive but not a Keras model (it has no config.json). Save the model with model.save().")
+        try:
+            check_archive(file)
+        except ArchiveLimitError as exc:
+            raise ModelFileError(file, str(exc)) from None
     if kind == H5 and not head.startswith(HDF5_SIGNATURE):
         raise ModelFileError(file, "not an HDF5 file (its first bytes are not the HDF5 signature): corrupt, or not a Keras .h5 model.")
 
@@ -125,13 +173,30 @@ def _refuse_code_in_config(file: Path) -> None:
     saying so from the archive's config.json is immediate.
     """
     try:
-        with zipfile.ZipFile(file) as archive:
-            config = json.loads(archive.read("config.json"))
-        holder = _code_holder(config)
+        holder = _code_holder(read_json_member(file, "config.json"))
+    except ArchiveLimitError as exc:
+        raise ModelFileError(file, str(exc)) from None
     except (OSError, ValueError, KeyError, RecursionError, zipfile.BadZipFile):
         return  # the loader says what is wrong with the file
     if holder:
         raise ModelFileError(file, needs_trust_reason(holder), needs_trust=True)
+
+
+def _refuse_tf_keras_archive(file: Path) -> None:
+    """Refuse a `.keras` written by tf.keras 2 (its own zip layout, which Keras 3 cannot read), saying what to do."""
+    try:
+        metadata = read_json_member(file, "metadata.json")
+    except ArchiveLimitError as exc:
+        raise ModelFileError(file, str(exc)) from None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return
+    version = str(metadata.get("keras_version", "")) if isinstance(metadata, dict) else ""
+    if version.startswith("2."):
+        raise ModelFileError(
+            file,
+            f"saved by tf.keras {version} in its own .keras layout, which Keras 3 cannot read. Save it from tf.keras as .h5 "
+            '(model.save("m.h5")) and open that: Device Lab fixes the known tf.keras 2 differences of .h5 files.',
+        )
 
 
 def _code_holder(node: Any, in_lambda_layer: bool = False) -> str:
@@ -156,38 +221,100 @@ def needs_trust_reason(what: str) -> str:
 def load_model_file(source: ModelSource) -> Any:
     """The Keras model in a checked `.keras`/`.h5` file, uncompiled (safe mode unless trusted).
 
-    Call inside `strategy.scope()` to place its variables. The run's optimizer and
-    loss are set by the engine, so the file's compile configuration is read apart
-    (`compiled_loss_config`), never restored with its optimizer state.
+    Call inside `strategy.scope()` to place its variables. Known tf.keras 2 config
+    differences are fixed first (`legacy_compat`); the classes of the source's
+    custom-objects file are in scope. The file's compile configuration is read
+    apart (`compiled_config`), never restored with its optimizer state.
     """
     import keras
 
     try:
-        return keras.saving.load_model(source.path, compile=False, safe_mode=not source.trusted)
+        objects = custom_objects_of(source)
+        with legacy_compat.loadable_copy(source.path, source.kind) as path, keras.saving.custom_object_scope(objects):
+            return keras.saving.load_model(path, compile=False, safe_mode=not source.trusted, custom_objects=objects)
+    except ModelFileError:
+        raise
     except Exception as exc:
         raise explain_load_error(source, exc) from None
 
 
+def custom_objects_of(source: ModelSource) -> dict[str, Any]:
+    """The classes and functions the source's custom-objects file defines, by name (importing it registers its own too)."""
+    if not source.custom_objects:
+        return {}
+    module = import_trusted_module(source.custom_objects, file_sha256(source.custom_objects))
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__ == module.__name__
+    }
+
+
 def explain_load_error(source: ModelSource, exc: Exception) -> ModelFileError:
-    """A ModelFileError for what Keras raised while loading `source`."""
+    """A ModelFileError for what Keras raised while loading `source`: its cause first, whole (never cut mid-word)."""
     text = str(exc)
-    first_line = (text.strip().splitlines() or [type(exc).__name__])[0][:300]
+    cause = load_error_cause(exc)
     if "safe_mode" in text:
         what = "a Lambda layer" if "Lambda" in text else "Python code (a lambda)"
         return ModelFileError(source.path, needs_trust_reason(what), needs_trust=True)
-    if "Could not locate" in text or "Unknown layer" in text or "Unknown " in first_line:
+    package = _missing_package(text)
+    if package:
+        return ModelFileError(source.path, missing_package_reason(package, _class_named(text)))
+    if "Could not locate" in text or "Unknown layer" in text or "Unknown " in cause:
         name = _custom_name(text)
         return ModelFileError(
-            source.path,
-            f"the model uses a custom class or function{name} that is not defined here. Write a .py file that defines it "
-            "(registered with @keras.saving.register_keras_serializable) and whose build_model() returns "
-            "keras.saving.load_model(this file), then open that .py file.",
+            source.path, f"the model uses a custom class or function{name} that is not defined here. {CUSTOM_OBJECTS_HINT}", False, True
         )
     if "No model config found" in text:
         return ModelFileError(source.path, "the file holds weights only, no model. Open the .keras, .h5 or .py file that builds the model.")
     if isinstance(exc, OSError) or "truncated" in text:
-        return ModelFileError(source.path, f"the file is corrupt or truncated ({first_line}). Save the model again.")
-    return ModelFileError(source.path, f"Keras could not load it: {type(exc).__name__}: {first_line}")
+        return ModelFileError(source.path, f"the file is corrupt or truncated ({cause}). Save the model again.")
+    return ModelFileError(source.path, f"Keras could not load it: {type(exc).__name__}: {cause}")
+
+
+def load_error_cause(exc: BaseException) -> str:
+    """The cause in a Keras loading error: the text after "Exception encountered:" when there is one, else the first line.
+
+    Keras puts the whole layer config before the cause; the cause is kept whole,
+    and only a text over MAX_CAUSE_CHARS is shortened, at a word, with "…".
+    """
+    text = str(exc).strip()
+    marker = "Exception encountered:"
+    if marker in text:
+        text = text.rsplit(marker, 1)[1].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cause = " ".join(lines[:3]) if lines else type(exc).__name__
+    if len(cause) <= MAX_CAUSE_CHARS:
+        return cause
+    return cause[:MAX_CAUSE_CHARS].rsplit(" ", 1)[0] + " …"
+
+
+def _missing_package(text: str) -> str:
+    """The top-level package a config names but this Python cannot import ("keras_hub"), or ""."""
+    for marker in ("parent module ", "No module named '"):
+        start = text.find(marker)
+        if start >= 0:
+            name = text[start + len(marker) :].split()[0].strip("'\".,")
+            top = name.split(".")[0]
+            if top and top not in ("keras", "tensorflow", "tf_keras"):
+                return top
+    return ""
+
+
+def _class_named(text: str) -> str:
+    start = text.find("class '")
+    return text[start + 7 :].split("'", 1)[0] if start >= 0 else ""
+
+
+def missing_package_reason(module: str, class_name: str = "") -> str:
+    """What to install, and where, for a model whose class lives in `module` (keras_hub: the [hub] extra)."""
+    package, extra = PACKAGE_EXTRAS.get(module, (module.replace("_", "-"), ""))
+    what = f"its class {class_name}" if class_name else "a class it uses"
+    how = f'pip install -e ".[{extra}]" in the Device Lab folder, or ' if extra else ""
+    return (
+        f"{what} lives in the package {package} ({module}), which this Python cannot import. Install it into the environment "
+        f"Device Lab runs in ({sys.executable}): {how}{sys.executable} -m pip install {package}; then open the file again."
+    )
 
 
 def _custom_name(text: str) -> str:
@@ -199,30 +326,36 @@ def _custom_name(text: str) -> str:
     return ""
 
 
-def compiled_loss_config(source: ModelSource) -> tuple[Any, Any]:
-    """(loss, loss_weights) from the file's compile configuration as raw JSON configs; (None, None) when not compiled.
+@dataclass(frozen=True)
+class CompiledConfig:
+    """What a file was compiled with, as raw JSON configs (read without running anything); all None when not compiled."""
 
-    Read as JSON (the `.keras` archive's config.json, the `.h5` file's training_config
-    attribute): no code runs and the optimizer is not rebuilt.
+    loss: Any = None
+    loss_weights: Any = None
+    optimizer: Any = None
+
+
+def compiled_config(source: ModelSource) -> CompiledConfig:
+    """The file's loss, loss weights and optimizer config: a `.keras`'s compile_config, an `.h5`'s training_config.
+
+    Read as JSON (config.json within its cap; the HDF5 attribute): no code runs.
     """
     try:
         if source.kind == KERAS:
-            with zipfile.ZipFile(source.path) as archive:
-                config = json.loads(archive.read("config.json"))
-            compile_config = config.get("compile_config") or {}
-            return compile_config.get("loss"), compile_config.get("loss_weights")
+            compile_config = read_json_member(source.path, "config.json").get("compile_config") or {}
+            return CompiledConfig(compile_config.get("loss"), compile_config.get("loss_weights"), compile_config.get("optimizer"))
         if source.kind == H5:
             import h5py
 
             with h5py.File(source.path, "r") as handle:
                 raw = handle.attrs.get("training_config")
             if raw is None:
-                return None, None
+                return CompiledConfig()
             training = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
-            return training.get("loss"), training.get("loss_weights")
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            return CompiledConfig(training.get("loss"), training.get("loss_weights"), training.get("optimizer_config"))
+    except (OSError, ValueError, KeyError, AttributeError, zipfile.BadZipFile) as exc:
         raise ModelFileError(source.path, f"its compile configuration cannot be read ({exc}). Save the model again.") from None
-    return None, None
+    return CompiledConfig()
 
 
 def import_model_module(source: ModelSource) -> ModuleType:
@@ -231,27 +364,33 @@ def import_model_module(source: ModelSource) -> ModuleType:
         raise ModelFileError(
             source.path, "a Python file runs its code when opened: trust it to open it (--trust on the command line).", True
         )
-    key = (source.path, source.sha256)
+    module = import_trusted_module(source.path, source.sha256)
+    if not callable(getattr(module, "build_model", None)):
+        raise ModelFileError(source.path, "the file defines no build_model() function returning a Keras model.")
+    return module
+
+
+def import_trusted_module(path: str, sha256: str) -> ModuleType:
+    """A trusted `.py` file imported from its path, once per content hash; failures become a ModelFileError."""
+    key = (path, sha256)
     if key in _modules:
         return _modules[key]
-    name = f"device_lab_user_model_{source.sha256[:16]}"
-    spec = importlib.util.spec_from_file_location(name, source.path)
+    name = f"device_lab_user_model_{sha256[:16]}"
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ModelFileError(source.path, "Python cannot import this file.")
+        raise ModelFileError(path, "Python cannot import this file.")
     module = importlib.util.module_from_spec(spec)
-    folder = str(Path(source.path).parent)
+    folder = str(Path(path).parent)
     sys.path.insert(0, folder)  # the file may import modules that sit beside it
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise ModelFileError(source.path, f"running the file failed: {_exception_line(exc)}") from None
+        raise ModelFileError(path, f"running the file failed: {_exception_line(exc)}") from None
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
-    if not callable(getattr(module, "build_model", None)):
-        raise ModelFileError(source.path, "the file defines no build_model() function returning a Keras model.")
     _modules[key] = module
     return module
 
@@ -272,5 +411,5 @@ def build_from_module(source: ModelSource, module: ModuleType) -> Any:
 def _exception_line(exc: BaseException) -> str:
     if isinstance(exc, SyntaxError):
         return f"SyntaxError at line {exc.lineno}: {exc.msg}"
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    first = load_error_cause(exc) if str(exc).strip() else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -33,6 +33,7 @@ def describe_model_file(
     data: str | None = None,
     batch_size: int | None = None,
     stop_event: threading.Event | None = None,
+    custom_objects: str | None = None,
 ) -> dict[str, Any]:
     """The model's description (see UserWorkload.describe), worked out in a child process.
 
@@ -40,18 +41,21 @@ def describe_model_file(
     the file's default), resolved in the description's "data". With `batch_size`
     the child also checks that data against the model (`UserWorkload.check_data`),
     so data that does not fit is refused before a run starts. Setting `stop_event`
-    kills the child at once (ModelFileError "stopped").
+    kills the child at once (ModelFileError "stopped"). `custom_objects` is a
+    trusted .py whose classes the child registers before loading the file.
 
     Raises ModelFileError: at once, without a child, for what `check_model_path`
     refuses (missing, corrupt, untrusted .py or Lambda); else the problem the child
     found (with `needs_trust` when trust would open it; a ModelDataError's path is
     the data file's), or a child that ran past `timeout_s`, was stopped or crashed.
     """
-    file = check_model_path(path, trust).path  # a missing, corrupt or untrusted file is refused before any child starts
+    source = check_model_path(path, trust, custom_objects)  # a missing, corrupt or untrusted file is refused before any child starts
+    file = source.path
     args = [file, *(["--trust"] if trust else [])]
     args += ["--vocab", str(vocab)] if vocab is not None else []
     args += ["--data", data] if data is not None else []
     args += ["--batch-size", str(batch_size)] if batch_size is not None else []
+    args += ["--custom-objects", source.custom_objects] if source.custom_objects else []
     child = Child.start("core.workloads.model_probe", args, what=WHAT, hide_gpus=True, limit_s=timeout_s, stop_event=stop_event)
     end = child.wait()
     answer = child.result
@@ -66,7 +70,9 @@ def describe_model_file(
     if not isinstance(answer, dict):
         raise ModelFileError(file, child.describe_end())
     if "error" in answer:
-        raise ModelFileError(answer.get("path", file), answer["error"], bool(answer.get("needs_trust")))
+        raise ModelFileError(
+            answer.get("path", file), answer["error"], bool(answer.get("needs_trust")), bool(answer.get("needs_custom_objects"))
+        )
     return answer["model"]
 
 
@@ -78,18 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int)
     parser.add_argument("--data")
     parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--custom-objects")
     args = parser.parse_args(argv)
     listen_to_parent()
     try:
         stage("opening the file and building its model" + (" (its build_model())" if args.path.endswith(".py") else ""))
-        workload = open_user_workload(args.path, args.trust, args.data, args.vocab)
+        workload = open_user_workload(args.path, args.trust, args.data, args.vocab, args.custom_objects)
         if args.batch_size is not None:
             stage("checking the data against the model")
             workload.check_data(args.batch_size)
         stage("describing the model")
         answer: dict[str, Any] = {"model": workload.describe()}
     except ModelFileError as exc:
-        answer = {"error": exc.reason, "path": exc.path, "needs_trust": exc.needs_trust}
+        answer = {"error": exc.reason, "path": exc.path, "needs_trust": exc.needs_trust, "needs_custom_objects": exc.needs_custom_objects}
     reply(answer)
     return 0
 

@@ -1,8 +1,11 @@
 """What a user's model eats and gives: its inputs, its outputs, and the loss each output trains with.
 
 `read_signature` walks a built Keras model (functional or Sequential): each input's
-shape and dtype, and for integer inputs the `input_dim` of the Embedding they feed;
-each output's shape and last activation. `choose_losses` picks the loss per output:
+shape and dtype; for an input that feeds a layer with an `input_dim` (Embedding,
+keras-hub's ReversibleEmbedding) or a `vocabulary_size` (TokenAndPositionEmbedding),
+its id range, integer or float (keras.io models declare token inputs float32); a
+mask input (named so: `padding_mask`) is filled with ones; each output's shape
+and last activation. `choose_losses` picks the loss per output:
 the file's compiled loss when it has one, else one inferred from the output.
 """
 
@@ -14,6 +17,8 @@ from typing import Any
 CLASS_IDS, ONE_HOT, BINARY, VALUES = "class_ids", "one_hot", "binary", "values"
 INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _MAX_WALK = 64  # integer-preserving layers followed from an input towards its Embedding
+MASK_ONES = "ones"  # an input's synthetic fill: every position real
+RANGE_ATTRIBUTES = ("input_dim", "vocabulary_size")
 
 
 @dataclass(frozen=True)
@@ -25,10 +30,24 @@ class InputInfo:
     dtype: str
     vocab: int | None = None
     vocab_source: str = ""
+    fill: str = ""
 
     @property
     def is_integer(self) -> bool:
         return self.dtype in INTEGER_DTYPES
+
+    @property
+    def float_ids(self) -> bool:
+        """A float input that feeds an embedding: it gets integer ids in [0, vocab) cast to its dtype."""
+        return self.vocab is not None and not self.is_integer and self.dtype != "bool"
+
+    def note(self) -> str:
+        """What synthetic data puts in this input when it is not plain random values or ids ("" otherwise)."""
+        if self.fill == MASK_ONES:
+            return f"input '{self.name}' is a mask: all ones in synthetic data (every position real)"
+        if self.float_ids:
+            return f"input '{self.name}' is {self.dtype} but feeds an embedding: integer ids in [0, {self.vocab}) ({self.vocab_source}) cast to {self.dtype}"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,10 @@ class ModelSignature:
     outputs: tuple[OutputInfo, ...]
     dict_inputs: bool = False
     dict_outputs: bool = False
+
+    def notes(self) -> list[str]:
+        """The inputs' notes (masks, float ids) for the model's description."""
+        return [note for info in self.inputs if (note := info.note())]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,21 +137,36 @@ def _input_info(tensor: Any, key: str | None, vocab: int | None) -> InputInfo:
     name = key or layer.name or tensor.name
     dtype = str(tensor.dtype)
     info = InputInfo(name, tuple(tensor.shape), dtype)
-    if not info.is_integer:
-        return info
+    if "mask" in name.lower():
+        return InputInfo(name, info.shape, dtype, fill=MASK_ONES)
     embedding = _embedding_fed_by(layer)
-    if embedding is not None and (vocab is None or embedding.input_dim < vocab):
-        capped = "" if vocab is None else f" (smaller than --vocab {vocab})"
-        return InputInfo(name, info.shape, dtype, int(embedding.input_dim), f"input_dim of Embedding '{embedding.name}'{capped}")
-    if vocab is not None:
+    if embedding is not None and (info.is_integer or "float" in dtype):
+        size, attribute = _id_range(embedding)
+        return InputInfo(name, info.shape, dtype, size, f"{attribute} of {type(embedding).__name__} '{embedding.name}'")
+    if info.is_integer and vocab is not None:
         return InputInfo(name, info.shape, dtype, vocab, "--vocab")
     return info
 
 
-def _embedding_fed_by(input_layer: Any) -> Any:
-    """The Embedding with the smallest input_dim that the input reaches through integer-valued layers."""
-    import keras
+def _id_range(layer: Any) -> tuple[int, str]:
+    """The number of ids a layer takes and the attribute that says it (input_dim, vocabulary_size)."""
+    for attribute in RANGE_ATTRIBUTES:
+        value = getattr(layer, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, attribute
+    raise ValueError(f"{layer.name} has no id range")
 
+
+def _takes_ids(layer: Any) -> bool:
+    try:
+        _id_range(layer)
+    except ValueError:
+        return False
+    return True
+
+
+def _embedding_fed_by(input_layer: Any) -> Any:
+    """The layer with the smallest id range (an `input_dim`, a `vocabulary_size`) the input reaches through integer-valued layers."""
     found, frontier, seen = [], [input_layer], set[int]()
     while frontier and len(seen) < _MAX_WALK:
         layer = frontier.pop()
@@ -137,11 +175,11 @@ def _embedding_fed_by(input_layer: Any) -> Any:
             if id(consumer) in seen:
                 continue
             seen.add(id(consumer))
-            if isinstance(consumer, keras.layers.Embedding):
+            if _takes_ids(consumer):
                 found.append(consumer)
             elif all(str(out.dtype) in INTEGER_DTYPES for out in node.outputs):
                 frontier.append(consumer)
-    return min(found, key=lambda layer: layer.input_dim, default=None)
+    return min(found, key=lambda layer: _id_range(layer)[0], default=None)
 
 
 def _output_info(tensor: Any, key: str | None, index: int) -> OutputInfo:

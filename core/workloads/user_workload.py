@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from core.workloads import legacy_compat
 from core.workloads.data import SYNTHETIC_EPOCH_EXAMPLES
+from core.workloads.file_optimizer import FILE_OPTIMIZER, build_optimizer, optimizer_name, optimizer_settings
 from core.workloads.model_data import (
     UNKNOWN_DIM,
     ModelDataError,
@@ -33,13 +35,14 @@ from core.workloads.model_file import (
     ModelSource,
     build_from_module,
     check_model_path,
-    compiled_loss_config,
+    compiled_config,
     import_model_module,
     load_model_file,
 )
 from core.workloads.model_signature import LossChoice, ModelSignature, OutputInfo, choose_losses, infer_loss, read_signature
 
 SYNTHETIC, PYTHON_DATA = "synthetic", "build_dataset"
+OPTIMIZER_NOTE = "optimizer: "
 
 
 @dataclass
@@ -51,6 +54,8 @@ class _Facts:
     weight_bytes: int
     compiled: bool
     notes: list[str] = field(default_factory=list)
+    legacy_fixes: list[str] = field(default_factory=list)
+    optimizer_config: Any = None
 
 
 class UserWorkload:
@@ -137,24 +142,49 @@ class UserWorkload:
         return total
 
     def optimizer_name(self) -> str | None:
-        """The optimizer the Python file names (`optimizer = "sgd"` or an object), else None: the run's setting."""
+        """The file's own optimizer: the Python file's `optimizer` (a name or an object), else the compiled one; None: none."""
         spec = getattr(self._module, "optimizer", None) if self._module else None
         if spec is None:
-            return None
+            return optimizer_name(self.facts.optimizer_config)
         return spec.lower() if isinstance(spec, str) else type(spec).__name__.lower()
 
-    def make_optimizer(self, learning_rate: float) -> Any:
-        """A fresh optimizer as the Python file asks (a name gets the run's learning rate), else None."""
+    def make_optimizer(self, learning_rate: float, setting: str = FILE_OPTIMIZER) -> Any:
+        """A fresh optimizer, or None for the run's `setting`.
+
+        The Python file's `optimizer` always wins (a name gets the run's learning
+        rate). With `setting` FILE_OPTIMIZER the file's compiled optimizer and its
+        settings, or Adam at `learning_rate` when it was not compiled with one.
+        """
         import keras
 
         spec = getattr(self._module, "optimizer", None) if self._module else None
-        if spec is None:
-            return None
         if isinstance(spec, str):
             optimizer = keras.optimizers.get(spec)
             optimizer.learning_rate = learning_rate
             return optimizer
-        return type(spec).from_config(spec.get_config())
+        if spec is not None:
+            return type(spec).from_config(spec.get_config())
+        if setting != FILE_OPTIMIZER:
+            return None
+        if self.facts.optimizer_config is None:
+            return keras.optimizers.Adam(learning_rate=learning_rate)
+        return build_optimizer(self.facts.optimizer_config)[0]
+
+    def optimizer_note(self, setting: str) -> str:
+        """Which optimizer a run with the optimizer `setting` trains with, and whose it is ("" when only the run's)."""
+        own = self.optimizer_name()
+        if own is None:
+            return ""
+        if self.source.kind == PYTHON:
+            return f"{OPTIMIZER_NOTE}{own} (the Python file's)"
+        if setting == FILE_OPTIMIZER:
+            return f"{OPTIMIZER_NOTE}the file's {_with_settings(self.facts.optimizer_config)}"
+        return f"{OPTIMIZER_NOTE}{setting} (the run's choice) replaces the file's {_with_settings(self.facts.optimizer_config)}"
+
+    def run_notes(self, optimizer_setting: str) -> list[str]:
+        """What a run on this file should say in its details: legacy fixes, synthetic masks and ids, the optimizer used."""
+        kept = [note for note in self.facts.notes if not note.startswith(OPTIMIZER_NOTE)]
+        return [*kept, *([note] if (note := self.optimizer_note(optimizer_setting)) else [])]
 
     def _user_dataset(self, global_batch_size: int):
         import tensorflow as tf
@@ -195,6 +225,9 @@ class UserWorkload:
             "data": self.data,
             "has_build_dataset": bool(self._module is not None and callable(getattr(self._module, "build_dataset", None))),
             "optimizer": self.optimizer_name(),
+            "optimizer_settings": optimizer_settings(self.facts.optimizer_config),
+            "legacy_fixes": list(self.facts.legacy_fixes),
+            "custom_objects": self.source.custom_objects,
             "notes": list(self.facts.notes),
         }
 
@@ -261,25 +294,55 @@ def _all_layers(model: Any) -> list[Any]:
     return layers
 
 
-def open_user_workload(path: str | os.PathLike, trust: bool = False, data: str | None = None, vocab: int | None = None) -> UserWorkload:
+def open_user_workload(
+    path: str | os.PathLike,
+    trust: bool = False,
+    data: str | None = None,
+    vocab: int | None = None,
+    custom_objects: str | os.PathLike | None = None,
+) -> UserWorkload:
     """Open the model file and its data; raises ModelFileError (or ModelDataError) with the path and the reason.
 
     `data` is "synthetic", "build_dataset" (the .py's) or an .npz path; None picks the
     .py's build_dataset when it has one, else synthetic. `vocab` bounds integer
-    inputs that feed no Embedding.
+    inputs whose range nothing in the model says. `custom_objects` is a trusted
+    .py defining the file's custom classes.
     """
-    source = check_model_path(path, trust)
+    source = check_model_path(path, trust, custom_objects)
     module = import_model_module(source) if source.kind == PYTHON else None
     data = _resolve_data(source, module, data)
     model = build_from_module(source, module) if module is not None else load_model_file(source)
     signature = _signature(source, model, vocab)
-    loss_config, weights, origin = _loss_config(source, model, module)
+    compiled = compiled_config(source) if module is None else None
+    loss_config, weights, origin = _loss_config(model, module, compiled)
     losses, notes = _restorable(choose_losses(signature, loss_config, weights, origin), signature)
-    compiled = bool(getattr(model, "compiled", False)) if module is not None else loss_config is not None
-    facts = _Facts(int(model.count_params()), _count(model.trainable_weights), _bytes(model.weights), compiled, notes)
+    is_compiled = bool(getattr(model, "compiled", False)) if module is not None else loss_config is not None
+    facts = _Facts(int(model.count_params()), _count(model.trainable_weights), _bytes(model.weights), is_compiled, notes)
+    facts.notes += signature.notes()
     if any(d is None for i in signature.inputs for d in i.shape[1:]):
         facts.notes.append(f"open input dimensions get {UNKNOWN_DIM} in synthetic data")
+    if module is None:
+        _file_facts(source, compiled, facts)
     return UserWorkload(source, signature, losses, facts, data, module)
+
+
+def _file_facts(source: ModelSource, compiled: Any, facts: _Facts) -> None:
+    """The legacy fixes the file needed and its compiled optimizer (checked to rebuild here), into `facts`."""
+    fixes = legacy_compat.legacy_fixes(source.path, source.kind)
+    facts.legacy_fixes = [str(fix) for fix in fixes]
+    if fixes:
+        facts.notes.insert(0, legacy_compat.summary(fixes))
+    if compiled is None or compiled.optimizer is None:
+        return
+    try:
+        _, dropped = build_optimizer(compiled.optimizer)
+    except Exception as exc:
+        facts.notes.append(f"the file's optimizer {optimizer_name(compiled.optimizer)} cannot be rebuilt here ({exc}): Adam instead")
+        return
+    facts.optimizer_config = compiled.optimizer
+    facts.notes.append(f"{OPTIMIZER_NOTE}the file's {_with_settings(compiled.optimizer)}, unless the run picks another")
+    if dropped:
+        facts.notes.append(f"the file's optimizer arguments Keras 3 has no use for were left out: {', '.join(dropped)}")
 
 
 def _resolve_data(source: ModelSource, module: Any, data: str | None) -> str:
@@ -323,7 +386,13 @@ def fix_open_dims(model: Any, signature: ModelSignature) -> ModelSignature:
     return ModelSignature(signature.inputs, outputs, signature.dict_inputs, signature.dict_outputs)
 
 
-def _loss_config(source: ModelSource, model: Any, module: Any) -> tuple[Any, Any, str]:
+def _with_settings(config: Any) -> str:
+    """ "rmsprop (learning_rate 0.01, momentum 0.5)": an optimizer config's name and the settings worth showing."""
+    settings = ", ".join(f"{key} {value}" for key, value in optimizer_settings(config).items())
+    return f"{optimizer_name(config)} ({settings})" if settings else str(optimizer_name(config))
+
+
+def _loss_config(model: Any, module: Any, compiled: Any) -> tuple[Any, Any, str]:
     """The loss the file asks for (None: infer it), its per-output weights, and where it came from."""
     if module is not None:
         if getattr(module, "loss", None) is not None:
@@ -332,8 +401,7 @@ def _loss_config(source: ModelSource, model: Any, module: Any) -> tuple[Any, Any
             weights = (model.get_compile_config() or {}).get("loss_weights")
             return model.loss, weights, "the loss build_model() compiled"
         return None, None, ""
-    loss, weights = compiled_loss_config(source)
-    return loss, weights, "the compiled loss in the file"
+    return compiled.loss, compiled.loss_weights, "the compiled loss in the file"
 
 
 def _restorable(losses: tuple[LossChoice, ...], signature: ModelSignature) -> tuple[tuple[LossChoice, ...], list[str]]:

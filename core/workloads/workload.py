@@ -2,8 +2,8 @@
 
 `open_workload(model, dataset, ...)` gives an object the engine and the probes
 use alike: `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
-seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr)` (None: the
-run's optimizer setting), `steps_per_epoch(batch)` and `num_examples`.
+seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr, setting)` (None:
+the run's optimizer setting), `steps_per_epoch(batch)`, `num_examples` and `run_notes(optimizer)` (for the run's details).
 `is_model_file` tells a file path from a sample model's name without opening anything.
 """
 
@@ -13,8 +13,8 @@ import os
 from typing import Any
 
 from core.workloads import data as data_module
-from core.workloads.model_file import EXTENSIONS
-from core.workloads.models import MODELS, ModelSpec, get_model_spec
+from core.workloads.model_file import EXTENSIONS, check_content, check_model_path
+from core.workloads.models import MODELS, ModelSpec, get_model_spec, param_count
 
 NPZ_SUFFIX = ".npz"
 
@@ -60,12 +60,16 @@ class SampleWorkload:
 
         return keras.losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True)
 
-    def make_optimizer(self, learning_rate: float) -> None:
+    def run_notes(self, optimizer_setting: str) -> list[str]:
+        """Nothing to add to a sample model's run details."""
+        return []
+
+    def make_optimizer(self, learning_rate: float, setting: str = "") -> None:
         """Sample models train with the run's optimizer setting."""
         return None
 
 
-def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, vocab: int | None = None) -> Any:
+def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, vocab: int | None = None, custom_objects: str = "") -> Any:
     """The workload for a run's `model` and `dataset` (a SampleWorkload or a UserWorkload).
 
     Raises ModelFileError (a file that cannot be used) or DataUnavailable (a data set that cannot be loaded).
@@ -73,5 +77,33 @@ def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, 
     if is_model_file(model):
         from core.workloads.user_workload import open_user_workload
 
-        return open_user_workload(model, trust=trust, data=dataset, vocab=vocab)
+        return open_user_workload(model, trust=trust, data=dataset, vocab=vocab, custom_objects=custom_objects or None)
     return SampleWorkload(get_model_spec(model), dataset, seed)
+
+
+def check_model_file(model: str, trust: bool, expected_sha256: str, custom_objects: str = "") -> None:
+    """For a model file: raise ModelFileError unless it is there, usable and of the content the run was set up with.
+
+    Reads the file's bytes only (TensorFlow untouched): a cluster worker calls it
+    first, so a worker whose file differs says so before it joins the cluster.
+    A sample model's name passes.
+    """
+    if is_model_file(model):
+        check_content(check_model_path(model, trust, custom_objects or None), expected_sha256)
+
+
+def open_checked_workload(
+    model: str, dataset: str, seed: int, trust: bool, vocab: int | None, expected_sha256: str, custom_objects: str = ""
+) -> Any:
+    """`open_workload`; for a model file, refused when its content is not the one the run was set up with."""
+    workload = open_workload(model, dataset, seed, trust, vocab, custom_objects)
+    source = getattr(workload, "source", None)
+    if source is not None:
+        check_content(source, expected_sha256)
+    return workload
+
+
+def sample_param_count(model: str, dataset: str) -> int:
+    """Parameters of the sample model `model` as it is built to train on `dataset` (imports TF)."""
+    spec = get_model_spec(model)
+    return param_count(model, *data_module.model_input(dataset, spec))

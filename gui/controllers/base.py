@@ -23,7 +23,7 @@ from gui.qt_threads import start_worker, stop_and_wait
 def explain(exc: BaseException) -> str:
     """A readable reason for a job that failed in a worker thread (the engine's advice when it has some)."""
     try:
-        from core.training.engine import explain_failure
+        from core.training.failures import explain_failure
 
         return explain_failure(exc)
     except Exception:

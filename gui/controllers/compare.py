@@ -1,66 +1,34 @@
 """One comparison (or scaling sweep) at a time: its thread, stop flag, live curves per target and saved runs.
 
 The comparison thread runs `core.compare.runner.run_comparison` (or `scaling_sweep`):
-targets one after another, the same model, data, global batch, steps and seed.
-It appends each target's steps to that target's `StepBuffer` and records every
-run in the history as it trains (begun, steps about once a second, finished). A 20 Hz timer in the GUI thread drains the
+targets one after another, the same model, data, global batch, steps and seed,
+each through the job service, which records every run in the history as it
+trains (begun, steps about once a second, finished). Its listener appends each
+target's steps to that target's `StepBuffer`. A 20 Hz timer in the GUI thread drains the
 buffers into the shared plots, one plot key per target. No signal per step.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from core.compare.runner import progress_line, run_comparison, scaling_sweep
 from core.compare.table import Comparison
-from core.compare.targets import CompareTarget, sweep_targets
-from core.config import RunConfig
-from core.history.recorder import HistoryRecorder
+from core.jobs import JobListener, JobOptions, RecordedRun
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
-from core.results import RunResult, RunStatus, StepRecord
-from core.workloads.workload import model_title
+from core.results import StepRecord
+from core.training.callbacks import RunContext
 from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
-from gui.controllers.training_worker import FinishedRun, PlanCallback
-from gui.plotting.plots import PlotsWidget
+from gui.job_data import CompareJob, FinishedRun, SavedTarget
 
 POLL_INTERVAL_MS = 50
-
-
-@dataclass(frozen=True)
-class CompareJob:
-    """What to run: `base` on each of `targets`, or, when `sweep_kind` is set, a scaling sweep over that kind."""
-
-    base: RunConfig
-    targets: tuple[CompareTarget, ...] = ()
-    baseline_index: int = 0
-    sweep_kind: str = ""
-
-
-@dataclass(frozen=True)
-class SavedTarget:
-    """A target's run as the history stored it (or why it could not)."""
-
-    index: int
-    label: str
-    finished: FinishedRun
-
-
-def history_label(target_label: str, config: dict) -> str:
-    """'MLP · digits · mirrored:CPU:0,CPU:1 · batch 64 · compare': how a comparison's run shows in the history.
-
-    A model file shows by its file name, an .npz data file by its name.
-    """
-    dataset = str(config.get("dataset"))
-    data = os.path.basename(dataset) if dataset.lower().endswith(".npz") else dataset
-    return " · ".join([model_title(str(config.get("model"))), data, target_label, f"batch {config.get('batch_size')}", "compare"])
 
 
 class CompareBuffers:
@@ -79,9 +47,10 @@ class CompareBuffers:
             self._labels[index] = label
             self._current = index
 
-    def append(self, index: int, records: Sequence[StepRecord]) -> None:
+    def append_current(self, records: Sequence[StepRecord]) -> None:
+        """Steps of the target in flight (comparison thread)."""
         with self._lock:
-            buffer = self._buffers.get(index)
+            buffer = self._buffers.get(self._current)
         if buffer is not None:
             buffer.append(records)
 
@@ -108,13 +77,13 @@ class CompareBuffers:
 
 
 class CompareWorker(QObject):
-    """Runs one comparison in a worker thread, recording every run in the history as it trains.
+    """Runs one comparison in a worker thread, every target recorded in the history as it trains (`core.jobs`).
 
     Each target is begun in the history before it trains, its steps appended
-    about once a second, and finished with its result (through the runner's
-    `recorders`). A target that never started (it does not fit this machine)
-    comes back as a failed row and is recorded too, so the history explains
-    it. Stop by setting `stop_event`: the run in flight ends and the rest are skipped.
+    about once a second, and finished with its result. A target that never
+    started (it does not fit this machine) comes back as a failed row and is
+    recorded too, so the history explains it. Stop by setting `stop_event`:
+    the run in flight ends and the rest are skipped.
     """
 
     progress = Signal(int, int, str)  # index, total, label
@@ -128,72 +97,46 @@ class CompareWorker(QObject):
         self.job = job
         self.buffers = buffers
         self.stop_event = stop_event
-        self._labels: dict[int, str] = {}
-        self._saved: set[int] = set()
-        self._history = JobHistory()
-        self._recorders: dict[int, HistoryRecorder] = {}
 
     @Slot()
     def run(self) -> None:
         with failures_reported(self):
-            with self._history:
-                comparison = self._compare()
-                for index, row in enumerate(comparison.rows):  # rows that never started: failed, or skipped and recorded
-                    if index not in self._saved and (row.status == RunStatus.FAILED or index in self._recorders):
-                        self._save(index, row.label, row.result)
+            with JobHistory() as history:
+                options = JobOptions(listener=_CompareListener(self), unsaved_reason=history.error)
+                if self.job.sweep_kind:
+                    comparison = scaling_sweep(self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event)
+                else:
+                    comparison = run_comparison(
+                        self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event
+                    )
             self.comparison_ready.emit(comparison)
 
-    def _compare(self) -> Comparison:
-        callbacks = [PlanCallback(self.buffers.set_plan)]
-        recorders = self._recorder if self._history.is_open else None
-        if self.job.sweep_kind:
-            return scaling_sweep(
-                self.job.base, self.job.sweep_kind, None, 0,
-                self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks, recorders=recorders,
-            )  # fmt: skip
-        return run_comparison(
-            self.job.base, self.job.targets, self.job.baseline_index,
-            self._on_progress, self.buffers.append, self.stop_event, self._on_result, callbacks, recorders=recorders,
-        )  # fmt: skip
 
-    def _recorder(self, index: int, config: RunConfig) -> HistoryRecorder:
-        """The history recorder of target `index` (the runner begins and finishes it), labelled as the History tab shows it."""
-        recorder = self._history.recorder(config, history_label(self._label(index, config), config.to_dict()))
-        self._recorders[index] = recorder
-        return recorder
+class _CompareListener(JobListener):
+    """The comparison's progress channel: each target's plan and steps to its buffer, its start and saved run as signals."""
 
-    def _label(self, index: int, config: RunConfig | None = None) -> str:
-        """The target's label: as announced, else the job's target, else (a sweep's, before it starts) from its devices."""
-        if index in self._labels:
-            return self._labels[index]
-        if index < len(self.job.targets):
-            return self.job.targets[index].label
-        if config is not None and config.devices:
-            return sweep_targets(config.devices, [len(config.devices)])[0].label
-        return f"target {index + 1}"
+    def __init__(self, worker: CompareWorker):
+        self._worker = worker
+        self._labels: dict[int, str] = {}
 
-    def _on_progress(self, index: int, total: int, label: str) -> None:
+    def on_job_start(self, index: int, total: int, label: str) -> None:
         self._labels[index] = label
-        self.buffers.begin(index, label)
-        self.progress.emit(index, total, label)
+        self._worker.buffers.begin(index, label)
+        self._worker.progress.emit(index, total, label)
 
-    def _on_result(self, index: int, result: RunResult) -> None:
-        self._save(index, self._label(index), result)
+    def on_run_start(self, context: RunContext) -> None:
+        self._worker.buffers.set_plan(context.total_steps, context.replicas)
 
-    def _save(self, index: int, label: str, result: RunResult) -> None:
-        """Finish the target's record (when the engine has not already) and tell the GUI where it is stored."""
-        self._saved.add(index)
-        recorder = self._recorders.get(index)
-        if recorder is None and self._history.is_open:  # a target the runner never recorded: it did not start
-            recorder = self._recorder(index, self.job.base)  # finishing writes the target's own config
-        if recorder is not None:
-            recorder.finish(result)
-        run_id, error = self._history.outcome(recorder)
-        self.run_saved.emit(SavedTarget(index, label, FinishedRun(result, run_id, error)))
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
+        self._worker.buffers.append_current(records)
+
+    def on_job_end(self, index: int, recorded: RecordedRun) -> None:
+        finished = FinishedRun(recorded.result, recorded.run_id, recorded.history_error)
+        self._worker.run_saved.emit(SavedTarget(index, self._labels.get(index, f"target {index + 1}"), finished))
 
 
 class CompareController(JobController):
-    """Starts, stops and follows comparisons; feeds the plots while one runs.
+    """Starts, stops and follows comparisons; says what to plot while one runs (`curve_added`, `steps_arrived`).
 
     `stop()` ends the target in flight after its current step and skips the rest.
     """
@@ -202,10 +145,12 @@ class CompareController(JobController):
     run_saved = Signal(object)  # SavedTarget
     comparison_ready = Signal(object)  # Comparison
     failed = Signal(str)
+    curve_added = Signal(str, str, object)  # plot key, label, batch size: a target's curves
+    steps_arrived = Signal(str, object)  # plot key, StepArrays
 
-    def __init__(self, plots: PlotsWidget, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
-        self._plots = plots
+        self._curves: set[str] = set()
         self._numbers = itertools.count(1)
         self._number = 0
         self._buffers: CompareBuffers | None = None
@@ -251,9 +196,10 @@ class CompareController(JobController):
 
     def _ensure_curve(self, index: int, label: str) -> None:
         key = self.plot_key(index)
-        if key not in self._plots.run_keys():
+        if key not in self._curves:
+            self._curves.add(key)
             batch = self._job.base.batch_size if self._job is not None else None
-            self._plots.add_run(key, f"{label} (compare)", batch_size=batch)
+            self.curve_added.emit(key, f"{label} (compare)", batch)
 
     def _poll(self) -> None:
         if self._buffers is None:
@@ -261,7 +207,7 @@ class CompareController(JobController):
         drained = self._buffers.drain()
         for index, label, steps in drained:
             self._ensure_curve(index, label)
-            self._plots.append_steps(self.plot_key(index), steps.steps, steps.losses, steps.times_s, steps.warmup)
+            self.steps_arrived.emit(self.plot_key(index), steps)
             self._done[index] = self._done.get(index, 0) + len(steps)
         index, total = self._buffers.current()
         if drained and self._line and index >= 0 and self._progress_rate.ready():

@@ -1,9 +1,9 @@
 """Where the GUI records runs in the history (core.history.store.RunStore), from the job's worker thread.
 
 A job (a training run, a comparison) opens the store once, in its worker thread
-(`JobHistory`), and records each of its runs through a `HistoryRecorder`: begun
-before it trains, its steps appended about once a second, finished with its
-result. After a crash the run reads back as "interrupted" with its steps. The
+(`JobHistory`), and the job service (`core.jobs.run_job`) records each of its
+runs there: begun before it trains, its steps appended about once a second,
+finished with its result. After a crash the run reads back as "interrupted" with its steps. The
 GUI thread never touches this store; reading, exporting and deleting stored
 runs is the History panel's (gui.panels.history), through its own store.
 """
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.config import RunConfig
-from core.history.recorder import HistoryRecorder
 from core.history.store import RunStore, StoreError
 
 
@@ -45,16 +43,7 @@ class JobHistory:
         """True when runs can be recorded (the store opened)."""
         return self._store is not None
 
-    def recorder(self, config: RunConfig, label: str, group: str = "") -> HistoryRecorder:
-        """A recorder for one run of this job, while `is_open` (call its `begin()` before the run trains)."""
-        if self._store is None:
-            raise RuntimeError("The history is not open: check `is_open` first.")
-        return HistoryRecorder(self._store, config, label, group)
-
-    def outcome(self, recorder: HistoryRecorder | None) -> tuple[int | None, str]:
-        """Where a finished run is stored: (run id, "") or (None, why it is not)."""
-        if recorder is None:
-            return None, self.error
-        if recorder.error:
-            return None, recorder.error
-        return recorder.run_id, ""
+    @property
+    def store(self) -> RunStore | None:
+        """The open store (None when it could not be opened: `error` says why)."""
+        return self._store

@@ -4,14 +4,13 @@ The training thread only appends step records to a `StepBuffer`; a 10 Hz timer
 in the GUI thread drains it into the plots, and the progress figures follow at
 most 4 times a second. No signal per step, so a fast model cannot flood the event loop.
 After a completed run the worker diagnoses it (`diagnosing` says each step, Stop
-ends it); `diagnose = False` leaves runs without a verdict.
+ends it); `diagnose = False` leaves runs without a verdict (tests that are not about it).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
@@ -20,34 +19,26 @@ from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepBuffer
 from core.training.callbacks import RunCallback
 from gui.controllers.base import JobController
-from gui.controllers.training_worker import FinishedRun, TrainingWorker
-from gui.plotting.plots import PlotsWidget
+from gui.controllers.training_worker import TrainingWorker
+from gui.job_data import FinishedRun, Progress
 
 POLL_INTERVAL_MS = 100
 
 
-@dataclass(frozen=True)
-class Progress:
-    """Where the run in flight stands; rates are steady-state (warm-up excluded)."""
-
-    done: int
-    total: int
-    samples_per_s: float | None
-    eta_s: float | None
-
-
 class RunController(JobController):
-    """Starts, stops and follows training runs; feeds the plots while a run trains."""
+    """Starts, stops and follows training runs; says what to plot while a run trains (`curve_added`, `steps_arrived`)."""
 
     run_started = Signal(str, str)  # plot key, label
     progress = Signal(object)  # Progress
     run_finished = Signal(object)  # FinishedRun (completed, stopped or failed; saved to the history)
     run_failed = Signal(str)  # the engine could not even start the run
     diagnosing = Signal(str)  # the run has completed and is being diagnosed: what the diagnosis does now ("" as it begins)
+    curve_added = Signal(str, str, object)  # plot key, label, batch size: a new run's curves
+    steps_arrived = Signal(str, object)  # plot key, StepArrays: steps to append to its curves
+    steps_complete = Signal()  # the run's last steps are in: draw them now
 
-    def __init__(self, plots: PlotsWidget, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
-        self._plots = plots
         self._keys = itertools.count(1)
         self._buffer: StepBuffer | None = None
         self._config: RunConfig | None = None
@@ -77,7 +68,7 @@ class RunController(JobController):
         self._diagnosing = False
         self._progress_rate.reset()
         self._buffer = StepBuffer()
-        self._plots.add_run(self._key, label, batch_size=config.batch_size)
+        self.curve_added.emit(self._key, label, config.batch_size)
         worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks, self.diagnose)
         worker.result_ready.connect(self._on_result)
         worker.failed.connect(self.run_failed)
@@ -98,7 +89,7 @@ class RunController(JobController):
             return 0
         steps = self._buffer.drain()
         if len(steps):
-            self._plots.append_steps(self._key, steps.steps, steps.losses, steps.times_s, steps.warmup)
+            self.steps_arrived.emit(self._key, steps)
             self._done += len(steps)
             steady = ~steps.warmup
             self._steady_s += float(steps.times_s[steady].sum())
@@ -124,10 +115,10 @@ class RunController(JobController):
     def _on_result(self, finished: FinishedRun) -> None:
         self._drain()
         self._report_progress()
-        self._plots.flush()
+        self.steps_complete.emit()
         self.run_finished.emit(finished)
 
     def _job_ended(self) -> None:
         self._drain()
-        self._plots.flush()
+        self.steps_complete.emit()
         self._buffer = None

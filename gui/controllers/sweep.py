@@ -2,8 +2,8 @@
 
 The sweep thread plans the sweep (which precisions the target runs usefully
 needs TensorFlow and the CPU's flags), then runs `core.tuning.sweep.run_sweep`:
-one normal run per point, each recorded in the history as it trains under the
-sweep's group. Steps go to a `StepBuffer` that a GUI timer drains for the
+one normal run per point through the job service, each recorded in the history
+as it trains under the sweep's group. Steps go to a `StepBuffer` that a GUI timer drains for the
 progress line; rows, the plan and the final sweep come back as signals (one per
 point, never one per step).
 """
@@ -11,40 +11,22 @@ point, never one per step).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from core.config import RunConfig
-from core.history.recorder import HistoryRecorder
+from core.jobs import JobOptions
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepBuffer
-from core.tuning.sweep import Sweep, SweepRow, run_sweep
-from core.tuning.sweep_plan import SweepPlan, next_sweep_group, plan_sweep
+from core.results import StepRecord
+from core.training.callbacks import RunContext
+from core.tuning.sweep import SweepListener, SweepRow, run_sweep
+from core.tuning.sweep_plan import next_sweep_group, plan_sweep
 from gui.controllers.base import JobController, failures_reported
 from gui.controllers.history import JobHistory
-from gui.controllers.training_worker import PlanCallback
+from gui.job_data import SweepJob, SweepOutcome
 
 POLL_INTERVAL_MS = 100
-
-
-@dataclass(frozen=True)
-class SweepJob:
-    """What to sweep: the run form's job, each setting's values (one: fixed; two or more: an axis), slow precisions too or not."""
-
-    base: RunConfig
-    values: Mapping[str, Sequence[Any]]
-    keep_slow: bool = False
-
-
-@dataclass(frozen=True)
-class SweepOutcome:
-    """A sweep that ran (completed or stopped), and why its points are not all in the history ("" when they are)."""
-
-    sweep: Sweep
-    history_error: str = ""
 
 
 class SweepHistory(JobHistory):
@@ -69,7 +51,6 @@ class SweepWorker(QObject):
         self.job = job
         self.buffer = buffer
         self.stop_event = stop_event
-        self._recorders: list[HistoryRecorder] = []
 
     @Slot()
     def run(self) -> None:
@@ -77,28 +58,30 @@ class SweepWorker(QObject):
             with SweepHistory() as history:
                 plan = plan_sweep(self.job.base, self.job.values, keep_slow=self.job.keep_slow)
                 self.planned.emit(plan)
-                sweep = self._sweep(plan, history)
-            errors = [recorder.error for recorder in self._recorders if recorder.error]
-            self.sweep_ready.emit(SweepOutcome(sweep, history.error or (errors[0] if errors else "")))
+                group = next_sweep_group(history.groups(), plan) if history.is_open else ""
+                options = JobOptions(group=group, listener=_SweepWorkerListener(self), unsaved_reason=history.error)
+                sweep = run_sweep(plan, history.store, options, self.stop_event)
+            errors = [row.history_error for row in sweep.rows if row.history_error]
+            self.sweep_ready.emit(SweepOutcome(sweep, errors[0] if errors else ""))
 
-    def _sweep(self, plan: SweepPlan, history: SweepHistory) -> Sweep:
-        group = next_sweep_group(history.groups(), plan) if history.is_open else ""
 
-        def recorder(config: RunConfig, label: str, group_name: str) -> HistoryRecorder:
-            made = history.recorder(config, label, group_name)
-            self._recorders.append(made)
-            return made
+class _SweepWorkerListener(SweepListener):
+    """The sweep's progress channel: each point's plan and steps to the buffer, its start and row as signals."""
 
-        return run_sweep(
-            plan,
-            self.progress.emit,
-            self.buffer.append,
-            self.stop_event,
-            self.row_done.emit,
-            [PlanCallback(self.buffer.set_plan)],
-            recorder if history.is_open else None,
-            group,
-        )
+    def __init__(self, worker: SweepWorker):
+        self._worker = worker
+
+    def on_job_start(self, index: int, total: int, label: str) -> None:
+        self._worker.progress.emit(index, total, label)
+
+    def on_run_start(self, context: RunContext) -> None:
+        self._worker.buffer.set_plan(context.total_steps, context.replicas)
+
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
+        self._worker.buffer.append(records)
+
+    def on_row(self, index: int, row: SweepRow) -> None:
+        self._worker.row_done.emit(index, row)
 
 
 class SweepController(JobController):

@@ -1,55 +1,29 @@
-"""The training thread's worker: one `run_training` call, its steps to a buffer and to the history as it trains.
+"""The training thread's worker: one job through the job service (`core.jobs.run_job`), its steps to a buffer.
 
-A completed run is then diagnosed in the same thread (its verdict: what bounds
-its speed, the evidence, the advice; a few seconds of probe runs that Stop
-ends), and its history record finished with the verdict.
+The service records the run as it trains and diagnoses a completed run in the
+same thread (its verdict: what bounds its speed, the evidence, the advice; a
+few seconds of probe runs that Stop ends) before finishing its record.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from core.config import RunConfig
-from core.history.recorder import HistoryRecorder
+from core.jobs import JobListener, JobOptions, run_job
 from core.live.step_buffer import StepBuffer
-from core.results import RunResult, RunStatus
+from core.results import StepRecord
 from core.training.callbacks import RunCallback, RunContext
-
-if TYPE_CHECKING:
-    from core.training.flops import FlopsCounter
-from gui.controllers.base import explain, failures_reported
+from gui.controllers.base import failures_reported
 from gui.controllers.history import JobHistory
-
-
-class PlanCallback(RunCallback):
-    """Hands the run's planned steps and replicas to `set_plan` once the engine knows them.
-
-    The live progress (step n of total) needs the total before the first step arrives.
-    """
-
-    def __init__(self, set_plan: Callable[[int, int], None]):
-        self._set_plan = set_plan
-
-    def on_run_start(self, context: RunContext) -> None:
-        self._set_plan(context.total_steps, context.replicas)
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """What the training thread hands back: the result and where the history stored it."""
-
-    result: RunResult
-    run_id: int | None
-    history_error: str = ""
+from gui.job_data import FinishedRun
 
 
 class TrainingWorker(QObject):
-    """Runs one `run_training` call in a worker thread, then (`diagnose`) the diagnosis of a completed run.
+    """Runs one job in a worker thread through the job service: trained, recorded, and (`diagnose`) a completed run diagnosed.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
     call of the compiled step function, probe runs included. Steps go to `buffer`
@@ -84,40 +58,31 @@ class TrainingWorker(QObject):
     def run(self) -> None:
         with failures_reported(self):
             with JobHistory() as history:
-                recorder = history.recorder(self.config, self.label) if history.is_open else None
-                result = self._train(recorder)
-                run_id, history_error = history.outcome(recorder)
-            self.result_ready.emit(FinishedRun(result, run_id, history_error))
+                options = JobOptions(
+                    label=self.label,
+                    diagnose=self.diagnose,
+                    hooks=tuple(self.callbacks),
+                    listener=_WorkerListener(self),
+                    unsaved_reason=history.error,
+                )
+                recorded = run_job(self.config, history.store, options, self.stop_event)
+            if not recorded.started:
+                self.failed.emit(recorded.result.message)
+            self.result_ready.emit(FinishedRun(recorded.result, recorded.run_id, recorded.history_error))
 
-    def _train(self, recorder: HistoryRecorder | None) -> RunResult:
-        """One `run_training` call, recorded as it goes: begun first, steps about once a second, then its result with its verdict."""
-        from core.diagnosis.run_verdict import HoldRunEnd
-        from core.runner import run_training
-        from core.training.flops import FlopsCounter
 
-        counter = FlopsCounter()
-        callbacks: list[RunCallback] = [PlanCallback(self.buffer.set_plan)]
-        if recorder is not None:
-            recorder.begin()
-            callbacks.append(HoldRunEnd(recorder))  # ahead of the run's own hooks; finished below, with the verdict
-        if self.diagnose:
-            callbacks.append(counter)
-        try:
-            result = run_training(self.config, self.buffer.append, self.stop_event, [*callbacks, *self.callbacks])
-        except Exception as exc:  # a config the machine cannot run: recorded like any failed run
-            message = explain(exc)
-            self.failed.emit(message)
-            result = RunResult(status=RunStatus.FAILED, config=self.config.to_dict(), message=message)
-        if self.diagnose and result.status == RunStatus.COMPLETED and not self.stop_event.is_set():
-            result = self._diagnosed(result, counter)
-        if recorder is not None:
-            recorder.finish(result)
-        return result
+class _WorkerListener(JobListener):
+    """The worker's progress channel: the plan and steps to its buffer, the diagnosis's steps to its `diagnosing` signal."""
 
-    def _diagnosed(self, result: RunResult, counter: FlopsCounter) -> RunResult:
-        """The completed run with its verdict; each step said through `diagnosing`; Stop ends the probe runs."""
-        from core.diagnosis.run_verdict import diagnose_run
+    def __init__(self, worker: TrainingWorker):
+        self._buffer = worker.buffer
+        self._diagnosing = worker.diagnosing
 
-        self.diagnosing.emit("")
-        diagnosed, _probes = diagnose_run(self.config, result, counter, self.stop_event, self.diagnosing.emit)
-        return diagnosed
+    def on_run_start(self, context: RunContext) -> None:
+        self._buffer.set_plan(context.total_steps, context.replicas)
+
+    def on_steps(self, records: Sequence[StepRecord]) -> None:
+        self._buffer.append(records)
+
+    def on_diagnosing(self, what: str) -> None:
+        self._diagnosing.emit(what)

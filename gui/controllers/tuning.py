@@ -4,42 +4,37 @@ The worker thread runs `core.tuning.max_batch.find_max_batch` (each probe a
 child process, so running out of memory never reaches the app) or
 `core.tuning.autotune.autotune` (short runs in this process). Each probe or
 point comes back as one signal when it ends; a GUI timer says how long the
-one in flight has been going. Stop sets the job's event: a probe's child is
+one in flight has been going, how many are done, the time each took on
+average and an estimate of the time left. Stop sets the job's event: a probe's child is
 killed at once, an autotune point stops after its step call.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from core.config import MAX_BATCH_SIZE, RunConfig
+from core.formatting import format_duration
 from core.tuning.autotune import TunePoint, autotune
-from core.tuning.max_batch import Probe, find_max_batch
+from core.tuning.max_batch import TOLERANCE, Probe, find_max_batch
 from gui.controllers.base import JobController, failures_reported
+from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
 
 POLL_INTERVAL_MS = 250
-MAX_BATCH = "max-batch"
-AUTOTUNE = "autotune"
 
 
-@dataclass(frozen=True)
-class TuningJob:
-    """What to search: `kind` (MAX_BATCH or AUTOTUNE) for `config`, with its memory budget, time budget and batch bounds.
-
-    `up_to` is the largest batch a largest-batch search tries; `max_batch` bounds autotune's batch stage.
-    """
-
-    kind: str
-    config: RunConfig
-    memory_limit: int | None = None
-    budget_s: float = 120.0
-    allow_batch_change: bool = False
-    max_batch: int | None = None
-    up_to: int = MAX_BATCH_SIZE
+def probes_left(fit: int, no_fit: int | None, cap: int, tolerance: float = TOLERANCE) -> int:
+    """At most how many more largest-batch probes, after the one in flight: doublings up to `cap` while every probe
+    fitted, then halving the gap between the largest batch that fit and the smallest that did not, to within `tolerance`."""
+    if no_fit is None:
+        doublings = math.ceil(math.log2(cap / fit)) if fit >= 1 and cap > fit else 0
+        return doublings + math.ceil(math.log2(1 / tolerance))
+    gap = no_fit - fit
+    width = max(1.0, tolerance * fit)
+    return max(0, math.ceil(math.log2(gap / width))) if gap > width else 0
 
 
 class TuningWorker(QObject):
@@ -92,12 +87,14 @@ class TuningController(JobController):
         self._in_flight = ""
         self._in_flight_since = 0.0
         self._done = 0
+        self._finished_s: list[float] = []  # how long each finished probe or point took
+        self._fits: tuple[int, int | None] = (0, None)  # largest batch that fit, smallest that did not (None: none yet)
 
     def start(self, job: TuningJob) -> bool:
         """Run `job` in a worker thread; False (and nothing happens) while a search is in flight."""
         if self.is_running():
             return False
-        self._job, self._done = job, 0
+        self._job, self._done, self._finished_s, self._fits = job, 0, [], (0, None)
         self._started = self._in_flight_since = time.monotonic()
         self._in_flight = "starting the first probe" if job.kind == MAX_BATCH else "measuring your settings"
         worker = TuningWorker(job, self._new_stop_event())
@@ -118,11 +115,15 @@ class TuningController(JobController):
 
     @Slot(object)
     def _on_probe_done(self, probe: Probe) -> None:
+        self._finished_s.append(time.monotonic() - self._in_flight_since)
+        fit, no_fit = self._fits
+        self._fits = (max(fit, probe.batch), no_fit) if probe.fits else (fit, probe.batch if no_fit is None else min(no_fit, probe.batch))
         self.probe_done.emit(probe)
 
     @Slot(object)
     def _on_point_done(self, point: TunePoint) -> None:
         self._done += 1
+        self._finished_s.append(time.monotonic() - self._in_flight_since)
         self._in_flight, self._in_flight_since = f"point {self._done + 1}: measuring the next setting", time.monotonic()
         self.point_done.emit(point)
         self._poll()
@@ -132,8 +133,22 @@ class TuningController(JobController):
             return
         elapsed = time.monotonic() - self._started
         text = f"{self._in_flight} · {time.monotonic() - self._in_flight_since:.0f} s (search {elapsed:.0f} s)"
+        estimate = self._estimate(elapsed)
         share = min(1.0, elapsed / self._job.budget_s) if self._job.kind == AUTOTUNE else -1.0
-        self.progress.emit(text, share)
+        self.progress.emit(text + (f" · {estimate}" if estimate else ""), share)
+
+    def _estimate(self, elapsed_s: float) -> str:
+        """'2 done, 43 s each · at most 5 more, about 3:35 left' ('' before the first has finished)."""
+        if self._job is None or not self._finished_s:
+            return ""
+        each = sum(self._finished_s) / len(self._finished_s)
+        kind = "probe" if self._job.kind == MAX_BATCH else "point"
+        done = f"{len(self._finished_s)} {kind}{'s' if len(self._finished_s) != 1 else ''} done, {format_duration(each)} each"
+        if self._job.kind == AUTOTUNE:
+            left = max(0.0, self._job.budget_s - elapsed_s)
+            return f"{done} · at most {format_duration(left)} of the {self._job.budget_s:g} s budget left"
+        more = probes_left(*self._fits, self._job.up_to)
+        return f"{done} · at most {more} more, about {format_duration(more * each)} left" if more else done
 
     def _job_ended(self) -> None:
         self._job = None

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout, QWidget
 
+from core.workloads.models import MODELS
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
@@ -21,7 +23,7 @@ How fast does this model train on each device, strategy and setting you have, an
 
 ## 1. Pick what to train, and where
 
-- The **run form** on the left: **Model** (a sample MLP, CNN or Transformer, or your own
+- The **run form** on the left: **Model** (a sample model: {models}; or your own
   `.keras`, `.h5` or `.py` file), **Data set**, **Strategy** (one device, Mirrored over
   several, multi-worker processes, TPU) and **Device**.
 - **Batch size** is the global batch (split over the replicas); **Steps** or epochs say how
@@ -87,7 +89,9 @@ see the README{readme}.
 
 def guide_text() -> str:
     """The quick start as Markdown, pointing at the README where the source tree has one."""
-    return GUIDE.format(readme=f" ({README})" if README.is_file() else "")
+    titles = [spec.title for spec in MODELS.values()]
+    models = ", ".join(titles[:-1]) + " or " + titles[-1]
+    return GUIDE.format(readme=f" ({README})" if README.is_file() else "", models=models)
 
 
 class HelpDialog(QDialog):

@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from core.hooks.trace_summary import TraceSummary, TraceUnreadable, summarize_trace
-from gui.plotting.theme import ERROR_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.style import ERROR_COLOR
 
 COLUMNS = ("Op", "Total (ms)", "Share", "Count")
 GROUPS = {"type": "op type", "name": "op name"}

@@ -2,7 +2,8 @@
 
 A `.py` model file runs its code when it is opened, and a `.keras`/`.h5` file
 with a Lambda layer or custom objects runs code from the file when Keras loads
-it. The dialog names the file, says plainly that trusting runs its code with
+it. A model whose custom layers are not defined here can be opened with the
+`.py` that defines them ("Open with custom layers…": trusted like a `.py` model). The dialog names the file, says plainly that trusting runs its code with
 the user's rights, and defaults to "Don't trust". The caller remembers a "Trust"
 per file content (sha256), so the same content is not asked about twice.
 """
@@ -12,7 +13,9 @@ from __future__ import annotations
 import html
 import os
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFileDialog, QLabel, QVBoxLayout, QWidget
+
+CUSTOM_OBJECTS_FILTER = "Python files (*.py)"
 
 
 def trust_text(path: str, sha256: str, reason: str) -> str:
@@ -31,8 +34,9 @@ def trust_text(path: str, sha256: str, reason: str) -> str:
 class TrustDialog(QDialog):
     """The question "Trust <file>?" with Trust and Don't trust (the default); `exec()` returns Accepted for Trust."""
 
-    def __init__(self, path: str, sha256: str, reason: str, parent: QWidget | None = None):
+    def __init__(self, path: str, sha256: str, reason: str, parent: QWidget | None = None, offer_custom_objects: bool = False):
         super().__init__(parent)
+        self.custom_objects = ""
         self.setObjectName("trustDialog")
         self.setWindowTitle("Run code from this model file?")
         self.path = path
@@ -47,12 +51,39 @@ class TrustDialog(QDialog):
         self.decline_button.setDefault(True)
         self.decline_button.setAutoDefault(True)
         self.trust_button.setAutoDefault(False)
+        if offer_custom_objects:
+            self.custom_objects_button = buttons.addButton("Open with custom layers…", QDialogButtonBox.ButtonRole.ActionRole)
+            self.custom_objects_button.setObjectName("customObjectsButton")
+            self.custom_objects_button.setAutoDefault(False)
+            self.custom_objects_button.clicked.connect(self._choose_custom_objects)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addWidget(self.message)
         layout.addWidget(buttons)
         self.setMinimumWidth(460)
+
+    def _choose_custom_objects(self) -> None:
+        chosen, _ = QFileDialog.getOpenFileName(
+            self, "The .py that defines the custom layers", os.path.dirname(self.path), CUSTOM_OBJECTS_FILTER
+        )
+        self.use_custom_objects(chosen)
+
+    def use_custom_objects(self, path: str) -> None:
+        """Trust the model with the classes of `path` (a .py); an empty path (the file dialog cancelled) changes nothing."""
+        if path:
+            self.custom_objects = path
+            self.accept()
+
+
+def ask_custom_objects(path: str, sha256: str, reason: str, parent: QWidget | None = None) -> str:
+    """Offer to open the model with the .py that defines its custom layers (trusting both); that .py's path, or ""."""
+    dialog = TrustDialog(path, sha256, reason, parent, offer_custom_objects=True)
+    dialog.trust_button.setVisible(False)  # trusting alone cannot define a missing class
+    try:
+        return dialog.custom_objects if dialog.exec() == QDialog.DialogCode.Accepted else ""
+    finally:
+        dialog.deleteLater()
 
 
 def ask_trust(path: str, sha256: str, reason: str, parent: QWidget | None = None) -> bool:

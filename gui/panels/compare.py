@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget
@@ -25,24 +26,19 @@ from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceReport
 from core.results import RunStatus
 from core.workloads.workload import model_title
-from gui.controllers.compare import CompareController, CompareJob, SavedTarget
+from gui.job_data import CompareJob, SavedTarget
 from gui.panels.compare_notes import CompareNotes
-from gui.panels.compare_table import CompareTable
+from gui.panels.compare_table import CompareTable, default_baseline
 from gui.panels.compare_targets import CompareTargetsBox, target_offers
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
-from gui.plotting.theme import FAILED_COLOR
 from gui.remembered import FOLDER_EXPORT, ask_save_file
+from gui.style import FAILED_COLOR
+
+if TYPE_CHECKING:
+    from gui.controllers.compare import CompareController
 
 TABLE_MIN_ROWS = 4  # the table keeps this many rows in view however small the window (1024x700 included)
-
-
-def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
-    """The row to measure speed-ups against: the first one on a single CPU device, else the first row."""
-    for index, devices in enumerate(device_lists):
-        if len(devices) == 1 and devices[0].startswith("CPU:"):
-            return index
-    return 0
 
 
 class ComparePanel(QWidget):
@@ -57,16 +53,18 @@ class ComparePanel(QWidget):
     def __init__(
         self,
         plots: PlotsWidget,
+        controller: CompareController,
         config_source: Callable[[], RunConfig | None],
         errors_source: Callable[[], list[str]] | None = None,
         parent: QWidget | None = None,
     ):
+        """`controller` runs the comparisons (made by the window, its curves already wired to `plots`)."""
         super().__init__(parent)
         self.setObjectName("comparePanel")
         self._config_source = config_source
         self._errors_source = errors_source or (lambda: [])
         self._plots = plots
-        self.controller = CompareController(plots, self)
+        self.controller = controller
         self._report = DeviceReport((), ())
         self._devices_known = False
         self._blocked = False
@@ -165,6 +163,8 @@ class ComparePanel(QWidget):
             return
         self._comparison = comparison
         self.job_label.setText(description or f"{len(comparison.rows)} runs from the history.")
+        self.progress_label.setStyleSheet("")
+        self.progress_label.setText("Finished runs side by side: nothing was run.")  # not the last comparison's outcome
         self._show()
         self.show_requested.emit(self)
 

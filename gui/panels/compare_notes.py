@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QWidget
 
 from core.compare.table import Comparison
-from gui.plotting.theme import WARNING_COLOR
+from gui.style import WARNING_COLOR
 
 NOTES_MAX_LINES = 5
 

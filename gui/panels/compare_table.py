@@ -13,7 +13,7 @@ figures' own FLOP/s columns are shown once, as the comparison's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,12 +22,12 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
 
+from core.compare.significance import NO_DIFFERENCE, contended_label
 from core.compare.table import CompareRow, Comparison, over_linear
-from core.diagnosis.readout import verdict_line
+from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
-from core.training.flops import efficiency_note
-from gui.plotting.theme import FAILED_COLOR, WARNING_COLOR
+from gui.style import FAILED_COLOR, WARNING_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 
@@ -45,8 +45,19 @@ class CompareColumn:
 
 
 def _target_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    text = row.label + (" (baseline)" if is_baseline else "") + ("" if row.status == RunStatus.COMPLETED else f" [{row.status}]")
-    return text, row.label, row.result.message or ", ".join(row.devices) or row.strategy
+    text = contended_label(row.label + (" (baseline)" if is_baseline else ""), row.result)
+    text += "" if row.status == RunStatus.COMPLETED else f" [{row.status}]"
+    busy = f"Measured while {row.result.conditions.get('reason')}: figures are low and noisy. " if row.result.contended else ""
+    return text, row.label, busy + (row.result.message or ", ".join(row.devices) or row.strategy)
+
+
+def _speedup_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    text = format_value(row.speedup, "ratio")
+    if row.speedup_ci is None:
+        return text, row.speedup, ""
+    low, high = row.speedup_ci
+    tip = f"95% interval {low:.2f}–{high:.2f}×" + ("" if row.beyond_noise else f": {NO_DIFFERENCE}")
+    return text + ("" if row.beyond_noise else " ≈"), row.speedup, tip
 
 
 def _replicas_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
@@ -68,18 +79,18 @@ def _efficiency_cell(row: CompareRow, is_baseline: bool, comparison: Comparison)
     return f"{format_value(value, 'percent')} (!)", value, tip
 
 
-def _number_cell(key: str, kind: str, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    value = getattr(row, key)
-    return format_value(value, kind), value, ""
-
-
 def _flops_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    recorded = row.result.flops_per_step
     if comparison.flops_per_step is not None:
         tip = f"{comparison.flops_per_step:.4g} FLOPs per training step ({comparison.flops_method})"
+    elif recorded is not None:
+        tip = f"{recorded:.4g} FLOPs per training step, as the run recorded them"
     elif comparison.flops_method:
         tip = f"FLOPs per step {comparison.flops_method}"
     else:
-        tip = "FLOPs per step not counted for runs picked from the history."
+        tip = "FLOPs per step not recorded with this run (an older version of the app ran it)."
+    if row.result.flops_uncounted:
+        tip += f"; partial, a lower bound: {', '.join(row.result.flops_uncounted)} not counted"
     return format_si(row.achieved_flops, ""), row.achieved_flops, tip
 
 
@@ -92,7 +103,7 @@ def _peak_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Ce
 
 def _estimate_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
     estimate = f"Estimate {format_si(row.estimate_flops, 'FLOP/s')}: " if row.estimate_flops else "Estimate: "
-    tip = efficiency_note(row.fraction_of_estimate) + ". " + estimate + row.estimate_how
+    tip = share_of_peak_note(row.fraction_of_estimate) + ". " + estimate + row.estimate_how
     return format_value(row.fraction_of_estimate, "fraction"), row.fraction_of_estimate, tip
 
 
@@ -104,7 +115,10 @@ COLUMNS: tuple[CompareColumn, ...] = (
     CompareColumn("replicas", "Replicas", "", _replicas_cell),
     *(CompareColumn(f.name, f.title, f.description, partial(_figure_cell, f)) for f in FIGURES if f.name not in SHOWN_AS_COMPARISON),
     CompareColumn(
-        "speedup", "Speed-up", "Samples/s of this row / samples/s of the baseline row.", partial(_number_cell, "speedup", "ratio")
+        "speedup",
+        "Speed-up",
+        "Samples/s of this row / samples/s of the baseline row; ≈ marks no difference beyond noise (its 95% interval holds 1).",
+        _speedup_cell,
     ),
     CompareColumn(
         "scaling_efficiency",
@@ -203,3 +217,11 @@ class CompareTable(QTableWidget):
         action.triggered.connect(lambda: self.baseline_requested.emit(row))
         menu.addAction(action)
         menu.exec(self.viewport().mapToGlobal(position))
+
+
+def default_baseline(device_lists: Sequence[Sequence[str]]) -> int:
+    """The row to measure speed-ups against: the first one on a single CPU device, else the first row."""
+    for index, devices in enumerate(device_lists):
+        if len(devices) == 1 and devices[0].startswith("CPU:"):
+            return index
+    return 0

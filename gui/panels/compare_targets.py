@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QLineEd
 from core.compare.targets import TARGET_FORMS, CompareTarget, parse_targets
 from core.config import ConfigError
 from core.machine.types import DeviceReport
-from gui.plotting.theme import ERROR_COLOR, INVALID_FIELD_STYLE
+from gui.style import ERROR_COLOR, INVALID_FIELD_STYLE
 
 Offer = tuple[str, str, str, bool]  # checkbox text, target spec, tooltip, ticked by default
 

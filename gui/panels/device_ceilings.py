@@ -20,8 +20,8 @@ from core.diagnosis.ceilings import cached_or_estimated, machine_peaks
 from core.formatting import format_si
 from core.machine.peaks import TIMEOUT_S, DevicePeaks, PeaksReport
 from core.machine.types import DeviceInfo
-from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
+from gui.style import FAILED_COLOR
 
 CEILING_COLUMNS = ("Measured f32", "Measured bf16", "Measured bandwidth", "Estimate f32")
 CEILING_TIPS = (
@@ -69,6 +69,7 @@ def ceiling_details(report: PeaksReport | None, device: DeviceInfo) -> list[tupl
         return [("Measured ceilings", "not yet: press Measure ceilings"), *estimates]
     rows = [(f"Measured {p} matmul", format_si(value, "FLOP/s")) for p, value in peaks.matmul_flops.items()]
     rows += [(f"Measured {what}", why) for what, why in peaks.not_measured.items()]
+    rows += [(f"Implausible {what}", why) for what, why in peaks.implausible.items()]
     rows.append(("Measured bandwidth", format_si(peaks.bandwidth_bytes_per_s, "B/s", "not measured")))
     rows.append(("How measured", f"{peaks.method} ({peaks.measured_at})"))
     return rows + estimates
@@ -179,4 +180,8 @@ class CeilingsBox(QWidget):
         )
         if report.error:
             text += f" <span style='color:{FAILED_COLOR}'>{html.escape(report.error)}</span>"
+        if report.contended or report.implausible:
+            why = f"measured while {report.conditions.get('reason')}" if report.contended else "a figure is implausible (see the details)"
+            advice = "no verdict divides by it. Re-measure on a quiet machine."
+            text += f" <span style='color:{FAILED_COLOR}'>Not kept: {html.escape(why)}; {advice}</span>"
         self.status_label.setText(text)

@@ -10,7 +10,7 @@ notice is shown here in a banner.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from core.compare.table import compare_results
 from core.history.store import RunStore, RunSummary, StoreError
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
-from gui.panels.compare import default_baseline
+from gui.panels.compare_table import default_baseline
 from gui.panels.history_table import COLUMNS, NUMERIC_FIELDS, STATUS_COLORS, HistoryTable
 from gui.plotting.plots import PlotsWidget
 from gui.remembered import FOLDER_EXPORT, ask_save_file
@@ -146,10 +146,18 @@ class HistoryPanel(QWidget):
         self.table.set_sort_indicator(field, descending)
         self.refresh()
 
-    def show_selected_in_plots(self) -> list[str]:
-        """Overlay the selected runs' step series on the plots; returns their plot keys."""
-        keys = []
+    def show_selected_in_plots(self) -> list[Hashable]:
+        """Overlay the selected runs' step series on the plots; returns their plot keys.
+
+        A run already in the plots (trained, compared or shown before) is shown again where it is, never added twice.
+        """
+        keys: list[Hashable] = []
         for run_id in self._selected_or_warn("show in the plots"):
+            shown = self._plots.key_of_run(run_id)
+            if shown is not None:
+                self._plots.set_run_visible(shown, True)
+                keys.append(shown)
+                continue
             result = self._store.load(run_id)
             label = self._summary(run_id).label or target_text(result.config)
             self._plots.add_run(
@@ -169,7 +177,7 @@ class HistoryPanel(QWidget):
             return
         entries: list[tuple[str, RunResult]] = []
         for run_id in run_ids:
-            result = self._store.load(run_id, with_steps=False)
+            result = self._store.load(run_id)  # with its step series: each speed-up gets its interval
             entries.append((f"{target_text(result.config)} #{run_id}", result))
         comparison = compare_results(entries)
         comparison = comparison.with_baseline(default_baseline([row.devices for row in comparison.rows]))

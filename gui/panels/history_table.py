@@ -17,12 +17,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
+from core.compare.significance import CONTENDED_MARK
 from core.formatting import MISSING, format_value
 from core.history.model_files import ModelFileStates
 from core.history.store import RunSummary
 from core.results import FIGURES, FIGURES_BY_NAME, RunStatus
 from core.workloads.workload import is_model_file
-from gui.plotting.theme import FAILED_COLOR, WARNING_COLOR
+from gui.style import FAILED_COLOR, WARNING_COLOR
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("Date", "started_at"),
@@ -60,7 +61,7 @@ def _cells(run: RunSummary, files: ModelFileStates) -> list[tuple[str, Any]]:
     return [
         (_local_time(run.started_at), run.started_at),
         (run.label, run.label),
-        (run.status.value, run.status.value),
+        (run.status.value + (f" {CONTENDED_MARK}" if run.contended else ""), run.status.value),
         (files.title(run.model, run.model_sha256) or MISSING, run.model),
         (os.path.basename(run.dataset) if run.dataset else MISSING, run.dataset),  # an .npz by its name
         (where or MISSING, where),
@@ -117,9 +118,10 @@ class HistoryTable(QTableWidget):
         if field in NUMERIC_FIELDS:
             item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if field == "status":
-            if run.message:
-                item.setToolTip(run.message)
-            color = STATUS_COLORS.get(run.status)
+            busy = f"Measured while {run.conditions.get('reason')}: figures are low and noisy." if run.contended else ""
+            if run.message or busy:
+                item.setToolTip("\n".join(text for text in (busy, run.message) if text))
+            color = STATUS_COLORS.get(run.status) or (WARNING_COLOR if run.contended else None)
             if color is not None:
                 item.setForeground(QBrush(QColor(color)))
         if field == "label":

@@ -1,4 +1,9 @@
-"""The column beside the live plots: run list, Clear and Save, smoothing, the loss plot's scale, the warm-up legend.
+"""The column beside the live plots: run list, Clear and Save, smoothing, the plots' scales, the legend switch, the warm-up note.
+
+The run list names every run with its colour, so the plot's own legend stays
+out of the data area unless asked for ("Legend in the plot"): with ten runs it
+would cover the curves. Step time has its own log scale, for runs whose step
+times are orders of magnitude apart (a ResNet beside an MLP).
 
 The loss plot's scale: a log-scale switch, and a y range that one diverging run
 cannot take over. Without a log scale, a run whose loss climbs to 2e7 would set
@@ -118,6 +123,12 @@ class PlotControls(QWidget):
         self.smoothing_value = QLabel(f"{smoothing:.2f}")
         self.smoothing_value.setMinimumWidth(32)
         self.loss_scale = LossScale(loss_plot)
+        self.time_log_check = QCheckBox("Log scale (step time)")
+        self.time_log_check.setObjectName("stepTimeLogCheck")
+        self.time_log_check.setToolTip("Show step time on a logarithmic axis: fast and slow models stay readable side by side.")
+        self.legend_check = QCheckBox("Legend in the plot")
+        self.legend_check.setObjectName("legendCheck")
+        self.legend_check.setToolTip("The run list above names every run with its colour; the legend in the plot covers curves.")
         self.legend_note = QLabel(
             f"<span style='color:{WARMUP_COLOR}'>◆</span> warm-up steps (tracing, compilation): "
             "marked, and left out of the y range. Faint line: raw values."
@@ -141,6 +152,8 @@ class PlotControls(QWidget):
         smoothing_row.addWidget(self.smoothing_value)
         layout.addLayout(smoothing_row)
         layout.addWidget(self.loss_scale)
+        layout.addWidget(self.time_log_check)
+        layout.addWidget(self.legend_check)
         layout.addWidget(self.legend_note)
         self.setMinimumWidth(220)
         self.setMaximumWidth(300)

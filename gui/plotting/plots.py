@@ -32,6 +32,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from core.formatting import format_value
+from core.live.step_buffer import StepArrays
 from gui.plotting.curves import create_curves, curve_points, outgrown, set_pens, show_labels
 from gui.plotting.export import save_plots
 from gui.plotting.plot_controls import PlotControls
@@ -62,7 +63,8 @@ class PlotsWidget(QWidget):
         self.loss_plot = self._make_plot("lossPlot", "loss", "")
         self.step_time_plot = self._make_plot("stepTimePlot", "step time", "ms")
         self.step_time_plot.setXLink(self.loss_plot)
-        self.loss_plot.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
+        self.legend = self.loss_plot.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
+        self.legend.setVisible(False)  # out of the data area unless asked for: the run list names every run
         self._build_side_panel()
         self._layout()
         self._interval_ms = REDRAW_INTERVAL_MS
@@ -114,6 +116,10 @@ class PlotsWidget(QWidget):
         self._dirty.add(key)
         self._schedule()
 
+    def add_steps(self, key: Hashable, steps: StepArrays) -> None:
+        """`append_steps` for a batch drained from a StepBuffer (what a job controller emits)."""
+        self.append_steps(key, steps.steps, steps.losses, steps.times_s, steps.warmup)
+
     def redraw_now(self) -> None:
         """Bring the curves and figures up to date now (new steps, smoothing, view), as a timer tick would."""
         self._redraw(live=False)
@@ -129,6 +135,10 @@ class PlotsWidget(QWidget):
             series = self._runs[key]
             series.number, series.config = number, config
             self._relabel()
+
+    def key_of_run(self, number: int) -> Hashable | None:
+        """The key of the plotted run that is history run `number` (live, compared or shown from the history), or None."""
+        return next((key for key, series in self._runs.items() if series.number == number), None)
 
     def _relabel(self) -> None:
         for series in show_labels(list(self._runs.values()), self.loss_plot.getPlotItem().legend):
@@ -235,6 +245,9 @@ class PlotsWidget(QWidget):
         self.clear_button.clicked.connect(self.clear)
         self.save_button.clicked.connect(self.ask_save)
         self.loss_scale.changed.connect(self._on_scale_changed)
+        self.time_log_check, self.legend_check = controls.time_log_check, controls.legend_check
+        self.time_log_check.toggled.connect(self._on_time_log)
+        self.legend_check.toggled.connect(self.legend.setVisible)
 
     def _layout(self) -> None:
         self._splitter = QSplitter(Qt.Orientation.Vertical)
@@ -413,6 +426,11 @@ class PlotsWidget(QWidget):
         """Log or linear loss axis: every run's curves again, for the new scale."""
         self._dirty.update(self._runs)
         self._schedule(prompt=True)
+
+    def _on_time_log(self, checked: bool) -> None:
+        """Log or linear step-time axis."""
+        self.step_time_plot.getPlotItem().setLogMode(y=checked)
+        self._on_scale_changed()
 
     def _resmooth(self) -> None:
         """Smooth every run again with the current weight (once per redraw, however fast the slider moves)."""

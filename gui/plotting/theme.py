@@ -39,14 +39,6 @@ DARK_COLORS = {
     Role.Link: "#589df6", Role.PlaceholderText: "#8c8f94", Role.Light: "#4a4d52", Role.Midlight: "#3f4246",
     Role.Mid: "#2f3134", Role.Dark: "#1b1c1f", Role.Shadow: "#0d0d0e",
 }  # fmt: skip
-# Status colours, the same in both themes: how something ended, what to correct.
-FAILED_COLOR = "#b00020"  # a failed run, probe or measurement
-ERROR_COLOR = "#c62828"  # input to correct, and problems said beside it
-WARNING_COLOR = "#8a6d00"  # a stopped or interrupted run, a warning
-SUCCESS_COLOR = "#1b5e20"  # a completed run, a check that passed
-INVALID_FIELD_STYLE = (
-    f"QLineEdit {{ border: 1px solid {ERROR_COLOR}; background: #fff3f3; color: #1a1a1a; }}"  # readable in dark themes too
-)
 DISABLED_TEXT = {"light": "#a0a0a0", "dark": "#6f737a"}
 
 

@@ -35,9 +35,9 @@ from PySide6.QtWidgets import (
 from core.cluster.topology import GRPC_WARNING, ClusterCallback, WorkerInfo, cluster_from_environment, worker_commands
 from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, ConfigError, RunConfig, normalize_address
 from core.training.callbacks import RunCallback, RunContext
-from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.run_form.worker_network import LocalWorkersNotes
+from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
 DEFAULT_WORKERS = 2
 DEFAULT_TIMEOUT_S = 300

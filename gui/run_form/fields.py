@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QL
 
 from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, PRECISIONS
 from core.formatting import format_value
-from gui.plotting.theme import INVALID_FIELD_STYLE
+from gui.style import INVALID_FIELD_STYLE
 
 Parser = Callable[[str], float | int]
 

@@ -36,7 +36,6 @@ from core.hooks.profiler import ProfilerCapture, run_callbacks_for
 from core.hooks.tensorboard import TensorBoardMissing, TensorBoardProcess, TensorBoardWriter, launch_tensorboard
 from core.training.callbacks import RunCallback
 from gui.dialogs.profile_view import ProfileViewDialog, open_profile_view
-from gui.plotting.theme import ERROR_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_LOGS, ask_folder
 from gui.settings import (
@@ -48,6 +47,7 @@ from gui.settings import (
     read_bool,
     read_int,
 )
+from gui.style import ERROR_COLOR
 
 DEFAULT_PROFILE_STEPS = (3, 5)
 TENSORBOARD_FIELD = "tensorboard_dir"

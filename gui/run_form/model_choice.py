@@ -22,11 +22,11 @@ from core.workloads.data import DATASETS
 from core.workloads.models import MODELS
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
 from core.workloads.workload import is_model_file
-from gui.plotting.theme import ERROR_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_DATA, FOLDER_MODEL, ask_open_file, recent_models, remember_model
 from gui.run_form.fields import ParsedField, whole_number
 from gui.run_form.model_file import ModelFileOpener, OpenedModel, OpenOutcome, details_html, open_ranges_needed
+from gui.style import ERROR_COLOR, WARNING_COLOR
 
 DEFAULT_MODEL = "mlp"
 DEFAULT_DATASET = "digits"
@@ -37,11 +37,11 @@ NPZ_FILTERS = "NumPy arrays (*.npz);;All files (*)"
 MAX_VOCAB = 2**31 - 1
 
 
-def _count_parameters(name: str) -> tuple[str, int]:
-    """(name, parameter count) of a sample model; builds it, so TensorFlow is imported."""
-    from core.workloads.models import param_count
+def _count_parameters(key: tuple[str, str]) -> tuple[tuple[str, str], int]:
+    """((model, data set), parameter count) of a sample model built for that data; builds it, so TensorFlow is imported."""
+    from core.workloads.workload import sample_param_count
 
-    return name, param_count(name)
+    return key, sample_param_count(*key)
 
 
 def _muted(label: QLabel) -> QLabel:
@@ -54,12 +54,16 @@ class ModelChoice(QObject):
     """The Model and Data set rows; `changed` fires whenever what the form would train changes."""
 
     changed = Signal()
+    params_counted = Signal()  # a model's parameters were counted (or counting failed): after the first, start-up work is over
 
     def __init__(self, settings: QSettings, dialog_parent: QWidget | None = None, parent: QObject | None = None):
         super().__init__(parent)
         self._settings = settings
         self._dialog_parent = dialog_parent
-        self._params: dict[str, int] = {}
+        self._params: dict[tuple[str, str], int] = {}  # (sample model, data set) -> parameters of the model that trains on it
+        self._may_count = False  # TensorFlow has loaded: counting may build models
+        self._counting: tuple[str, str] | None = None  # the (model, data set) being counted
+        self._count_failed: set[tuple[str, str]] = set()
         self._closed = False
         self._current = DEFAULT_MODEL  # the model the form describes: a sample's name or a described file's path
         self._files: dict[str, OpenedModel] = {}
@@ -144,7 +148,7 @@ class ModelChoice(QObject):
         opened = self.opened_file()
         if opened is not None:
             vocab = int(self.vocab_edit.value()) if self._vocab_needed() and not self.vocab_edit.error() else None
-            fields.update(trust=opened.trusted, vocab=vocab, model_sha256=opened.sha256)
+            fields.update(trust=opened.trusted, vocab=vocab, model_sha256=opened.sha256, custom_objects=opened.custom_objects)
         return fields
 
     def pending(self) -> str:
@@ -177,6 +181,12 @@ class ModelChoice(QObject):
         self._checking_data = False
         self.opener.open(path)
 
+    def ask_model_file(self) -> None:
+        """Ask for a model file (starting in the folder last used for one) and open it; nothing when cancelled."""
+        path = ask_open_file(self._dialog_parent, FOLDER_MODEL, "Open a model file", MODEL_FILTERS, self._settings)
+        if path:
+            self.open_model_file(path)
+
     def open_data_file(self, path: str) -> None:
         """Train the opened model file on an .npz: checked against the model in the background first."""
         opened = self.opened_file()
@@ -192,9 +202,7 @@ class ModelChoice(QObject):
         chosen = self.model_combo.itemData(index)
         if chosen == OPEN_MODEL:
             self._select(self.model_combo, self._current)
-            path = ask_open_file(self._dialog_parent, FOLDER_MODEL, "Open a model file", MODEL_FILTERS, self._settings)
-            if path:
-                self.open_model_file(path)
+            self.ask_model_file()
         elif is_model_file(chosen):
             self.open_model_file(chosen)
         elif chosen is not None:
@@ -214,6 +222,7 @@ class ModelChoice(QObject):
         self.dataset_note.clear()
         self._form.setRowVisible(self.dataset_note, False)
         self._show_vocab()
+        self._show_info()
         self.changed.emit()
 
     def _on_opened(self, outcome: OpenOutcome) -> None:
@@ -323,10 +332,14 @@ class ModelChoice(QObject):
             self._say(self.model_info, details_html(opened, *self._training, self._measured.get(opened.path)))
             self.model_info.setToolTip(opened.path)
             return
-        name = self._current
-        counted = f"{format_value(self._params[name], 'count')} parameters" if name in self._params else ""
+        name, dataset = self._current, self.dataset()
+        count = self._params.get((name, dataset))
+        data = DATASETS[dataset].title if dataset in DATASETS else dataset
+        counted = f"{format_value(count, 'count')} parameters, as built for {data}" if count is not None else ""
         self._say(self.model_info, f"{MODELS[name].description}\n{counted or 'parameters: counting once TensorFlow has loaded…'}")
         self.model_info.setToolTip("")
+        if count is None:
+            self._count_next()
 
     def _vocab_needed(self) -> bool:
         opened = self.opened_file()
@@ -376,12 +389,18 @@ class ModelChoice(QObject):
     # --- sample models' parameter counts --------------------------------------
 
     def load_param_counts(self) -> None:
-        """Count the sample models' parameters in a worker thread, the selected model first (builds each once)."""
-        missing = [name for name in MODELS if name not in self._params]
-        if not missing or self._closed:
+        """TensorFlow has loaded: count the parameters of the selected model as built for the selected data, in a worker thread."""
+        self._may_count = True
+        self._count_next()
+
+    def _count_next(self) -> None:
+        key = (self._current, self.dataset())
+        if not self._may_count or self._counting or self._closed or self._current not in MODELS:
             return
-        name = self._current if self._current in missing else missing[0]
-        worker = FunctionWorker(_count_parameters, name)
+        if key in self._params or key in self._count_failed:
+            return
+        self._counting = key
+        worker = FunctionWorker(_count_parameters, key)
         worker.done.connect(self._on_param_count)
         worker.failed.connect(self._on_param_count_failed)
         start_worker(worker, "param-count")
@@ -391,12 +410,17 @@ class ModelChoice(QObject):
         self._closed = True
         self.opener.close_down()
 
-    def _on_param_count(self, counted: tuple[str, int]) -> None:
-        name, count = counted
-        self._params[name] = count
+    def _on_param_count(self, counted: tuple[tuple[str, str], int]) -> None:
+        key, count = counted
+        self._params[key] = count
+        self._counting = None
         self._show_info()
-        self.load_param_counts()
+        self.params_counted.emit()
 
     def _on_param_count_failed(self, message: str) -> None:
+        if self._counting is not None:
+            self._count_failed.add(self._counting)
+        self._counting = None
+        self.params_counted.emit()
         if self._current in MODELS:
             self._say(self.model_info, f"{MODELS[self._current].description}\nparameters unknown: {message}")

@@ -5,7 +5,8 @@
 limit) in a worker thread (`gui.qt_threads`), so neither a slow nor a hostile
 file can freeze or crash the window. A file that runs code when opened (any
 `.py`, a `.keras`/`.h5` with a Lambda layer or custom objects) is described only
-after the user trusts it in `gui.dialogs.trust`; a "Trust" is remembered per
+after the user trusts it in `gui.dialogs.trust`; a file whose custom layers are
+not defined here is offered "Open with custom layers…" there (a trusted `.py`); a "Trust" is remembered per
 file content (`gui.remembered`), so the same content is not asked about twice.
 Descriptions are kept per content (and per path for a `.py`, whose imports
 depend on its folder), so choosing a recent file again is immediate.
@@ -24,11 +25,11 @@ from PySide6.QtWidgets import QWidget
 
 from core.formatting import format_bytes, format_si, format_value
 from core.results import RunResult
-from core.workloads.memory_estimate import estimate_from_description
+from core.workloads.memory_estimate import estimate_from_description, optimizer_for_run
 from core.workloads.model_file import PYTHON, ModelFileError, check_model_path
 from core.workloads.model_probe import describe_model_file
 from core.workloads.model_signature import INTEGER_DTYPES
-from gui.dialogs.trust import ask_trust
+from gui.dialogs.trust import ask_custom_objects, ask_trust
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import remember_trust, trusted_hashes
 
@@ -48,6 +49,7 @@ class OpenedModel:
     sha256: str
     description: dict[str, Any]
     trusted: bool
+    custom_objects: str = ""
 
     @property
     def name(self) -> str:
@@ -66,20 +68,28 @@ class OpenOutcome:
     needs_trust: bool = False
     sha256: str = ""
     kind: str = ""
+    needs_custom_objects: bool = False
 
 
-def _cache_key(path: str, kind: str, sha256: str, data: str | None) -> tuple[str, ...]:
+def _cache_key(path: str, kind: str, sha256: str, data: str | None, custom_objects: str = "") -> tuple[str, ...]:
     """Same content, same description; a .py's also depends on its folder (what it imports beside it)."""
-    return (path if kind == PYTHON else "", sha256, data or "")
+    return (path if kind == PYTHON else "", sha256, data or "", custom_objects)
 
 
 def inspect_model_file(
-    request: int, path: str, trusted: frozenset[str], known: dict, data: str | None = None, stop_event: threading.Event | None = None
+    request: int,
+    path: str,
+    trusted: frozenset[str],
+    known: dict,
+    data: str | None = None,
+    stop_event: threading.Event | None = None,
+    custom_objects: str = "",
 ) -> OpenOutcome:
     """Describe the file (worker thread): a known description of the same content, else a child process.
 
     `trusted` holds the content hashes the user trusts; `known` maps cache keys to
     OpenedModel. `data` (an .npz, "build_dataset") is checked against the model too.
+    `custom_objects` is a .py the user chose (and so trusted) to define its custom layers.
     Setting `stop_event` kills the child (a newer request, the window closing).
     """
     try:
@@ -87,20 +97,26 @@ def inspect_model_file(
         source = check_model_path(path, trust=True)
     except ModelFileError as exc:
         return OpenOutcome(request, path, data, error=exc.reason)
-    is_trusted = source.sha256 in trusted
-    found = known.get(_cache_key(source.path, source.kind, source.sha256, data))
+    is_trusted = source.sha256 in trusted or bool(custom_objects)
+    found = known.get(_cache_key(source.path, source.kind, source.sha256, data, custom_objects))
     if found is not None and (is_trusted or not found.trusted):
         return OpenOutcome(
-            request, source.path, data, OpenedModel(source.path, source.sha256, {**found.description, "path": source.path}, found.trusted)
+            request,
+            source.path,
+            data,
+            OpenedModel(source.path, source.sha256, {**found.description, "path": source.path}, found.trusted, custom_objects),
         )
     try:
-        description = describe_model_file(source.path, trust=is_trusted, data=data, stop_event=stop_event)
+        description = describe_model_file(
+            source.path, trust=is_trusted, data=data, stop_event=stop_event, custom_objects=custom_objects or None
+        )
     except ModelFileError as exc:
         reason = exc.reason if exc.path in (source.path, path) else f"{exc.path}: {exc.reason}"
-        return OpenOutcome(request, source.path, data, error=reason, needs_trust=exc.needs_trust, sha256=source.sha256, kind=source.kind)
+        needs = {"needs_trust": exc.needs_trust, "needs_custom_objects": exc.needs_custom_objects}
+        return OpenOutcome(request, source.path, data, error=reason, sha256=source.sha256, kind=source.kind, **needs)
     if description.get("sha256") != source.sha256:
         return OpenOutcome(request, source.path, data, error="the file changed while it was being read: open it again.")
-    return OpenOutcome(request, source.path, data, OpenedModel(source.path, source.sha256, description, is_trusted))
+    return OpenOutcome(request, source.path, data, OpenedModel(source.path, source.sha256, description, is_trusted, custom_objects))
 
 
 def open_ranges_needed(description: dict[str, Any]) -> list[str]:
@@ -128,7 +144,9 @@ def _loss_text(loss: dict[str, Any]) -> str:
 
 
 def flops_per_step(result: RunResult) -> float | None:
-    """Training FLOPs per step of a finished run (achieved FLOP/s × batch / samples/s), when it counted them."""
+    """Training FLOPs per step of a finished run, when it counted them (older runs: achieved FLOP/s × batch / samples/s)."""
+    if result.flops_per_step is not None:
+        return result.flops_per_step
     batch = result.config.get("batch_size")
     if not result.achieved_flops or not result.samples_per_s or not batch:
         return None
@@ -139,6 +157,7 @@ def details_html(opened: OpenedModel, optimizer: str, precision: str, measured: 
     """What the form says about an opened file: inputs, outputs, parameters, FLOPs, losses and why, memory estimate."""
     d = opened.description
     trusted = " · trusted to run its code" if opened.trusted else ""
+    trusted += f" · custom layers from {html.escape(os.path.basename(opened.custom_objects))}" if opened.custom_objects else ""
     lines = [
         f"<b>{html.escape(opened.name)}</b>: {KIND_TITLES.get(d.get('kind', ''), 'model file')}{trusted}",
         f"<span style='font-size:9pt'>{html.escape(opened.path)} · sha256 {opened.sha256[:12]}…</span>",
@@ -154,7 +173,11 @@ def details_html(opened: OpenedModel, optimizer: str, precision: str, measured: 
         lines.append(f"FLOPs per step: {FLOPS_LATER}")
     lines.append("Loss: " + "; ".join(_loss_text(loss) for loss in d.get("losses", ())))
     estimate = estimate_from_description(d, optimizer, precision)
-    optimizer_used = d.get("optimizer") or optimizer
+    optimizer_used, file_settings = optimizer_for_run(d, optimizer)
+    whose = "the file's" if file_settings is not None else "the run's"
+    if d.get("optimizer") and file_settings is None:
+        whose += f", replacing the file's {d['optimizer']}"
+    lines.append(f"Optimizer: {html.escape(optimizer_used)} ({html.escape(whose)})")
     lines.append(
         f"Memory before activations ({html.escape(optimizer_used)}, {estimate.optimizer_slots} slot(s)): "
         f"weights {format_bytes(estimate.weight_bytes)} + gradients {format_bytes(estimate.gradient_bytes)} + "
@@ -193,8 +216,8 @@ class ModelFileOpener(QObject):
     def busy(self) -> bool:
         return self._pending is not None
 
-    def open(self, path: str, data: str | None = None) -> None:
-        """Describe `path` (with `data` checked against it) in the background; a newer request replaces this one."""
+    def open(self, path: str, data: str | None = None, custom_objects: str = "") -> None:
+        """Describe `path` (with `data` checked against it, `custom_objects` registered) in the background; a newer request replaces this one."""
         if self._closed:
             return
         self._request += 1
@@ -202,7 +225,14 @@ class ModelFileOpener(QObject):
         self._stop.set()  # the request this one replaces stops its child
         self._stop = threading.Event()
         worker = FunctionWorker(
-            inspect_model_file, self._request, self._pending[0], trusted_hashes(self._settings), dict(self._known), data, self._stop
+            inspect_model_file,
+            self._request,
+            self._pending[0],
+            trusted_hashes(self._settings),
+            dict(self._known),
+            data,
+            self._stop,
+            custom_objects,
         )
         worker.done.connect(self._on_done)
         worker.failed.connect(self._on_error)
@@ -219,13 +249,14 @@ class ModelFileOpener(QObject):
         if outcome.request != self._request or self._closed:
             return  # a newer request replaced it
         if outcome.opened is not None:
-            self._known[_cache_key(outcome.path, outcome.opened.description.get("kind", ""), outcome.opened.sha256, outcome.data)] = (
-                outcome.opened
-            )
+            kind = outcome.opened.description.get("kind", "")
+            self._known[_cache_key(outcome.path, kind, outcome.opened.sha256, outcome.data, outcome.opened.custom_objects)] = outcome.opened
             self._finish()
             self.opened.emit(outcome)
         elif outcome.needs_trust and outcome.sha256:
             self._ask_trust(outcome)
+        elif outcome.needs_custom_objects and outcome.sha256:
+            self._ask_custom_objects(outcome)
         else:
             self._finish()
             self.failed.emit(outcome.path, outcome.error)
@@ -245,6 +276,15 @@ class ModelFileOpener(QObject):
             return
         self._finish()
         self.failed.emit(outcome.path, f"not opened: it runs code when it is opened, and it was not trusted. {reason}")
+
+    def _ask_custom_objects(self, outcome: OpenOutcome) -> None:
+        reason = f"{outcome.error} The .py you choose runs its code when the model opens, and the model is trusted with it."
+        chosen = ask_custom_objects(outcome.path, outcome.sha256, reason, self._dialog_parent)
+        if chosen:
+            self.open(outcome.path, outcome.data, chosen)
+            return
+        self._finish()
+        self.failed.emit(outcome.path, outcome.error)
 
     def _finish(self) -> None:
         self._pending = None

@@ -1,22 +1,29 @@
-"""What the run form says about a run: the progress bar's text and the last result, as HTML.
+"""What the window says about a run: the progress bar's text, the form's result line, and the Result tab (RunResultPanel).
 
 Figures are written the way `core.results.FIGURES` defines them, so the form,
 the tables and the exports agree on every number. A completed run's result
 line ends with its verdict (what bounds its speed, % of the measured ceiling
-with the estimate beside it, the evidence) and one line of advice.
+with the estimate beside it) and its advice; the Result tab (`report_html`)
+says it all, advice first, with the evidence.
 """
 
 from __future__ import annotations
 
 import html
 
-from core.diagnosis.readout import memory_estimate_text, peak_text
-from core.formatting import format_duration, format_value
+from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
+
+from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
+from core.formatting import format_bytes, format_duration, format_elapsed, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
-from gui.controllers.training_worker import FinishedRun
-from gui.plotting.theme import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
+from gui.job_data import FinishedRun
+from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
 EVIDENCE_COLOR = "#555555"
+RESULT_LINK = "result-tab"
+FORM_FIGURES = (
+    3  # the form's result line: steps, samples/s, median step; the Result tab has them all  # the result line's link to the Result tab
+)
 DIAGNOSING = "Diagnosing… why is it this fast?"
 BOUND_HEADS = {"unknown": "No single limit found"}
 # How the result line heads each way a run ends; any status not listed reads as a failure.
@@ -53,6 +60,13 @@ def status_head(status: RunStatus) -> tuple[str, str]:
     return STATUS_HEADS.get(status, ("Failed", FAILED_COLOR))
 
 
+def starting_text(elapsed_s: float, stopping: bool = False) -> str:
+    """The busy bar before the first step: the first call (build, trace, compile) blocks, so its elapsed time shows it lives."""
+    if stopping:
+        return f"Stopping when the first call ends (compiling cannot be interrupted)… {format_elapsed(elapsed_s)}"
+    return f"Starting: building the model and compiling the step… {format_elapsed(elapsed_s)}"
+
+
 def diagnosing_text(what: str = "") -> str:
     """The bar's text while a completed run is diagnosed: 'Diagnosing… why is it this fast? (probe run 1: batch 8 instead of 64, 31 steps)'."""
     return f"{DIAGNOSING} ({what})" if what else DIAGNOSING
@@ -66,7 +80,7 @@ def final_progress_text(result: RunResult) -> str:
 
 def result_figures(result: RunResult) -> list[str]:
     """The headline figures of a finished run, as HTML fragments (those it has)."""
-    figures = [_steps(result.steps_done)]
+    figures = [_steps(result.steps_done) + (f" on {result.replicas} replicas" if result.replicas > 1 else "")]
     if result.samples_per_s:
         figures.append(f"<b>{_rate(result.samples_per_s)}</b>")
     if result.step_time_median_ms is not None:
@@ -79,8 +93,6 @@ def result_figures(result: RunResult) -> list[str]:
     memory = _memory_text(result)
     if memory:
         figures.append(memory)
-    if result.replicas > 1:
-        figures.append(f"{result.replicas} replicas")
     return figures
 
 
@@ -91,6 +103,8 @@ def _memory_text(result: RunResult) -> str:
     if result.peak_memory_bytes is not None:
         source = f" ({html.escape(result.peak_memory_source)})" if result.peak_memory_source else ""
         parts.append(f"peak memory {_figure(result, 'peak_memory_bytes')}{source}")
+    if result.memory_added_bytes is not None and result.memory_added_source != result.peak_memory_source:
+        parts.append(f"added by this run {format_bytes(result.memory_added_bytes)} ({html.escape(result.memory_added_source)})")
     if estimate:
         parts.append(f"estimate {html.escape(estimate)}")
     return ", ".join(parts)
@@ -110,20 +124,82 @@ def verdict_html(result: RunResult) -> list[str]:
 
 
 def result_html(finished: FinishedRun) -> str:
-    """The result line of a finished run: status and figures, its verdict, its message and warnings, where it was saved."""
+    """The run form's result line: status and figures, the verdict's head and advice, its message and warnings, where it was saved."""
     result = finished.result
     head, color = status_head(result.status)
-    lines = [f"<b style='color:{color}'>{head}</b>: " + " · ".join(result_figures(result))]
-    lines.extend(verdict_html(result))
-    if result.message:
-        lines.append(f"<span style='color:{color}'>{html.escape(result.message)}</span>")
+    lines = [f"<b style='color:{color}'>{head}</b>: " + " · ".join(result_figures(result)[:FORM_FIGURES])]
+    verdict = verdict_html(result)
+    if verdict:
+        lines.extend(verdict[:2] if result.advice else verdict[:1])
+        lines.append(f"<a href='{RESULT_LINK}'>The evidence: Result tab</a>")
+    lines.extend(_tail(finished))
+    return "<br>".join(lines)
+
+
+def report_html(finished: FinishedRun) -> str:
+    """The Result tab: what to try first, then the verdict and its evidence, the figures, the message and where it was saved."""
+    result = finished.result
+    head, color = status_head(result.status)
+    lines = []
+    if result.advice:
+        lines.append(f"<h3>Try: {html.escape(result.advice)}</h3>")
+    verdict = verdict_html(result)
+    if verdict:
+        lines.append(verdict[0])
+        if result.bound_evidence:
+            lines.append(f"<b>Evidence</b>: {html.escape(result.bound_evidence)}")
+    lines.append(f"<b style='color:{color}'>{head}</b>: " + " · ".join(result_figures(result)))
+    lines.extend(_tail(finished))
+    return "<p>" + "</p><p>".join(lines) + "</p>"
+
+
+def _tail(finished: FinishedRun) -> list[str]:
+    """The run's message (coloured as its status), its warnings, and where the history saved it."""
+    result = finished.result
+    color = status_head(result.status)[1]
+    lines = [f"<span style='color:{color}'>{html.escape(result.message)}</span>"] if result.message else []
     lines.extend(html.escape(w) for w in result.warnings)
+    conditions = conditions_text(result.conditions)
+    if conditions:
+        shade = WARNING_COLOR if result.contended else EVIDENCE_COLOR
+        lines.append(f"<span style='color:{shade}'>{html.escape(conditions)}</span>")
     saved = f"Saved to the history as run #{finished.run_id}." if finished.run_id is not None else finished.history_error
     if saved:
         lines.append(html.escape(saved))
-    return "<br>".join(lines)
+    return lines
 
 
 def failure_html(head: str, message: str) -> str:
     """A red `head` and the escaped message: why a run failed or did not start."""
     return f"<b style='color:{FAILED_COLOR}'>{head}</b>: {html.escape(message)}"
+
+
+NO_RESULT = "No result yet: press Start (Ctrl+R). When a run ends, what to try, its verdict and the evidence appear here."
+
+
+class RunResultPanel(QWidget):
+    """The Result tab, beside the plots, room enough at 1400×900 without scrolling: the last run's result, advice first (`show_result`), or why it failed (`show_failure`)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("runResultPanel")
+        self.view = QTextBrowser()
+        self.view.setObjectName("resultView")
+        self.view.setOpenExternalLinks(False)
+        self.view.setPlaceholderText(NO_RESULT)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.view)
+
+    def show_result(self, finished: FinishedRun) -> None:
+        self.view.setHtml(report_html(finished))
+
+    def show_failure(self, head: str, message: str) -> None:
+        self.view.setHtml(failure_html(head, message))
+
+    def show_running(self, label: str) -> None:
+        """A new run started: the last one's result would be stale."""
+        self.view.setPlainText(f"Running {label}: its result appears here when it ends.")
+
+    def text(self) -> str:
+        """What the tab says, as plain text."""
+        return self.view.toPlainText()

@@ -26,7 +26,7 @@ from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
 from core.workloads.workload import model_title
-from gui.controllers.training_worker import FinishedRun
+from gui.job_data import FinishedRun
 from gui.run_form.cluster_box import ClusterBox
 from gui.run_form.controls import RunControls
 from gui.run_form.fields import TrainingFields
@@ -64,6 +64,8 @@ class RunPanel(QWidget):
     start_requested = Signal(object, str)
     stop_requested = Signal()
     start_enabled_changed = Signal(bool)
+    form_changed = Signal(object)  # the RunConfig the form now describes, or None while it has a problem
+    model_changed = Signal(str)  # another model was chosen (its title): what the form said of the last job is stale
     tpu_probed = Signal(object)  # TpuProbe
 
     def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None):
@@ -75,6 +77,7 @@ class RunPanel(QWidget):
         self._devices_known = False
         self._spc_default = "1"  # the steps per call last filled in for the strategy; any other value is the user's
         self._running = False
+        self._model_shown: str | None = None  # the model the result line and bar last spoke of
         self._choices: dict[str, StrategyChoice] = {}
         self._build()
         self.model_choice.fill_models()
@@ -198,6 +201,7 @@ class RunPanel(QWidget):
         if not self._devices_known and not errors:
             warnings = ["Detecting devices… Start is enabled once TensorFlow has listed them."]
         self.controls.show_hints(errors, warnings, muted=not self._devices_known)
+        self.form_changed.emit(config)
         can_start = config is not None and not self._running and self._devices_known
         if can_start != self.start_button.isEnabled():
             self.start_button.setEnabled(can_start)
@@ -296,6 +300,7 @@ class RunPanel(QWidget):
     def _connect_signals(self) -> None:
         """Wire the fields once all exist: every edit re-validates the form."""
         self.model_choice.changed.connect(self.validate)
+        self.model_choice.changed.connect(self._on_model_changed)
         self.training.changed.connect(self.validate)
         self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
         self.start_button.clicked.connect(self.request_start)
@@ -314,6 +319,17 @@ class RunPanel(QWidget):
             *self.model_choice.input_widgets(), self.strategy_combo, self.device_box, *self.cluster_box.input_widgets(),
             *self.tpu.input_widgets(), *self.training.input_widgets(),
         ]  # fmt: skip
+
+    def _on_model_changed(self) -> None:
+        """A different model: the last job's line and bar were about another one (its results stay in their tabs)."""
+        model = self.model_choice.config_fields()["model"]
+        if model == self._model_shown:
+            return
+        first = self._model_shown is None
+        self._model_shown = model
+        if not first and not self._running:
+            self.controls.show_model_changed(model_title(model))
+            self.model_changed.emit(model_title(model))
 
     def _on_training_choice(self) -> None:
         self.model_choice.set_training(self.optimizer_combo.currentText(), self.precision_combo.currentData())

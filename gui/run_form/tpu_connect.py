@@ -17,8 +17,8 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPush
 
 from core.machine.tpu import probe_tpu
 from core.machine.types import TpuProbe
-from gui.plotting.theme import FAILED_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.style import FAILED_COLOR
 
 TPU_PROBE_TIMEOUT_S = 30
 MAX_TPU_PROBE_TIMEOUT_S = 600
@@ -100,10 +100,6 @@ class TpuConnect(QObject):
         """The window is closing: start no more probes, and end the one in flight."""
         self._closed = True
         self._cancel.set()
-
-    def is_probing(self) -> bool:
-        """Whether a probe is in flight (Cancel shown in Connect's place)."""
-        return self._probing
 
     def cancel(self) -> None:
         """End the probe in flight (its child process is killed within a fraction of a second)."""

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QMessageBox, QVBoxLayout, QWidg
 from core.cluster.isolation import isolation_problem, known_isolation_problem
 from core.cluster.topology import oversubscription_warning
 from core.config import RunConfig
-from gui.plotting.theme import SUCCESS_COLOR, WARNING_COLOR
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.style import SUCCESS_COLOR, WARNING_COLOR
 
 CHECKING = "Checking whether the local workers can be kept off the network…"
 ISOLATED = "The local workers run in a private network of their own (loopback only): no other machine can reach them."

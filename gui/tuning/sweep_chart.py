@@ -1,4 +1,9 @@
-"""Samples/s and median step time against the first swept setting, one line per value of the second; the best starred.
+"""Samples/s and mean step time against the first swept setting, one line per value of the second; the best of each starred.
+
+The step time is the mean (global batch / samples/s), the one samples/s is
+made from, so the two plots agree. Samples/s stars the highest point (the
+sweep's best), step time its lowest: across batch sizes they are different
+points, since a larger batch takes longer per step and does more per second.
 
 The first setting's values sit at even spacing along x (batch sizes double,
 precisions are names), labelled as the table writes them. Importing this
@@ -23,19 +28,20 @@ HEADROOM = 1.35  # room above the highest point for the legend
 
 
 class SweepChart(QWidget):
-    """Two plots side by side: samples/s (higher is better) and median step time (lower is better)."""
+    """Two plots side by side: samples/s (higher is better) and mean step time (lower is better)."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("sweepChart")
         self.rate_plot = _plot("sweepRatePlot", "Samples/s (★ best)", "samples/s")
-        self.time_plot = _plot("sweepStepTimePlot", "Median step time", "ms")
+        self.time_plot = _plot("sweepStepTimePlot", "Mean step time (★ lowest)", "ms")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.rate_plot, 1)
         layout.addWidget(self.time_plot, 1)
         self._series: dict[str, list[float | None]] = {}
         self._best: tuple[float, float] | None = None
+        self._fastest_step: tuple[float, float] | None = None
 
     def series(self) -> dict[str, list[float | None]]:
         """Samples/s per line (named by the second setting's value, or 'samples/s'), one value per x position."""
@@ -45,11 +51,15 @@ class SweepChart(QWidget):
         """(x position, samples/s) of the star, or None."""
         return self._best
 
+    def lowest_step_point(self) -> tuple[float, float] | None:
+        """(x position, mean step ms) of the step-time plot's star, or None."""
+        return self._fastest_step
+
     def show_sweep(self, plan: SweepPlan | None, rows: Sequence[SweepRow | None], best: int | None) -> None:
         """Redraw from the plan and the rows so far (None: not run yet)."""
         for plot in (self.rate_plot, self.time_plot):
             plot.getPlotItem().clear()
-        self._series, self._best = {}, None
+        self._series, self._best, self._fastest_step = {}, None, None
         if plan is not None:
             self._draw(plan.axes, rows, best)
 
@@ -62,21 +72,24 @@ class SweepChart(QWidget):
             plot.getPlotItem().setLabel("bottom", across.title)
             plot.getPlotItem().setXRange(-0.5, len(across.values) - 0.5, padding=0)
         tops = {self.rate_plot: 0.0, self.time_plot: 0.0}
+        fastest = _lowest_step_index(rows)
         for line_index, line_value in enumerate(lines):
             indices = [x * len(lines) + line_index for x in range(len(across.values))]
             picked = [rows[i] if i < len(rows) else None for i in indices]
             name = format_setting(axes[1].name, line_value) if line_value is not None else None
             color = LINE_COLORS[line_index % len(LINE_COLORS)]
-            for plot, figure in ((self.rate_plot, "samples_per_s"), (self.time_plot, "step_time_median_ms")):
+            for plot, figure, starred in ((self.rate_plot, "samples_per_s", best), (self.time_plot, "mean_step_ms", fastest)):
                 values = [_figure(row, figure) for row in picked]
                 _line(plot, values, color, name)
                 tops[plot] = max([tops[plot], *filter(None, values)])
-                if best in indices:
-                    _star(plot, indices.index(best), values[indices.index(best)])
-                if figure == "samples_per_s":
-                    self._series[name or "samples/s"] = values
-                    if best in indices:
-                        self._best = (float(indices.index(best)), values[indices.index(best)])
+                if starred in indices:
+                    point = (float(indices.index(starred)), values[indices.index(starred)])
+                    _star(plot, int(point[0]), point[1])
+                    if plot is self.rate_plot:
+                        self._best = point
+                    else:
+                        self._fastest_step = point
+            self._series[name or "samples/s"] = [_figure(row, "samples_per_s") for row in picked]
         for plot, top in tops.items():
             plot.getPlotItem().setYRange(0, top * HEADROOM if top > 0 else 1.0, padding=0)
 
@@ -92,7 +105,7 @@ def _plot(object_name: str, title: str, unit: str) -> pg.PlotWidget:
     item.setMenuEnabled(False)
     item.hideButtons()
     item.addLegend(offset=(10, 10))
-    plot.setMinimumHeight(180)
+    plot.setMinimumHeight(120)
     return plot
 
 
@@ -100,6 +113,12 @@ def _figure(row: SweepRow | None, name: str) -> float | None:
     if row is None or row.status != RunStatus.COMPLETED:
         return None
     return getattr(row.result, name)
+
+
+def _lowest_step_index(rows: Sequence[SweepRow | None]) -> int | None:
+    """The index of the completed row with the lowest mean step time, or None."""
+    times = [(value, index) for index, row in enumerate(rows) if (value := _figure(row, "mean_step_ms")) is not None]
+    return min(times)[1] if times else None
 
 
 def _star(plot: pg.PlotWidget, x: int, value: float) -> None:

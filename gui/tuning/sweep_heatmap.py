@@ -41,7 +41,9 @@ class SweepHeatMap(QTableWidget):
         self.setObjectName("sweepHeatMap")
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # as wide as its header and cells ("★ 12,345"), never cut; the last column takes the room left
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)
         self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.setToolTip("Samples/s at each pair of settings: the greener, the faster; ★ marks the best.")
 

@@ -18,7 +18,7 @@ import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -37,17 +37,42 @@ from core.formatting import format_value
 from core.results import RunStatus
 from core.tuning.sweep import Sweep, SweepRow, best_index
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting, varied_settings
-from gui.controllers.sweep import SweepController, SweepJob, SweepOutcome
-from gui.plotting.theme import FAILED_COLOR
+from gui.job_data import SweepJob, SweepOutcome
+from gui.style import FAILED_COLOR
 from gui.tuning.sweep_axes import SweepAxesBox
 from gui.tuning.sweep_heatmap import SweepHeatMap
 from gui.tuning.sweep_table import SweepTable
 from gui.tuning.tuning_box import TuningBox
 
 if TYPE_CHECKING:
+    from gui.controllers.sweep import SweepController
+    from gui.controllers.tuning import TuningController
     from gui.tuning.sweep_chart import SweepChart
 
+NO_SWEEP_YET = "No sweep yet"
+PLANNING = "Planning the points…"
 CHART_PLACEHOLDER = "The chart appears when a sweep starts."
+
+
+class ShownPageTabs(QTabWidget):
+    """Tabs as tall as the page shown (QTabWidget asks for the tallest page's height whichever is shown)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.currentChanged.connect(lambda _index: self.updateGeometry())
+
+    def sizeHint(self) -> QSize:
+        return self._shown(super().sizeHint(), lambda page: page.sizeHint())
+
+    def minimumSizeHint(self) -> QSize:
+        return self._shown(super().minimumSizeHint(), lambda page: page.minimumSizeHint())
+
+    def _shown(self, hint: QSize, page_hint) -> QSize:
+        pages = [self.widget(index) for index in range(self.count())]
+        if not pages or self.currentWidget() is None:
+            return hint
+        tallest = max(page_hint(page).height() for page in pages)
+        return QSize(hint.width(), hint.height() - tallest + page_hint(self.currentWidget()).height())
 
 
 class SweepPanel(QWidget):
@@ -60,18 +85,23 @@ class SweepPanel(QWidget):
 
     def __init__(
         self,
+        controller: SweepController,
+        tuning_controller: TuningController,
         config_source: Callable[[], RunConfig | None],
         errors_source: Callable[[], list[str]] | None = None,
         busy_source: Callable[[], bool] | None = None,
         parent: QWidget | None = None,
     ):
+        """`controller` runs the sweeps, `tuning_controller` the largest-batch and autotune searches (both made by the window)."""
         super().__init__(parent)
         self.setObjectName("sweepPanel")
         self._config_source = config_source
         self._errors_source = errors_source or (lambda: [])
         self._busy_source = busy_source or (lambda: False)
-        self.controller = SweepController(self)
-        self.tuning_box = TuningBox(job_source=config_source, busy=lambda: self._busy_source() or self.controller.is_running())
+        self.controller = controller
+        self.tuning_box = TuningBox(
+            tuning_controller, job_source=config_source, busy=lambda: self._busy_source() or self.controller.is_running()
+        )
         self._plan: SweepPlan | None = None
         self._rows: list[SweepRow | None] = []
         self._sweep: Sweep | None = None
@@ -133,10 +163,27 @@ class SweepPanel(QWidget):
         self._plan, self._rows, self._sweep = None, [], None
         self._show()
         self.notes_label.setText("")
-        self.progress_bar.setValue(0)
+        self.progress_bar.setRange(0, 0)  # busy until planned: how many points depends on what this target runs usefully
+        self.progress_bar.setFormat(PLANNING)
         self.progress_label.setStyleSheet("")
         self.progress_label.setText("Planning the sweep (which precisions this target runs usefully)…")
         return self.controller.start(SweepJob(base, values, self.axes_box.keep_slow()))
+
+    def follow_in(self, bar: QProgressBar, label: QLabel) -> None:
+        """Show in another bar and label (the run form's) that a sweep or search runs here, then that it has ended."""
+        job = ["sweep"]  # what runs now or ran last: "sweep" or "search"
+
+        def on_running(running: bool) -> None:
+            if running:
+                job[0] = "sweep" if self.controller.is_running() else "search"
+                self.message.emit(f"A {job[0]} is running in the Sweep tab…")
+            bar.setRange(0, 1)
+            bar.setValue(0 if running else 1)
+            bar.setFormat(f"{job[0].capitalize()} running (Sweep tab)…" if running else f"{job[0].capitalize()} ended")
+            ended = f"The {job[0]} has ended: its results are in the Sweep tab."
+            label.setText(f"A {job[0]} is running: follow it in the Sweep tab (Stop or Esc ends it)." if running else ended)
+
+        self.running_changed.connect(on_running)
 
     def stop(self) -> None:
         """End the point in flight after its current step call and skip the rest; stop a search too."""
@@ -182,7 +229,7 @@ class SweepPanel(QWidget):
 
     def _build(self) -> None:
         self.axes_box = SweepAxesBox()
-        self.tool_tabs = QTabWidget()  # one at a time keeps the rows in view in a small window
+        self.tool_tabs = ShownPageTabs()  # one at a time, as tall as the one shown: the rows keep their room
         self.tool_tabs.setObjectName("sweepToolTabs")
         self.tool_tabs.addTab(self.axes_box, "Sweep settings")
         self.tool_tabs.addTab(self.tuning_box, "Largest batch · autotune")
@@ -207,8 +254,9 @@ class SweepPanel(QWidget):
         self.stop_button.clicked.connect(self.stop)
         self.progress_bar = QProgressBar()
         self.progress_bar.setObjectName("sweepProgressBar")
-        self.progress_bar.setFormat("%v of %m points")
+        self.progress_bar.setRange(0, 1)  # not Qt's 0..100: the point count is known only once the sweep is planned
         self.progress_bar.setValue(0)
+        self.progress_bar.setFormat(NO_SWEEP_YET)
         self.progress_label = QLabel("The job comes from the run form on the left; pick what to vary above.")
         self.progress_label.setObjectName("sweepProgress")
         self.progress_label.setWordWrap(True)
@@ -240,7 +288,9 @@ class SweepPanel(QWidget):
         splitter.addWidget(tables)
         splitter.addWidget(charts)
         splitter.setChildrenCollapsible(False)
-        splitter.setSizes([260, 300])
+        splitter.setStretchFactor(0, 3)  # the rows first: a small window (1024x700) keeps several in view
+        splitter.setStretchFactor(1, 2)
+        splitter.setSizes([330, 200])
         self.notes_label = QLabel("")
         self.notes_label.setObjectName("sweepNotes")
         self.notes_label.setWordWrap(True)
@@ -270,6 +320,7 @@ class SweepPanel(QWidget):
         self._rows = [None] * len(plan.points())
         self.progress_bar.setRange(0, len(self._rows))
         self.progress_bar.setValue(0)
+        self.progress_bar.setFormat("%v of %m points")
         self._show()
 
     def _on_progress(self, index: int, total: int, line: str) -> None:
@@ -304,6 +355,9 @@ class SweepPanel(QWidget):
         self._show_problem(f"The sweep did not run: {message}")
 
     def _on_running_changed(self, running: bool) -> None:
+        if not running and self.progress_bar.maximum() == 0:  # ended before it was planned: no busy bar left behind
+            self.progress_bar.setRange(0, 1)
+            self.progress_bar.setFormat(NO_SWEEP_YET)
         self._update_buttons()
         self.running_changed.emit(running)
 

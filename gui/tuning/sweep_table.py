@@ -15,15 +15,17 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
+from core.compare.significance import CONTENDED_MARK
 from core.results import FIGURES_BY_NAME, RunStatus
-from core.tuning.sweep import SweepRow
+from core.tuning.sweep import SweepRow, tied_with_best
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting
-from gui.plotting.theme import FAILED_COLOR
+from gui.style import FAILED_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 BEST_MARK = "★ best"
+TIED_MARK = "= tied (no difference beyond noise)"
 PENDING_COLOR = "#808080"
-FIGURE_KEYS = ("samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes")
+FIGURE_KEYS = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes")
 LR_KEY = "suggested_learning_rate"
 LR_TIP = "The linear scaling rule's learning rate at this batch: lr x batch / the run form's batch (reach it with a warm-up)."
 
@@ -66,10 +68,12 @@ class SweepTable(QTableWidget):
             self.horizontalHeaderItem(column).setToolTip(LR_TIP if key == LR_KEY else _tip(key))
         points = plan.points()
         self.setRowCount(len(points))
+        tied = set(tied_with_best(rows)) if best is not None else set()
         for index, settings in enumerate(points):
             row = rows[index] if index < len(rows) else None
             for column, key in enumerate(self._keys):
-                self.setItem(index, column, _cell(key, settings, row, index == best))
+                is_tied = index in tied or (index == best and bool(tied))
+                self.setItem(index, column, _cell(key, settings, row, index == best, is_tied))
 
 
 def _columns(plan: SweepPlan) -> list[str]:
@@ -95,7 +99,7 @@ def _tip(key: str) -> str:
     return FIGURES_BY_NAME[key].description if key in FIGURES_BY_NAME else ""
 
 
-def _cell(key: str, settings: dict[str, Any], row: SweepRow | None, is_best: bool) -> QTableWidgetItem:
+def _cell(key: str, settings: dict[str, Any], row: SweepRow | None, is_best: bool, tied: bool) -> QTableWidgetItem:
     value: Any = None
     tip = ""
     if key in settings:
@@ -106,7 +110,11 @@ def _cell(key: str, settings: dict[str, Any], row: SweepRow | None, is_best: boo
         value = row.suggested_learning_rate
         text = "" if value is None else f"{value:.3g}"
     elif key == "status":
-        value, text, tip = row.status.value, row.status.value + (f"  {BEST_MARK}" if is_best else ""), row.result.message
+        mark = TIED_MARK if tied else BEST_MARK if is_best else ""
+        busy = f" {CONTENDED_MARK}" if row.result.contended else ""
+        value, text, tip = row.status.value, row.status.value + busy + (f"  {mark}" if mark else ""), row.result.message
+        if busy:
+            tip = f"Measured while {row.result.conditions.get('reason')}: figures are low and noisy. {tip}".strip()
     else:
         value = getattr(row.result, key)
         text = FIGURES_BY_NAME[key].format(value)

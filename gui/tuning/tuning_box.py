@@ -13,7 +13,7 @@ largest batch found for the job bounds autotune's batch stage.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
@@ -37,9 +37,14 @@ from core.tuning.max_batch import MaxBatchResult, Probe, margin_text, parse_size
 from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting
 from core.workloads.workload import model_title
-from gui.controllers.tuning import AUTOTUNE, MAX_BATCH, TuningController, TuningJob
-from gui.plotting.theme import ERROR_COLOR
+from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
+from gui.style import ERROR_COLOR
 
+if TYPE_CHECKING:
+    from gui.controllers.tuning import TuningController
+
+NO_JOB = "Choose a model in the run form first."
+FORM_PROBLEM = "The run form has a problem (see under its fields): the searches start once it describes a run."
 MEMORY_FIELD = "Memory budget"
 UP_TO_FIELD = "Up to"
 BUDGET_FIELD = "Time budget (s)"
@@ -52,21 +57,22 @@ class TuningBox(QGroupBox):
 
     def __init__(
         self,
-        controller: TuningController | None = None,
+        controller: TuningController,
         parent: QWidget | None = None,
         job_source: Callable[[], RunConfig | None] | None = None,
         busy: Callable[[], bool] | None = None,
     ):
-        """`job_source` (e.g. the run form's `config`), when given, is read each time a search starts, instead of `set_job`'s job;
+        """`controller` runs the searches (made by the window). `job_source` (e.g. the run form's `config`), when given, is read each time a search starts, instead of `set_job`'s job;
         while `busy()` is true (a run or sweep in flight, which would share the machine) no search starts."""
         super().__init__("Make it faster", parent)
         self.setObjectName("tuningBox")
-        self.controller = controller or TuningController(self)
+        self.controller = controller
         self._job_source = job_source
         self._busy = busy
         self._config: RunConfig | None = None
         self._changes: dict[str, Any] = {}
         self._max_batch: tuple[RunConfig, int] | None = None  # (the job's memory_key, its largest batch)
+        self._problem_shown = False  # the progress line says why a search did not start or failed: kept after it ends
         self._build()
         self.controller.running_changed.connect(self._on_running_changed)
         self.controller.progress.connect(self._on_progress)
@@ -77,7 +83,8 @@ class TuningBox(QGroupBox):
         self._on_running_changed(False)
 
     def _build(self) -> None:
-        self.job_label = QLabel("Choose a model in the run form first.")
+        self.job_label = QLabel(NO_JOB)
+        self.job_label.setObjectName("tuningJobLabel")
         self.job_label.setWordWrap(True)
         self.memory_edit = _edit(
             "maxBatchMemoryEdit", "half of the free RAM", "Host memory the probes may use, e.g. 4GiB (on a GPU: a cap on its memory)"
@@ -127,9 +134,21 @@ class TuningBox(QGroupBox):
         if config != self._config:
             self._changes = {}
         self._config = config
+        self._say_job(config)
+        self._on_running_changed(self.controller.is_running())
+
+    def follow_form(self, config: RunConfig | None) -> None:
+        """The run form now describes `config` (None: it has a problem): say the job the searches would work on."""
+        if self.controller.is_running():
+            return  # the search in flight keeps saying its own job
+        if config is None:
+            self.job_label.setText(FORM_PROBLEM)
+        else:
+            self._say_job(config)
+
+    def _say_job(self, config: RunConfig) -> None:
         target = config.devices[0] if config.strategy == "one-device" and config.devices else config.strategy
         self.job_label.setText(f"{model_title(config.model)} on {target}: {settings_text(settings_of(config))}")
-        self._on_running_changed(self.controller.is_running())
 
     def _current_job(self) -> RunConfig | None:
         """The job to search: the source's as it is now (None while its form has a problem), else the one `set_job` gave."""
@@ -176,9 +195,11 @@ class TuningBox(QGroupBox):
             return
         self._changes = {}
         self.result_text.setPlainText(heading)
+        self._problem_shown = False
         self.progress_label.setText("")
 
     def _say_problem(self, text: str) -> None:
+        self._problem_shown = True
         self.progress_label.setText(f"<span style='color:{ERROR_COLOR}'>{text}</span>")
 
     @Slot(bool)
@@ -197,9 +218,12 @@ class TuningBox(QGroupBox):
         self.apply_button.setEnabled(bool(self._changes) and not running)
         if not running:
             self.progress_bar.setRange(0, 100)
+            if not self._problem_shown:  # what was in flight is over: no "point 7: measuring…" left behind
+                self.progress_label.setText("")
 
     @Slot(str, float)
     def _on_progress(self, text: str, share: float) -> None:
+        self._problem_shown = False
         self.progress_label.setText(text)
         if share < 0:
             self.progress_bar.setRange(0, 0)  # busy: a largest-batch search has no known length

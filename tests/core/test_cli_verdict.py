@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from core.cli.machine_commands import format_peaks
+from core.diagnosis.ceilings import estimate
+from core.formatting import format_si
 from core.history.store import RunStore
 from core.machine import peaks
 from core.machine.peaks import DevicePeaks, PeaksReport
@@ -21,8 +23,9 @@ from core.machine.peaks import DevicePeaks, PeaksReport
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOAT32 = 60e9  # the ceilings written to the cache (FLOP/s, bytes/s)
-BFLOAT16 = 120e9
+ESTIMATE = estimate(DevicePeaks("CPU:0", "CPU", peaks.machine_key()["cpu"]))[0].get("float32") or 120e9
+FLOAT32 = round(ESTIMATE / 2, -9)  # the ceilings written to the cache (FLOP/s, bytes/s): plausible, half the ISA estimate
+BFLOAT16 = FLOAT32 / 2  # emulated on a CPU without bfloat16 units, so slower (judged plausible either way here)
 BANDWIDTH = 20e9
 PEAK_KEYS = {"name", "matmul_flops", "bandwidth_bytes_per_s", "estimate_flops", "measured_at"}
 
@@ -58,7 +61,7 @@ def test_peaks_json_gives_each_device_its_ceilings_and_the_text_states_the_metho
     assert cpu["matmul_flops"] == {"float32": FLOAT32, "bfloat16": BFLOAT16} and cpu["bandwidth_bytes_per_s"] == BANDWIDTH
     assert cpu["estimate_flops"]["float32"] > 0 and "cores" in cpu["estimate_method"]
     text = format_peaks(PeaksReport.from_dict({**document, "cached": True}), document["cache_file"])  # what `main.py peaks` prints
-    assert "float32 matmul" in text and "60.00 GFLOP/s" in text and "20.00 GB/s" in text
+    assert "float32 matmul" in text and format_si(FLOAT32, "FLOP/s") in text and "20.00 GB/s" in text
     assert "method: written by the test" in text and "estimate: " in text and "read from the cache" in text
 
 
@@ -66,14 +69,20 @@ def test_a_small_mlp_batch_is_overhead_bound_and_the_history_keeps_the_verdict(c
     out = cli(["run", "--model", "mlp", "--batch-size", "8", "--steps", "200", "--json"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
-    assert result["bound"] == "overhead", result["bound_evidence"]
-    assert "fixed cost" in result["bound_evidence"] and result["advice"].startswith("Raise")
+    # Under contention (another process used the CPU: the run's conditions, or a probe's) no bound is judged, rightly.
+    noisy = result["conditions"]["contended"] or "a run of its evidence was measured while" in result["bound_evidence"]
+    expected = "unknown" if noisy else "overhead"
+    assert result["bound"] == expected, result["bound_evidence"]
+    if noisy:
+        assert result["bound_evidence"].startswith("Too noisy to judge") and result["advice"].startswith("Re-run on a quiet machine")
+    else:
+        assert "fixed cost" in result["bound_evidence"] and result["advice"].startswith("Raise")
     assert result["pct_of_measured_peak"] == pytest.approx(100 * result["achieved_flops"] / FLOAT32)
     assert "Diagnosing" in out.stderr and "probe run 1: batch 1 instead of 8" in out.stderr
     assert result["memory_estimate"]["total_bytes"] > 0
     with RunStore.open(Path(cli_env["DEVICE_LAB_DATA_DIR"]) / "history.sqlite3") as store:
         (stored,) = store.list_runs()
-        assert (stored.status, stored.figures["bound"]) == ("completed", "overhead")
+        assert (stored.status, stored.figures["bound"]) == ("completed", expected)
         assert store.load(stored.id, with_steps=False).advice == result["advice"]
 
 

@@ -29,6 +29,9 @@ class FakeGpu:
     utilization: Callable[[int], float] = lambda reading: 50.0
     processes: dict[int, int | None] = field(default_factory=lambda: {os.getpid(): 68 * GIB})
     readings: int = 0
+    sm_clock_mhz: int = 1755
+    sm_max_clock_mhz: int = 1980
+    throttle_reasons: int = 0  # NVML's clock throttle reason bits
 
 
 class FakeNvml:
@@ -62,3 +65,12 @@ class FakeNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeGpu) -> list[SimpleNamespace]:
         self.process_queries += 1
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in handle.processes.items()]
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeGpu, clock: int) -> int:
+        return handle.sm_clock_mhz
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: FakeGpu, clock: int) -> int:
+        return handle.sm_max_clock_mhz
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeGpu) -> int:
+        return handle.throttle_reasons

@@ -28,3 +28,13 @@ def start_and_wait(qtbot, window, timeout: int = RUN_TIMEOUT_MS):
         qtbot.mouseClick(window.run_panel.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not window.run_controller.is_running(), timeout=timeout)
     return blocker.args[0]
+
+
+def wired_compare_controller(plots):
+    """A CompareController whose curves go to `plots`, as the window wires it (gui.charts)."""
+    from gui.charts import plot_curves_of
+    from gui.controllers.compare import CompareController
+
+    controller = CompareController()
+    plot_curves_of(controller, plots)
+    return controller

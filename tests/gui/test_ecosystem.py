@@ -99,7 +99,8 @@ def test_profile_steps_from_the_window_leave_a_trace_in_the_run_folder(ready_win
     assert "Profile of steps 3–4 saved under" in said and "tensorboard --logdir" in said
     breakdown = options.profile_view  # opened by itself: the ops that took the time, read from the trace
     qtbot.waitUntil(lambda: breakdown.isVisible() and not breakdown.loading)
-    assert breakdown.summary is not None and "MatMul" in [op.name for op in breakdown.summary.ops], breakdown.header.text()
+    ops = [op.name for op in breakdown.summary.ops] if breakdown.summary is not None else []
+    assert any("MatMul" in name for name in ops), ops  # "MatMul", or oneDNN's "_MklMatMul" on CPUs where TF uses it
     assert any("ran under the profiler" in warning for warning in finished.result.warnings), "profiled steps kept apart"
 
 

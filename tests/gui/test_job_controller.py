@@ -12,9 +12,11 @@ from core.config import RunConfig
 from core.history.store import RunStore
 from core.live.step_buffer import StepBuffer
 from core.results import RunStatus, StepRecord
+from gui.charts import plot_curves_of
 from gui.controllers.base import JobController
-from gui.controllers.compare import CompareController, CompareJob
+from gui.controllers.compare import CompareController
 from gui.controllers.run import RunController
+from gui.job_data import CompareJob
 from gui.plotting.plots import PlotsWidget
 from gui.qt_threads import FunctionWorker, running_threads, start_worker
 from tests.gui.conftest import RUN_TIMEOUT_MS
@@ -113,7 +115,8 @@ def test_shutdown_waits_for_the_thread_and_stop_when_idle_does_nothing(qtbot):
 def test_a_run_controller_trains_reports_progress_and_refuses_a_second_start(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = RunController(plots)
+    controller = RunController()
+    plot_curves_of(controller, plots)
     controller.diagnose = False  # the verdict is tested in test_verdict_gui: no probe runs here
     changes: list[bool] = []
     progress: list = []
@@ -135,7 +138,8 @@ def test_a_run_controller_trains_reports_progress_and_refuses_a_second_start(qtb
 def test_a_run_controller_shutdown_stops_the_run_mid_way(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = RunController(plots)
+    controller = RunController()
+    plot_curves_of(controller, plots)
     config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=LONG_RUN)
     assert controller.start(config, "long")
     qtbot.waitUntil(lambda: plots.series(controller.current_key).size >= 3, timeout=RUN_TIMEOUT_MS)
@@ -151,7 +155,8 @@ def test_a_run_controller_shutdown_stops_the_run_mid_way(qtbot, two_cpus):
 def test_a_compare_controller_runs_every_target_with_its_own_curve(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = CompareController(plots)
+    controller = CompareController()
+    plot_curves_of(controller, plots)
     changes: list[bool] = []
     saved: list = []
     controller.running_changed.connect(changes.append)
@@ -173,7 +178,8 @@ def test_a_compare_controller_runs_every_target_with_its_own_curve(qtbot, two_cp
 def test_stopping_a_comparison_ends_the_target_in_flight_and_skips_the_rest(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = CompareController(plots)
+    controller = CompareController()
+    plot_curves_of(controller, plots)
     base = RunConfig(model="mlp", dataset="digits", steps=LONG_RUN)
     targets = tuple(CompareTarget(name, "one-device", (name,)) for name in ("CPU:0", "CPU:1"))
     assert controller.start(CompareJob(base, targets))
@@ -195,7 +201,8 @@ def test_stopping_a_comparison_ends_the_target_in_flight_and_skips_the_rest(qtbo
 def test_a_run_is_in_the_history_while_it_trains_then_finished_with_its_result(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = RunController(plots)
+    controller = RunController()
+    plot_curves_of(controller, plots)
     config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=LONG_RUN)
     assert controller.start(config, "recorded as it trains")
 
@@ -222,7 +229,8 @@ def test_a_run_whose_history_cannot_be_written_still_ends_with_its_result_and_on
     monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(blocker / "data"))
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = RunController(plots)
+    controller = RunController()
+    plot_curves_of(controller, plots)
     controller.diagnose = False  # the verdict is tested in test_verdict_gui: no probe runs here
     config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=5)
     with qtbot.waitSignal(controller.run_finished, timeout=RUN_TIMEOUT_MS) as blocked:
@@ -239,7 +247,8 @@ def test_a_run_whose_history_cannot_be_written_still_ends_with_its_result_and_on
 def test_a_comparison_records_each_target_as_the_history_tab_labels_it(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = CompareController(plots)
+    controller = CompareController()
+    plot_curves_of(controller, plots)
     saved: list = []
     controller.run_saved.connect(saved.append)
     base = RunConfig(model="mlp", dataset="digits", steps=4)
@@ -262,7 +271,8 @@ def test_a_comparison_records_each_target_as_the_history_tab_labels_it(qtbot, tw
 def test_a_scaling_sweep_records_each_count_under_its_sweep_label(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
-    controller = CompareController(plots)
+    controller = CompareController()
+    plot_curves_of(controller, plots)
     saved: list = []
     controller.run_saved.connect(saved.append)
     with qtbot.waitSignal(controller.comparison_ready, timeout=RUN_TIMEOUT_MS):

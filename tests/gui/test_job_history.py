@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import RunConfig
+from core.history.recorder import HistoryRecorder
 from core.history.store import RunStore
 from core.results import RunResult, RunStatus, StepRecord
 from gui.controllers.history import JobHistory
@@ -17,16 +18,13 @@ def test_a_history_that_cannot_be_opened_is_explained_not_raised(tmp_path, monke
     blocker.write_text("a file where the history folder should be")
     monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(blocker / "data"))
     with JobHistory() as history:
-        assert not history.is_open
-        assert history.outcome(None) == (None, history.error)
-        with pytest.raises(RuntimeError, match="not open"):
-            history.recorder(CONFIG, "label")
+        assert not history.is_open and history.store is None
     assert history.error.startswith("The run was not saved to the history:") and str(blocker) in history.error
 
 
 def test_a_run_is_begun_appended_and_finished_through_the_job_history(isolated_folders):
     with JobHistory() as history:
-        recorder = history.recorder(CONFIG, "label", group="g")
+        recorder = HistoryRecorder(history.store, CONFIG, "label", group="g")
         run_id = recorder.begin()
         recorder.on_steps([StepRecord(1, 2.0, 0.5, True), StepRecord(2, 1.5, 0.1)])
         recorder.flush()
@@ -34,8 +32,7 @@ def test_a_run_is_begun_appended_and_finished_through_the_job_history(isolated_f
             [running] = reader.list_runs()
         assert (running.id, running.status, running.steps, running.label, running.group) == (run_id, RunStatus.RUNNING, 2, "label", "g")
         result = RunResult(status=RunStatus.COMPLETED, config=CONFIG.to_dict(), losses=(2.0, 1.5, 1.0), step_times_s=(0.5, 0.1, 0.1))
-        recorder.finish(result)
-        assert history.outcome(recorder) == (run_id, "")
+        assert recorder.finish(result) == run_id and recorder.error == ""
     with RunStore.open() as store:
         [stored] = store.list_runs()
         assert stored.status == RunStatus.COMPLETED and store.load(run_id).losses == pytest.approx((2.0, 1.5, 1.0))

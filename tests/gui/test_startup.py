@@ -66,7 +66,7 @@ def test_window_is_shown_before_tensorflow_and_the_charts_load_then_devices_fill
     assert not shown["start_enabled"]
     assert shown["rows"] >= 1 and shown["tf_loaded_after"]
     assert not shown["pyqtgraph_loaded_when_shown"], "the chart panels were built before the window was shown"
-    assert shown["tabs_when_shown"] == shown["tabs_after"] == ["Devices", "Training", "Compare", "History", "Sweep"]
+    assert shown["tabs_when_shown"] == shown["tabs_after"] == ["Devices", "Training", "Result", "Compare", "History", "Sweep"]
     assert shown["loss_plot_after"], "the chart panels were not built once the devices were listed"
 
 
@@ -81,8 +81,8 @@ def test_opening_a_chart_tab_before_the_devices_builds_the_charts_at_once(qtbot)
     qtbot.addWidget(window)
     window.show()
     assert window.findChild(QWidget, "lossPlot") is None
-    window.tabs.setCurrentIndex(2)
-    assert window.tabs.tabText(2) == "Compare" and window.tabs.currentWidget() is window.compare_panel
+    window.tabs.setCurrentIndex(3)
+    assert window.tabs.tabText(3) == "Compare" and window.tabs.currentWidget() is window.compare_panel
     assert window.findChild(QWidget, "lossPlot") is not None and window.findChild(QWidget, "compareTable") is not None
     window.close()
 

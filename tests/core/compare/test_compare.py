@@ -1,5 +1,6 @@
 """Device comparison: real runs side by side, speed-ups, targets from text, fairness warnings."""
 
+import dataclasses
 import socket
 import threading
 
@@ -9,6 +10,7 @@ from core.compare.runner import progress_line, run_comparison, scaling_sweep
 from core.compare.table import compare_results, fairness_warnings, format_table
 from core.compare.targets import CompareTarget, parse_targets, sweep_targets
 from core.config import ConfigError, RunConfig
+from core.jobs import JobListener, JobOptions
 from core.results import RunResult, RunStatus
 
 MLP_FORWARD_PER_EXAMPLE = 2 * (64 * 256 + 256 * 128 + 128 * 10)
@@ -18,19 +20,32 @@ MLP_FORWARD_PER_EXAMPLE = 2 * (64 * 256 + 256 * 128 + 128 * 10)
 def cpu_vs_mirrored(two_cpus):
     """One real comparison, shared: CPU:0 against Mirrored over two logical CPUs."""
     base = RunConfig(model="mlp", dataset="digits", steps=30, batch_size=64)
-    calls = {"progress": [], "steps": {}, "results": []}
-
-    def on_steps(index, records):
-        calls["steps"].setdefault(index, []).extend(r.step for r in records)
-
+    heard = Heard()
     comparison = run_comparison(
-        base,
-        parse_targets(f"{two_cpus[0]}; mirrored:{two_cpus[0]},{two_cpus[1]}"),
-        on_progress=lambda *args: calls["progress"].append(progress_line(*args)),
-        on_steps=on_steps,
-        on_result=lambda index, result: calls["results"].append((index, result.status)),
+        base, parse_targets(f"{two_cpus[0]}; mirrored:{two_cpus[0]},{two_cpus[1]}"), options=JobOptions(listener=heard)
     )
-    return comparison, calls
+    return comparison, heard.calls
+
+
+class Heard(JobListener):
+    """What a comparison tells its one listener: each target's start, its steps (by the target in flight), its end."""
+
+    def __init__(self, stop_after_steps: threading.Event | None = None):
+        self.calls = {"progress": [], "steps": {}, "results": []}
+        self.current = -1
+        self.stop = stop_after_steps
+
+    def on_job_start(self, index, total, label):
+        self.current = index
+        self.calls["progress"].append(progress_line(index, total, label))
+
+    def on_steps(self, records):
+        self.calls["steps"].setdefault(self.current, []).extend(r.step for r in records)
+        if self.stop is not None:
+            self.stop.set()
+
+    def on_job_end(self, index, recorded):
+        self.calls["results"].append((index, recorded.result.status, recorded.started))
 
 
 @pytest.mark.slow
@@ -67,7 +82,7 @@ def test_callbacks_see_each_run_by_index(cpu_vs_mirrored):
     _, calls = cpu_vs_mirrored
     assert calls["progress"] == ["run 1 of 2: CPU:0", "run 2 of 2: mirrored:CPU:0,CPU:1"]
     assert calls["steps"] == {0: list(range(1, 31)), 1: list(range(1, 31))}
-    assert calls["results"] == [(0, RunStatus.COMPLETED), (1, RunStatus.COMPLETED)]
+    assert calls["results"] == [(0, RunStatus.COMPLETED, True), (1, RunStatus.COMPLETED, True)]
 
 
 @pytest.mark.slow
@@ -111,17 +126,13 @@ def test_rows_dict_and_table(cpu_vs_mirrored):
 
 def test_target_that_cannot_run_here_becomes_a_failed_row_and_the_rest_run(two_cpus):
     base = RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)
-    results = []
-    comparison = run_comparison(
-        base,
-        parse_targets(f"CPU:9; mirrored:CPU:0,GPU:0; {two_cpus[0]}"),
-        on_result=lambda index, result: results.append(index),
-    )
+    heard = Heard()
+    comparison = run_comparison(base, parse_targets(f"CPU:9; mirrored:CPU:0,GPU:0; {two_cpus[0]}"), options=JobOptions(listener=heard))
     missing, mixed, cpu = comparison.rows
     assert (missing.status, mixed.status, cpu.status) == (RunStatus.FAILED, RunStatus.FAILED, RunStatus.COMPLETED), cpu.result.message
     assert "CPU:9" in missing.result.message and "devices TensorFlow sees here" in missing.result.message
     assert "devices of one kind" in mixed.result.message
-    assert results == [2]
+    assert [started for _, _, started in heard.calls["results"]] == [False, False, True]
     assert missing.speedup is None and cpu.speedup is None
     assert any("pick another baseline" in w for w in comparison.warnings)
     assert comparison.with_baseline(2).rows[2].speedup == 1.0
@@ -129,18 +140,17 @@ def test_target_that_cannot_run_here_becomes_a_failed_row_and_the_rest_run(two_c
 
 def test_stop_ends_the_current_run_and_skips_the_rest(two_cpus):
     stop = threading.Event()
-    progress = []
+    heard = Heard(stop_after_steps=stop)
     comparison = run_comparison(
         RunConfig(model="mlp", dataset="digits", steps=500, batch_size=32),
         parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
-        on_progress=lambda index, total, label: progress.append(index),
-        on_steps=lambda index, records: stop.set(),
+        options=JobOptions(listener=heard),
         stop_event=stop,
     )
     first, second = comparison.rows
     assert first.status == RunStatus.STOPPED and first.result.steps_done < 500
     assert second.status == RunStatus.SKIPPED and second.result.config["devices"] == [two_cpus[1]]
-    assert progress == [0]
+    assert heard.calls["progress"] == [f"run 1 of 2: {two_cpus[0]}"] and heard.calls["results"] == [(0, RunStatus.STOPPED, True)]
     assert any("stopped early" in w for w in comparison.warnings)
     assert any(w.startswith(f"{two_cpus[1]} was not run") for w in comparison.warnings)
 
@@ -322,7 +332,7 @@ def test_rows_read_their_figures_from_the_run():
 
 
 def test_comparison_reads_only_the_results_never_the_hardware(monkeypatch):
-    import core.training.flops as flops
+    import core.machine.peak_estimates as flops
 
     def no_hardware(*args):
         raise AssertionError("a comparison must not read the hardware")
@@ -344,3 +354,12 @@ def test_bfloat16_on_cpu_warning_uses_what_the_run_recorded(native, warned):
     rows = [("CPU:0", _result(precision="bfloat16", environment=environment)), ("CPU:0 again", _result(precision="bfloat16"))]
     warnings = compare_results(rows).warnings
     assert any(w.startswith("CPU:0 runs bfloat16 on a CPU without AVX-512 BF16 or AMX") for w in warnings) is warned
+
+
+def test_a_run_picked_from_the_history_keeps_its_flops_per_step():
+    # A compare run has no verdict of its own; live, the comparison's counter gave its FLOPs per
+    # step. From the history there is no counter: the FLOPs the run recorded give the same figure.
+    picked = dataclasses.replace(_result(samples=1000.0, batch_size=64), flops_per_step=2e6)
+    live = compare_results([("CPU:0", dataclasses.replace(picked, flops_per_step=None))], flops_per_step=2e6).rows[0]
+    from_history = compare_results([("CPU:0", picked)]).rows[0]
+    assert from_history.achieved_flops == live.achieved_flops == pytest.approx(2e6 * 1000.0 / 64)

@@ -10,8 +10,8 @@ import pytest
 from core.compare.runner import run_comparison, scaling_sweep
 from core.compare.targets import parse_targets
 from core.config import RunConfig
-from core.history.recorder import HistoryRecorder
 from core.history.store import RunStore
+from core.jobs import JobListener, JobOptions
 from core.results import RunStatus
 from core.training.callbacks import RunCallback
 
@@ -40,61 +40,55 @@ class StoreWatcher(RunCallback):
         self.stored_steps.append(self.store.list_runs()[0].steps)
 
 
-def factory(store: RunStore, made: dict[int, RunConfig]):
-    def recorder(index: int, config: RunConfig) -> HistoryRecorder:
-        made[index] = config
-        return HistoryRecorder(store, config, label=f"target {index}", group="comparison", flush_interval_s=0)
-
-    return recorder
-
-
 def test_each_target_is_recorded_while_it_trains_and_failed_targets_too(two_cpus, store: RunStore) -> None:
-    made: dict[int, RunConfig] = {}
     watcher = StoreWatcher(store)
+    base = RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)
     comparison = run_comparison(
-        RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32),
+        base,
         parse_targets(f"{two_cpus[0]}; CPU:9; mirrored:CPU:0,GPU:0"),
-        callbacks=[watcher],
-        recorders=factory(store, made),
+        store=store,
+        options=JobOptions(group="comparison", hooks=(watcher,)),
     )
     assert [row.status for row in comparison.rows] == [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.FAILED]
     assert watcher.at_start == [(RunStatus.RUNNING, 0)]  # begun before the engine started
-    assert watcher.stored_steps == [0, 1, 2, 3, 4, 5]  # every step done is stored before the next call
-    stored = {r.label: r for r in store.list_runs()}
-    assert stored["target 0"].status == RunStatus.COMPLETED and stored["target 0"].steps == 6
-    assert stored["target 0"].figures["samples_per_s"] == comparison.rows[0].samples_per_s
-    assert stored["target 1"].status == RunStatus.FAILED and "CPU:9" in stored["target 1"].message
-    assert stored["target 2"].status == RunStatus.FAILED and "devices of one kind" in stored["target 2"].message
-    assert made[0].devices == (two_cpus[0],) and made[1].devices == ("CPU:9",)
-    assert made[2] == RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)  # its own job is invalid: the base
+    assert watcher.stored_steps[0] == 0 and watcher.stored_steps[1] == 1  # the first call's step is stored before the next call
+    stored = {r.label.split(" · ")[2]: r for r in store.list_runs()}
+    assert stored[two_cpus[0]].status == RunStatus.COMPLETED and stored[two_cpus[0]].steps == 6
+    assert stored[two_cpus[0]].label == f"MLP · digits · {two_cpus[0]} · batch 32 · compare"
+    assert stored[two_cpus[0]].figures["samples_per_s"] == comparison.rows[0].samples_per_s
+    assert stored["CPU:9"].status == RunStatus.FAILED and "CPU:9" in stored["CPU:9"].message
+    assert stored["CPU:9"].devices == ("CPU:9",)
+    mixed = stored["mirrored:CPU:0,GPU:0"]
+    assert mixed.status == RunStatus.FAILED and "devices of one kind" in mixed.message
     assert {r.group for r in store.list_runs()} == {"comparison"}
 
 
 def test_a_stopped_comparison_records_the_stopped_run_and_not_the_skipped_ones(two_cpus, store: RunStore) -> None:
     stop = threading.Event()
+
+    class StopAtStep3(JobListener):
+        def on_steps(self, records) -> None:
+            if records[-1].step >= 3:
+                stop.set()
+
     comparison = run_comparison(
         RunConfig(model="mlp", dataset="digits", steps=400, batch_size=32),
         parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
-        on_steps=lambda index, records: stop.set() if records[-1].step >= 3 else None,
+        store=store,
+        options=JobOptions(listener=StopAtStep3()),
         stop_event=stop,
-        recorders=factory(store, {}),
     )
-    stored = {r.label: r for r in store.list_runs()}
     assert [row.status for row in comparison.rows] == [RunStatus.STOPPED, RunStatus.SKIPPED]
-    assert stored["target 0"].status == RunStatus.STOPPED and stored["target 0"].steps == comparison.rows[0].result.steps_done
-    assert "target 1" not in stored, "a skipped target never ran: it is a row of the comparison, not a run"
+    (stored,) = store.list_runs()  # a skipped target never ran: it is a row of the comparison, not a run
+    assert stored.status == RunStatus.STOPPED and stored.steps == comparison.rows[0].result.steps_done
 
 
-def test_a_sweep_passes_the_recorders_on(two_cpus, store: RunStore) -> None:
-    comparison = scaling_sweep(
-        RunConfig(model="mlp", dataset="digits", steps=3, batch_size=32), "CPU", [1, 2], recorders=factory(store, {})
-    )
+def test_a_sweep_records_each_count(two_cpus, store: RunStore) -> None:
+    comparison = scaling_sweep(RunConfig(model="mlp", dataset="digits", steps=3, batch_size=32), "CPU", [1, 2], store=store)
     assert [r.status for r in comparison.rows] == [RunStatus.COMPLETED] * 2
     assert sorted((r.strategy, r.replicas, r.steps) for r in store.list_runs()) == [("mirrored", 2, 3), ("one-device", 1, 3)]
 
 
-def test_a_factory_may_give_no_recorder(two_cpus, store: RunStore) -> None:
-    comparison = run_comparison(
-        RunConfig(model="mlp", dataset="digits", steps=2, batch_size=32), parse_targets(two_cpus[0]), recorders=lambda index, config: None
-    )
+def test_without_a_store_nothing_is_recorded(two_cpus, store: RunStore) -> None:
+    comparison = run_comparison(RunConfig(model="mlp", dataset="digits", steps=2, batch_size=32), parse_targets(two_cpus[0]))
     assert comparison.rows[0].status == RunStatus.COMPLETED and store.list_runs() == []

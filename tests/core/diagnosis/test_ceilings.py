@@ -5,8 +5,8 @@ from pathlib import Path
 
 from core.diagnosis import ceilings
 from core.machine import peaks
+from core.machine.peak_estimates import cpu_peak_flops
 from core.machine.peaks import DevicePeaks, PeaksReport
-from core.training.flops import cpu_peak_flops
 
 
 def test_the_cache_lives_beside_the_history():

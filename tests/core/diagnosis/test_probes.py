@@ -26,7 +26,10 @@ def _run_and_diagnose(config: RunConfig):
 @pytest.mark.slow
 def test_mlp_at_batch_8_is_overhead_bound(two_cpus):
     result, found, probe_runs = _run_and_diagnose(RunConfig(model="mlp", batch_size=8, steps=60))
-    assert found.bound is Bound.OVERHEAD, found.bound_evidence
+    if any(run.contended for run in (result, *probe_runs)):  # another process took the CPU meanwhile: no bound is judged
+        assert found.bound is Bound.UNKNOWN and found.bound_evidence.startswith("Too noisy to judge"), found.bound_evidence
+    else:
+        assert found.bound is Bound.OVERHEAD, found.bound_evidence
     assert [(p.config["batch_size"], p.config["steps_per_call"]) for p in probe_runs] == [(1, 1), (8, 8)]
     assert all(p.ok for p in probe_runs)
     # runs of the same job already made (as a sweep's) stand in for the probes: nothing more to run

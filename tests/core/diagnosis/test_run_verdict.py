@@ -4,10 +4,9 @@ import threading
 from dataclasses import replace
 
 from core.config import RunConfig
-from core.diagnosis.run_verdict import NO_PROBES, STOPPED, HoldRunEnd, diagnose_run
+from core.diagnosis.run_verdict import NO_PROBES, STOPPED, VerdictHook, diagnose_run
 from core.machine.peaks import DevicePeaks, PeaksReport
-from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback
+from core.results import RunResult, RunStatus
 
 PEAKS = PeaksReport({"cpu": "test CPU"}, (DevicePeaks("CPU:0", "CPU", "test CPU", {"float32": 80e9}),))
 
@@ -45,23 +44,14 @@ def test_a_multi_worker_run_is_judged_without_probe_runs(two_cpus):
     assert judged.bound in ("compute", "unknown") and judged.bound_evidence.endswith(NO_PROBES["multi-worker"])
 
 
-def test_hold_run_end_passes_every_hook_but_the_end():
-    class Heard(RunCallback):
-        def __init__(self):
-            self.calls = []
-
-        def on_call_begin(self, first_step, steps):
-            self.calls.append("call")
-
-        def on_steps(self, records):
-            self.calls.append("steps")
-
-        def on_run_end(self, result):
-            self.calls.append("end")
-
-    inner = Heard()
-    held = HoldRunEnd(inner)
-    held.on_call_begin(1, 2)
-    held.on_steps([StepRecord(1, 0.5, 0.01)])
-    held.on_run_end(_result())
-    assert inner.calls == ["call", "steps"]
+def test_the_verdict_hook_leaves_a_run_that_did_not_complete_or_was_stopped_as_it_is():
+    heard: list[str] = []
+    hook = VerdictHook(RunConfig(), threading.Event(), heard.append)
+    for status in (RunStatus.FAILED, RunStatus.STOPPED):
+        unjudged = _result(status)
+        assert hook.amend_result(unjudged) is unjudged
+    stop = threading.Event()
+    stop.set()
+    completed = _result()
+    assert VerdictHook(RunConfig(), stop, heard.append).amend_result(completed) is completed
+    assert heard == []  # nothing was diagnosed, nothing announced

@@ -55,7 +55,8 @@ def test_finish_stores_the_result_once(store: RunStore) -> None:
     recorder.on_steps(records(1, 5))
     result = make_result(steps=300)
     assert recorder.finish(result) == run_id
-    assert recorder.finish(make_result(steps=7, seed=3)) == run_id  # the engine and the caller may both finish
+    with pytest.raises(RuntimeError, match="already finished"):  # one place finishes a run (core.jobs), once
+        recorder.finish(make_result(steps=7, seed=3))
     assert store.load(run_id) == result and len(store.list_runs()) == 1
 
 
@@ -80,7 +81,8 @@ def test_discard_removes_a_run_refused_as_it_started(store: RunStore) -> None:
     recorder = HistoryRecorder(store, CONFIG)
     recorder.begin()
     recorder.discard()
-    recorder.finish(make_result(steps=3))
+    with pytest.raises(RuntimeError, match="already finished"):
+        recorder.finish(make_result(steps=3))
     assert store.list_runs() == []
 
 

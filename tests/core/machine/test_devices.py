@@ -371,7 +371,7 @@ def test_hinted_tpu_that_fails_the_probe_is_listed_unavailable(monkeypatch: pyte
 
 def test_probe_success_report_becomes_one_row_per_core(monkeypatch: pytest.MonkeyPatch, silent_tpu_address) -> None:
     names = [f"/job:worker/replica:0/task:0/device:TPU:{i}" for i in range(8)]
-    fake_child = f"print('@@tpu-probe ' + {json.dumps(json.dumps({'stage': 'done', 'ok': True, 'devices': names}))})"
+    fake_child = f"from core.child_process import reply; reply({{'ok': True, 'devices': {names!r}}})"
     monkeypatch.setattr(tpu, "_CHILD_SCRIPT", fake_child)  # stands in for a TPU that initialises
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
     result = probe_tpu(silent_tpu_address, timeout_s=10)  # a port that accepts: the (fake) child decides

@@ -1,4 +1,9 @@
-"""FLOPs per step from the model's graph, device peaks, and what the fraction of peak means."""
+"""FLOPs per step from the model's graph, checked against analytic counts written out per layer.
+
+Each formula counts a multiply-add as 2 FLOPs and leaves out what the graph
+counts besides (bias adds, activations' arithmetic, gate additions): so each
+count must lie within 10% of its formula, as the issue asks, and above it.
+"""
 
 from types import SimpleNamespace
 
@@ -7,20 +12,12 @@ import pytest
 from core.config import RunConfig
 from core.results import RunResult, RunStatus
 from core.training.callbacks import RunContext
-from core.training.flops import (
-    FlopsCounter,
-    achieved_flops,
-    cpu_peak_flops,
-    efficiency_note,
-    forward_flops,
-    gpu_peak,
-    peak_flops,
-    training_flops_per_step,
-)
+from core.training.flops import FlopsCounter, count_forward, forward_flops, training_flops_per_step
 from core.workloads.models import MODELS
 
 # The MLP on 8x8x1 inputs: Dense 64->256, 256->128, 128->10; a multiply-add is 2 FLOPs.
 MLP_FORWARD_PER_EXAMPLE = 2 * (64 * 256 + 256 * 128 + 128 * 10)
+BATCH, STEPS, FEATURES, UNITS = 64, 64, 8, 32  # the issue's LSTM(32) over 64 timesteps at batch 64
 
 
 def test_mlp_training_flops_match_the_analytic_count(two_cpus):
@@ -31,7 +28,7 @@ def test_mlp_training_flops_match_the_analytic_count(two_cpus):
     # matrix products) and nothing else of note (ReLU has no registered count): so the
     # count sits just above the analytic matrix-product figure, within 1%.
     assert analytic < flops <= 1.01 * analytic
-    assert "profiler" in method and "x3" in method
+    assert "per-op counts" in method and "x3" in method
 
 
 def test_flops_scale_with_the_global_batch(two_cpus):
@@ -94,52 +91,156 @@ def test_counter_counts_once_from_the_run_model(two_cpus):
     assert counter.flops == training_flops_per_step(model, 16)[0]
 
 
-def test_cpu_peak_estimate_is_positive_and_explained():
-    flops, how = cpu_peak_flops()
-    assert flops is not None and flops > 1e9
-    assert "cores" in how and "FLOPs/cycle" in how
-    assert peak_flops({"kind": "CPU", "name": "this CPU"}) == (flops, how)
+def _single_layer(input_shape, layer):
+    import keras
+
+    inputs = keras.Input(input_shape)
+    return keras.Model(inputs, layer(inputs))
 
 
-@pytest.mark.parametrize(
-    "name, precision, tf32, tflops",
-    [
-        ("NVIDIA H100 80GB HBM3", "off", True, 494.7),
-        ("NVIDIA H100 80GB HBM3", "off", False, 67.0),
-        ("NVIDIA H100 80GB HBM3", "bfloat16", True, 989.4),
-        ("NVIDIA H100 PCIe", "float16", True, 756.0),
-        ("NVIDIA H200", "bfloat16", True, 989.4),
-        ("NVIDIA A100-SXM4-80GB", "off", True, 156.0),
-        ("Tesla V100-SXM2-16GB", "off", True, 15.7),
-        ("Tesla T4", "float16", True, 65.0),
-        ("NVIDIA L4", "bfloat16", True, 121.0),
-        ("NVIDIA GeForce RTX 4090", "float16", True, 165.2),
-    ],
-)
-def test_gpu_peaks_come_from_the_datasheet_table(name, precision, tf32, tflops):
-    # A DeviceInfo-shaped object: the table needs only kind and name (no GPU here).
-    flops, how = peak_flops(SimpleNamespace(kind="GPU", name=name), precision, tf32)
-    assert flops == pytest.approx(tflops * 1e12)
-    assert "datasheet" in how
+def _within_10_percent(counted: float, analytic: float) -> None:
+    assert analytic <= counted <= 1.1 * analytic, f"counted {counted:.4g}, analytic {analytic:.4g}"
 
 
-def test_gpu_peak_unknowns_say_why():
-    assert peak_flops({"kind": "GPU", "name": "Tesla T4"}, "bfloat16") == (None, "T4 has no bfloat16 tensor cores")
-    assert peak_flops({"kind": "GPU", "name": "NVIDIA A10G"})[0] is None
-    assert gpu_peak("NVIDIA A10") is not None and gpu_peak("NVIDIA A10G") is None
-    assert peak_flops({"kind": "TPU", "name": "TPU v4"})[0] is None
+def test_lstm_counts_every_timestep(two_cpus):
+    import keras
+
+    # Per timestep: 4 gates, each a product of [x_t, h_{t-1}] (FEATURES + UNITS) with UNITS outputs.
+    analytic = BATCH * STEPS * 4 * 2 * (FEATURES + UNITS) * UNITS
+    count = count_forward(_single_layer((STEPS, FEATURES), keras.layers.LSTM(UNITS)), BATCH)
+    _within_10_percent(count.flops, analytic)
+    assert not count.partial
+    # A training step is 3 x forward: 1.3e8 here, where the loop body counted once gave 2e6.
+    assert training_flops_per_step(_single_layer((STEPS, FEATURES), keras.layers.LSTM(UNITS)), BATCH)[0] == pytest.approx(3 * count.flops)
 
 
-def test_achieved_flops_uses_steady_state_steps_per_second():
-    result = RunResult(status=RunStatus.COMPLETED, config={"batch_size": 64}, samples_per_s=640.0)
-    assert achieved_flops(result, 1e6) == pytest.approx(1e7)
-    assert achieved_flops(result, None) is None
-    assert achieved_flops(RunResult(status=RunStatus.COMPLETED, config={"batch_size": 64}), 1e6) is None
+def test_gru_counts_every_timestep(two_cpus):
+    import keras
+
+    analytic = BATCH * STEPS * 3 * 2 * (FEATURES + UNITS) * UNITS  # 3 gates: update, reset, candidate
+    _within_10_percent(forward_flops(_single_layer((STEPS, FEATURES), keras.layers.GRU(UNITS)), BATCH), analytic)
 
 
-@pytest.mark.parametrize(
-    "fraction, words",
-    [(0.01, "far below peak"), (0.1, "well below"), (0.3, "good share"), (0.8, "close to peak"), (1.5, "above"), (None, "unknown")],
-)
-def test_efficiency_note_reads_the_fraction(fraction, words):
-    assert words in efficiency_note(fraction)
+def test_simple_rnn_counts_every_timestep(two_cpus):
+    import keras
+
+    analytic = BATCH * STEPS * 2 * (FEATURES + UNITS) * UNITS
+    _within_10_percent(forward_flops(_single_layer((STEPS, FEATURES), keras.layers.SimpleRNN(UNITS)), BATCH), analytic)
+
+
+def test_bidirectional_counts_both_directions(two_cpus):
+    import keras
+
+    analytic = 2 * BATCH * STEPS * 4 * 2 * (FEATURES + UNITS) * UNITS  # a forward and a backward LSTM
+    layer = keras.layers.Bidirectional(keras.layers.LSTM(UNITS))
+    _within_10_percent(forward_flops(_single_layer((STEPS, FEATURES), layer), BATCH), analytic)
+
+
+def test_multi_head_attention_counts_projections_and_scores(two_cpus):
+    import keras
+
+    tokens, dim, heads, key_dim, batch = 32, 64, 4, 16, 8
+
+    class SelfAttention(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.attention = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=key_dim)
+
+        def call(self, x):
+            return self.attention(x, x)
+
+    inner = heads * key_dim
+    analytic = batch * (
+        3 * 2 * tokens * dim * inner  # query, key and value projections
+        + 2 * 2 * tokens * tokens * inner  # scores Q K^T and their weighted sum of values
+        + 2 * tokens * inner * dim  # output projection
+    )
+    _within_10_percent(forward_flops(_single_layer((tokens, dim), SelfAttention()), batch), analytic)
+
+
+def test_depthwise_conv_counts_one_filter_per_channel(two_cpus):
+    import keras
+
+    size, channels, kernel = 32, 16, 3
+    out = size - kernel + 1
+    analytic = BATCH * 2 * out * out * kernel * kernel * channels
+    layer = keras.layers.DepthwiseConv2D(kernel)
+    _within_10_percent(forward_flops(_single_layer((size, size, channels), layer), BATCH), analytic)
+
+
+def test_separable_conv_counts_depthwise_then_pointwise(two_cpus):
+    import keras
+
+    size, channels, filters, kernel = 32, 16, 32, 3
+    out = size - kernel + 1
+    analytic = BATCH * (2 * out * out * kernel * kernel * channels + 2 * out * out * channels * filters)
+    layer = keras.layers.SeparableConv2D(filters, kernel)
+    _within_10_percent(forward_flops(_single_layer((size, size, channels), layer), BATCH), analytic)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_transposed_conv_counts_each_input_value_once_over_the_kernel(two_cpus, dims):
+    import keras
+
+    size, channels, filters, kernel = 8, 4, 8, 3
+    layer = {1: keras.layers.Conv1DTranspose, 2: keras.layers.Conv2DTranspose, 3: keras.layers.Conv3DTranspose}[dims](filters, kernel)
+    analytic = 4 * 2 * size**dims * kernel**dims * channels * filters
+    _within_10_percent(forward_flops(_single_layer((*(size,) * dims, channels), layer), 4), analytic)
+
+
+def test_conv3d_is_counted(two_cpus):
+    import keras
+
+    size, channels, filters, kernel = 8, 2, 4, 3
+    out = size - kernel + 1
+    analytic = 4 * 2 * out**3 * kernel**3 * channels * filters
+    _within_10_percent(forward_flops(_single_layer((size, size, size, channels), keras.layers.Conv3D(filters, kernel)), 4), analytic)
+
+
+def test_a_loop_without_a_static_trip_count_makes_the_count_partial_and_names_its_layer(two_cpus):
+    import keras
+    import tensorflow as tf
+
+    class DataDependentLoop(keras.layers.Layer):
+        def call(self, x):
+            trips = tf.cast(tf.reduce_max(x) > 0, tf.int32) + 2  # known only when the data is
+            return tf.while_loop(lambda i, y: i < trips, lambda i, y: (i + 1, tf.matmul(y, tf.ones((4, 4)))), (0, x))[1]
+
+    count = count_forward(_single_layer((4,), DataDependentLoop(name="data_loop")), 2)
+    assert count.partial
+    assert any("data_loop" in name and "no static trip count" in name for name in count.uncounted)
+
+
+def test_counter_adds_flops_and_a_partial_warning_to_the_result(two_cpus):
+    counter = FlopsCounter()
+    model = MODELS["mlp"].build()
+    counter.on_run_start(RunContext(RunConfig(batch_size=16), 10, 1, ("CPU:0",), model))
+    result = counter.amend_result(RunResult(status=RunStatus.COMPLETED, config={}))
+    assert result.flops_per_step == counter.flops and result.flops_uncounted == () and result.warnings == ()
+    counter.uncounted = ("functional/data_loop (a loop with no static trip count)",)
+    partial = counter.amend_result(RunResult(status=RunStatus.COMPLETED, config={}))
+    assert partial.flops_uncounted == counter.uncounted
+    assert any("FLOPs are partial" in w and "data_loop" in w and "lower bounds" in w for w in partial.warnings)
+    assert partial.summary()["flops_uncounted"] == list(counter.uncounted)
+
+
+def test_the_fused_cudnn_lstm_keras_uses_on_a_gpu_is_counted_like_the_loop(two_cpus):
+    # The op is only traced, never run, so no GPU is needed: the graph is what a GPU run would trace.
+    import keras
+    import tensorflow as tf
+
+    class CudnnLstm(keras.layers.Layer):
+        def call(self, x):
+            time_major = tf.transpose(x, (1, 0, 2))
+            state = tf.zeros((1, BATCH, UNITS))
+            params = tf.zeros((4 * UNITS * (FEATURES + UNITS) + 8 * UNITS,))
+            outputs = tf.raw_ops.CudnnRNNV3(
+                input=time_major, input_h=state, input_c=state, params=params, sequence_lengths=tf.fill([BATCH], STEPS),
+                rnn_mode="lstm", input_mode="linear_input", direction="unidirectional", is_training=False, time_major=True,
+            )  # fmt: skip
+            return outputs[0][-1]
+
+    count = count_forward(_single_layer((STEPS, FEATURES), CudnnLstm()), BATCH)
+    analytic = BATCH * STEPS * 4 * 2 * (FEATURES + UNITS) * UNITS
+    _within_10_percent(count.flops, analytic)
+    assert not count.partial

@@ -25,7 +25,15 @@ def test_set_apart_steps_are_counted_and_timed_but_left_out_of_the_steady_state(
         "step_time_p95_ms",
         "step_time_spread",
         "samples_per_s",
+        "mean_step_ms",
     }
+
+
+def test_samples_per_s_is_the_global_batch_over_the_mean_step_shown_beside_it():
+    # A noisy run: one slow call pulls the mean far above the median, as on a busy machine.
+    stats = summarize([1.0, 0.002, 0.002, 0.002, 0.002, 0.012], warmup_steps=1, global_batch_size=32)
+    assert stats.mean_ms == pytest.approx(4.0) and stats.median_ms == pytest.approx(2.0)
+    assert stats.samples_per_s == pytest.approx(32 / (stats.mean_ms / 1e3))  # 8,000, not batch / median = 16,000
 
 
 def test_a_range_over_the_warm_up_does_not_count_it_twice_and_nothing_set_apart_changes_nothing():

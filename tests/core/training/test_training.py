@@ -97,7 +97,7 @@ def test_batch_that_does_not_split_across_replicas_fails_clearly(two_cpus):
 
 @pytest.mark.slow
 def test_run_records_its_devices_peak_for_later_comparisons(two_cpus):
-    from core.training.flops import cpu_peak_flops
+    from core.machine.peak_estimates import cpu_peak_flops
 
     result = run_training(RunConfig(model="mlp", strategy="one-device", devices=(two_cpus[0],), steps=3, batch_size=8))
     assert result.status == RunStatus.COMPLETED, result.message

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from core.config import ConfigError, RunConfig
-from core.tuning.max_batch import MARGIN, TOLERANCE, bytes_per_example, find_max_batch, parse_size
+from core.tuning.max_batch import MARGIN, TOLERANCE, bytes_per_example, find_max_batch, margin_text, parse_size
 from core.tuning.max_batch_probe import Probe, ProbeLimits, run_probe
 
 MiB = 2**20
@@ -93,6 +93,30 @@ def test_stop_kills_the_probe_in_flight_and_its_child_process() -> None:
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
     result = outcome["result"]
     assert result.stopped and not result.finished and result.probes == ()
+
+
+def test_a_budget_stops_the_search_and_it_says_what_it_knows() -> None:
+    curve = memory_curve(600 * MiB, 3_000, 0)
+
+    def slow_probe(config, batch, limits, stop_event):
+        stop_event.wait(0.3)  # a probe takes a while; the budget's deadline sets the event
+        return Probe(batch, False, None, stopped=True) if stop_event.is_set() else curve(config, batch, limits, stop_event)
+
+    began = time.monotonic()
+    result = find_max_batch(RunConfig(model="mlp"), 2**40, start=64, probe=slow_probe, budget_s=1.0)
+    assert time.monotonic() - began < 2.0
+    assert result.stopped and not result.finished and result.smallest_failing is None and result.largest_fitting >= 64
+    text = margin_text(result)
+    assert text == f"stopped after {len(result.probes)} probe(s): batch {result.largest_fitting:,} fits; the limit was not found"
+    assert "every batch tried fit" not in text and result.bytes_per_example != 0
+
+
+def test_a_budget_kills_the_real_probe_in_flight() -> None:
+    began = time.monotonic()
+    result = find_max_batch(RunConfig(model="mlp"), 2**30, budget_s=2.0)  # the child is still starting TensorFlow at 2 s
+    assert time.monotonic() - began < 8.0
+    assert result.stopped and result.probes == ()
+    assert margin_text(result) == "stopped after 0 probe(s): no batch was found to fit yet; the limit was not found"
 
 
 @pytest.mark.slow

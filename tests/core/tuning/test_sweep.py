@@ -8,10 +8,10 @@ import pytest
 
 from core.config import ConfigError, RunConfig
 from core.diagnosis.evidence import differs_only_in, matching_points
-from core.history.recorder import HistoryRecorder
 from core.history.store import RunStore
+from core.jobs import JobOptions
 from core.results import RunStatus
-from core.tuning.sweep import run_sweep
+from core.tuning.sweep import SweepListener, run_sweep
 from core.tuning.sweep_plan import BFLOAT16_WITHOUT_AVX512, FLOAT16_ON_CPU, next_sweep_group, parse_values, plan_sweep
 
 
@@ -21,8 +21,23 @@ def store(tmp_path_factory):
         yield opened
 
 
-def recorders(store: RunStore):
-    return lambda config, label, group: HistoryRecorder(store, config, label, group, flush_interval_s=0)
+class Heard(SweepListener):
+    """What a sweep tells its one listener: each point's start (index, total, label), then its row."""
+
+    def __init__(self, stop_event: threading.Event | None = None, stop_at: int = -1):
+        self.announced: list[tuple[int, int, str]] = []
+        self.rows: list[int] = []
+        self.stop_event, self.stop_at = stop_event, stop_at
+
+    def on_job_start(self, index, total, label) -> None:
+        self.announced.append((index, total, label))
+
+    def on_steps(self, records) -> None:
+        if self.stop_event is not None and self.announced[-1][0] == self.stop_at:
+            self.stop_event.set()
+
+    def on_row(self, index, row) -> None:
+        self.rows.append(index)
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +45,10 @@ def mlp_sweep(two_cpus, store):
     """The MLP at batch 16, 32 x steps per call 1, 4: four real 6-step runs, recorded."""
     plan = plan_sweep(RunConfig(model="mlp", steps=6, batch_size=16), {"batch_size": (16, 32), "steps_per_call": (1, 4)})
     group = next_sweep_group(store.groups(), plan)
-    announced = []
-    sweep = run_sweep(plan, on_progress=lambda *args: announced.append(args), recorders=recorders(store), group=group)
-    return sweep, announced
+    heard = Heard()
+    sweep = run_sweep(plan, store, JobOptions(group=group, listener=heard))
+    assert heard.rows == [0, 1, 2, 3]
+    return sweep, heard.announced
 
 
 @pytest.mark.slow
@@ -93,26 +109,14 @@ def test_a_failed_point_is_a_row_and_stop_ends_the_point_in_flight_then_skips_th
     base = RunConfig(model="mlp", strategy="mirrored", devices=tuple(two_cpus), steps=6, batch_size=16)
     plan = plan_sweep(base, {"batch_size": (15, 16, 24, 32)})
     stop_event = threading.Event()
-    current = {}
-
-    def stop_during_third_point(records) -> None:
-        if current.get("index") == 2:
-            stop_event.set()
-
-    sweep = run_sweep(
-        plan,
-        on_progress=lambda index, total, label: current.update(index=index),
-        on_steps=stop_during_third_point,
-        stop_event=stop_event,
-        recorders=recorders(store),
-        group="sweep 9: batch",
-    )
+    heard = Heard(stop_event, stop_at=2)
+    sweep = run_sweep(plan, store, JobOptions(group="sweep 9: batch", listener=heard), stop_event)
     failed, completed, stopped, skipped = sweep.rows
     assert failed.status == RunStatus.FAILED and "multiple of the 2 replicas" in failed.result.message
     assert completed.status == RunStatus.COMPLETED and completed.result.replicas == 2
     assert stopped.status == RunStatus.STOPPED and stopped.result.steps_done == 1  # one step call, then Stop
     assert skipped.status == RunStatus.SKIPPED and skipped.run_id is None and sweep.stopped
-    assert sweep.best == 1 and current["index"] == 2
+    assert sweep.best == 1 and [index for index, _, _ in heard.announced] == [0, 1, 2] and heard.rows == [0, 1, 2, 3]
     statuses = {summary.id: summary.status for summary in store.list_runs()}
     assert [statuses[row.run_id] for row in sweep.rows[:3]] == [RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.STOPPED]
 

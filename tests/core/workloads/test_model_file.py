@@ -123,4 +123,55 @@ def test_custom_class_says_how_to_provide_it(tmp_path):
     keras.saving.get_custom_objects().pop("device_lab_test>AddOne")
     with pytest.raises(ModelFileError) as error:
         open_user_workload(path, trust=True)
-    assert "AddOne" in str(error.value) and "build_model()" in str(error.value) and not error.value.needs_trust
+    assert "AddOne" in str(error.value) and "--custom-objects" in str(error.value) and not error.value.needs_trust
+    layers_py = write_py(
+        tmp_path,
+        "my_layers.py",
+        """
+        import keras
+
+        @keras.saving.register_keras_serializable(package="device_lab_test")
+        class AddOne(keras.layers.Layer):
+            def call(self, x):
+                return x + 1.0
+        """,
+    )
+    with pytest.raises(ModelFileError) as untrusted:
+        open_user_workload(path, custom_objects=layers_py)
+    assert untrusted.value.needs_trust and "--trust" in str(untrusted.value)
+    described = open_user_workload(path, trust=True, custom_objects=layers_py).describe()
+    assert described["custom_objects"] == str(layers_py) and described["params"] == 8
+
+
+def test_a_load_error_keeps_its_cause_whole_and_never_cuts_a_word():
+    from core.workloads.model_file import MAX_CAUSE_CHARS, load_error_cause
+
+    config = "{" + ", ".join(f"'option_{i}': {i}" for i in range(300)) + "}"
+    keras_style = TypeError(
+        f"Error when deserializing class 'DepthwiseConv2D' using config={config}.\n\n"
+        "Exception encountered: Unrecognized keyword arguments passed to DepthwiseConv2D: {'groups': 2}"
+    )
+    assert load_error_cause(keras_style) == "Unrecognized keyword arguments passed to DepthwiseConv2D: {'groups': 2}"
+    long_cause = ValueError(" ".join(["averyveryverylongword"] * 200))
+    shortened = load_error_cause(long_cause)
+    assert len(shortened) <= MAX_CAUSE_CHARS + 2 and shortened.endswith("averyveryverylongword …")
+
+
+def test_a_class_from_a_package_not_installed_names_the_package_and_the_python(tmp_path):
+    import json
+    import sys
+    import zipfile
+
+    from core.workloads.model_file import missing_package_reason
+
+    path = tmp_path / "detector.keras"
+    config = {"module": "keras_cv.src.models.yolo", "class_name": "YOLOV8Detector", "config": {}, "registered_name": "YOLOV8Detector"}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("config.json", json.dumps(config))
+        zf.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    with pytest.raises(ModelFileError) as error:
+        open_user_workload(path)
+    message = str(error.value)
+    assert "YOLOV8Detector" in message and "keras-cv" in message and f"{sys.executable} -m pip install keras-cv" in message, message
+    hub = missing_package_reason("keras_hub", "GPT2CausalLM")
+    assert "GPT2CausalLM" in hub and 'pip install -e ".[hub]"' in hub and sys.executable in hub

@@ -119,7 +119,7 @@ def test_python_file_that_compiles_its_model_trains_with_that_loss_on_synthetic_
     described = workload.describe()
     assert described["compiled"] and described["data"] == SYNTHETIC and not described["has_build_dataset"]
     assert described["losses"][0]["loss"] == "mean_absolute_error" and "build_model() compiled" in described["losses"][0]["reason"]
-    assert workload.optimizer_name() is None and workload.make_optimizer(0.1) is None
+    assert workload.optimizer_name() is None and workload.make_optimizer(0.1, "adam") is None  # the run's setting
     losses, _ = train_steps(workload)
     assert losses[-1] < losses[0]
 
@@ -262,3 +262,29 @@ def test_mirrored_on_two_logical_cpus_builds_in_scope_and_trains_like_the_engine
 
     losses = [float(train_step(iterator)) for _ in range(3)]
     assert strategy.num_replicas_in_sync == 2 and all(np.isfinite(losses))
+
+
+def test_vocab_applies_only_where_the_model_says_no_range_and_masks_are_all_ones(tmp_path):
+    import keras
+
+    ids = keras.Input((6,), dtype="int32", name="token_ids")
+    loose = keras.Input((6,), dtype="int32", name="bucket")
+    mask = keras.Input((6,), dtype="int32", name="padding_mask")
+    embedded = keras.layers.Embedding(VOCAB, 4)(ids)
+    masked = embedded * keras.ops.expand_dims(keras.ops.cast(mask, "float32"), -1)
+    loose_feature = keras.ops.cast(loose, "float32")
+    pooled = keras.layers.Concatenate()([keras.layers.GlobalAveragePooling1D()(masked), loose_feature])
+    path = tmp_path / "masked.keras"
+    keras.Model([ids, loose, mask], keras.layers.Dense(3)(pooled)).save(path)
+    workload = open_user_workload(path, vocab=5)
+    inputs = {i.name: i for i in workload.signature.inputs}
+    assert inputs["token_ids"].vocab == VOCAB, "--vocab must not cap a range the Embedding gives"
+    assert (inputs["bucket"].vocab, inputs["bucket"].vocab_source) == (5, "--vocab")
+    assert inputs["padding_mask"].fill == "ones" and inputs["padding_mask"].vocab is None
+    assert "input 'padding_mask' is a mask: all ones in synthetic data (every position real)" in workload.describe()["notes"]
+    x, _ = next(iter(workload.make_dataset(BATCH)))
+    by_name = dict(zip([i.name for i in workload.signature.inputs], x, strict=True))
+    assert np.all(by_name["padding_mask"].numpy() == 1) and by_name["token_ids"].numpy().max() < VOCAB
+    assert by_name["bucket"].numpy().max() < 5
+    losses, _ = train_steps(workload)
+    assert np.all(np.isfinite(losses))

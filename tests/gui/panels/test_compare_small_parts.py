@@ -10,6 +10,7 @@ from core.machine.types import DeviceInfo, DeviceReport
 from gui.panels.compare import ComparePanel
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
+from tests.gui.helpers import wired_compare_controller
 
 CPUS = tuple(DeviceInfo("CPU", "Test CPU", f"CPU:{i}", 8 << 30, 2 << 30, 6 << 30, {}) for i in range(2))
 LABELS = ["CPU:0", "mirrored:CPU:0,CPU:1", "multi-worker:2"]
@@ -17,7 +18,7 @@ LABELS = ["CPU:0", "mirrored:CPU:0,CPU:1", "multi-worker:2"]
 
 def test_typed_targets_that_are_not_targets_turn_the_field_red_and_say_what_is_allowed(qtbot):
     plots = PlotsWidget()
-    panel = ComparePanel(plots, RunConfig)
+    panel = ComparePanel(plots, wired_compare_controller(plots), RunConfig)
     qtbot.addWidget(plots)
     qtbot.addWidget(panel)
     panel.set_devices(DeviceReport(CPUS, ()))

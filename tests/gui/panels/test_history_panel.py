@@ -6,6 +6,7 @@ import csv
 import html
 import json
 import os
+from dataclasses import replace
 
 import pytest
 from PySide6.QtCore import Qt
@@ -21,7 +22,7 @@ from gui.panels.history import HistoryPanel, plot_key
 from gui.panels.history_table import COLUMNS, ROLE_VALUE
 from gui.plotting.plots import PlotsWidget
 from tests.gui.conftest import RUN_TIMEOUT_MS
-from tests.gui.helpers import choose, set_one_device, start_and_wait
+from tests.gui.helpers import choose, set_one_device, start_and_wait, wired_compare_controller
 
 STEPS = 12
 SAMPLES_COLUMN = next(i for i, (_, name) in enumerate(COLUMNS) if name == "samples_per_s")
@@ -159,7 +160,7 @@ def test_a_corrupt_history_is_set_aside_and_the_app_starts_empty(qtbot):
 def test_failed_runs_of_a_comparison_are_in_the_history_with_their_message(qtbot):
     plots = PlotsWidget()
     config = RunConfig(model="mlp", dataset="digits", steps=5, batch_size=63)
-    compare = ComparePanel(plots, lambda: config)
+    compare = ComparePanel(plots, wired_compare_controller(plots), lambda: config)
     history = HistoryPanel(plots)
     qtbot.addWidget(compare)
     qtbot.addWidget(history)
@@ -177,3 +178,28 @@ def test_failed_runs_of_a_comparison_are_in_the_history_with_their_message(qtbot
     history.select_ids([missing_device.id])
     assert html.escape(missing_device.message) in history.details_label.text()
     history.close_store()
+
+
+def test_show_in_plots_never_adds_a_run_that_is_shown_already(qtbot):
+    """A run trained in the window is in the plots under its live key; showing it from the history shows that curve, no copy."""
+    losses, times = [2.0, 1.5, 1.2, 1.0], [0.5, 0.01, 0.01, 0.011]
+    trained = replace(stored("completed", "mlp", 500.0), losses=losses, step_times_s=times, warmup_steps=1)
+    with RunStore.open() as store:
+        live_id = store.save(trained, label="trained here")
+        other_id = store.save(trained, label="trained earlier")
+    plots = PlotsWidget()
+    panel = HistoryPanel(plots)
+    qtbot.addWidget(plots)
+    qtbot.addWidget(panel)
+    plots.add_run("live-1", "trained here", losses, times, 1, 64)  # as the window plots a run, then numbers it once saved
+    plots.describe_run("live-1", live_id, trained.config)
+    plots.set_run_visible("live-1", False)
+
+    panel.select_ids([live_id])
+    assert panel.show_selected_in_plots() == ["live-1"]
+    assert plots.run_keys() == ["live-1"] and plots.series("live-1").visible, "shown where it was, not added again"
+    panel.select_ids([live_id, other_id])
+    panel.show_selected_in_plots()
+    panel.show_selected_in_plots()
+    assert plots.run_keys() == ["live-1", plot_key(other_id)], "each run once, however often it is shown"
+    panel.close_store()

@@ -22,7 +22,7 @@ STEPS = 10
 
 @pytest.fixture
 def charts(qtbot) -> tuple[PlotsWidget, DeviceUsePlot]:
-    """The Training page as the window builds it (gui.panels.charts): GPU use under the two plots, on their step axis."""
+    """The Training page as the window builds it (gui.charts): GPU use under the two plots, on their step axis."""
     plots = PlotsWidget()
     use = DeviceUsePlot()
     plots.add_below(use, use.plot)

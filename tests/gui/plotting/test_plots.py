@@ -242,3 +242,39 @@ def test_plots_save_as_png_and_svg(plots, tmp_path, suffix):
 
 def test_closed_svg_paths_become_lines_back_to_their_start():
     assert close_paths_as_lines("M0,0 L5,0 L5,5 Z M1,1 L2,2 Z") == "M0,0 L5,0 L5,5 L0,0 M1,1 L2,2 L1,1"
+
+
+def test_ten_runs_at_1024x700_leave_the_data_area_to_the_curves(plots, qtbot):
+    """The run list names every run in its colour; the plot's own legend covers curves, so it shows only when asked for."""
+    plots.resize(640, 560)  # the Training tab of a 1024x700 window, beside the run form
+    for index in range(10):
+        plots.add_run(f"r{index}", f"a long run label number {index} · digits · one-device CPU:0 · batch 64", *a_run(seed=index), 1, 64)
+    qtbot.wait(50)
+    legend = plots.loss_plot.getPlotItem().legend
+    assert len(legend.items) == 10 and not legend.isVisible()
+    assert plots.run_list.count() == 10
+    colours = [plots.run_list.item(i).icon().pixmap(8, 8).toImage().pixelColor(4, 4).name() for i in range(10)]
+    assert colours == [plots.series(f"r{i}").color for i in range(10)], "each run's colour is beside its name in the list"
+    plots.legend_check.setChecked(True)
+    assert legend.isVisible()
+    plots.legend_check.setChecked(False)
+    assert not legend.isVisible()
+
+
+def test_step_time_has_a_log_scale_that_keeps_fast_and_slow_models_readable(plots, qtbot):
+    n = 50
+    fast, slow = np.full(n, 0.001), np.full(n, 1.0)  # 1 ms (an MLP) and 1 s (a ResNet) a step
+    plots.add_run("fast", "mlp", np.linspace(2, 1, n), fast, 0, 64)
+    plots.add_run("slow", "resnet", np.linspace(2, 1, n), slow, 0, 64)
+    view = plots.step_time_plot.getPlotItem().vb
+    plots.time_log_check.setChecked(True)
+    plots.redraw_now()
+    view.autoRange()
+    _, (low, high) = view.viewRange()
+    assert plots.step_time_plot.getPlotItem().ctrl.logYCheck.isChecked()
+    assert low <= 0.0 and high >= 3.0, "log10 of 1 ms and 1000 ms both in view, three decades apart"
+    assert (high - low) < 10, "a readable span, not the whole float range"
+    plots.time_log_check.setChecked(False)
+    plots.redraw_now()
+    view.autoRange()
+    assert view.viewRange()[1][1] >= 1000

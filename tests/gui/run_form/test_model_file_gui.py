@@ -316,3 +316,48 @@ def test_a_trusted_python_file_trains_on_its_own_build_dataset_by_default(qtbot,
     info = panel.model_info.text()
     assert "trusted to run its code" in info and "the loss in the Python file: sparse_categorical_crossentropy" in info
     assert "Parameters: 67" in info and "(sgd, 0 slot(s))" in info, "the file's own optimizer and loss are shown"
+
+
+CUSTOM_LAYER_PY = """
+import keras
+
+
+@keras.saving.register_keras_serializable(package="gui_test")
+class Shift(keras.layers.Layer):
+    def call(self, x):
+        return x + 1.0
+"""
+
+
+def test_a_model_with_custom_layers_is_opened_with_their_py_from_the_trust_dialog(qtbot, model_files, tmp_path):
+    import keras
+
+    layers_py = write_py(tmp_path, "shift_layers.py", CUSTOM_LAYER_PY)
+    namespace: dict = {}
+    exec(compile(layers_py.read_text(), str(layers_py), "exec"), namespace)
+    inputs = keras.Input((4,))
+    path = tmp_path / "shifted.keras"
+    keras.Model(inputs, keras.layers.Dense(3)(namespace["Shift"]()(inputs))).save(path)
+    keras.saving.get_custom_objects().pop("gui_test>Shift")
+    offered: list[str] = []
+
+    def answer() -> None:  # the file dialog is the platform's: the test gives the path the user would pick
+        dialog = QApplication.activeModalWidget()
+        if dialog is not None and dialog.objectName() == "trustDialog" and not offered:
+            offered.append(dialog.message.text())
+            assert dialog.custom_objects_button.isVisible() and not dialog.trust_button.isVisible()
+            dialog.use_custom_objects(str(layers_py))
+
+    timer = QTimer()
+    timer.timeout.connect(answer)
+    timer.start(20)
+    panel = make_panel(qtbot)
+    panel.open_model_file(str(path))
+    qtbot.waitUntil(lambda: len(offered) == 1, timeout=DESCRIBE_TIMEOUT_MS)
+    timer.stop()
+    assert "Shift" in offered[0] and "--custom-objects" in offered[0]
+    wait_opened(qtbot, panel)
+    config = panel.config()
+    assert config is not None and config.model == str(path), panel.model_choice.model_error.text()
+    assert config.trust and config.custom_objects == str(layers_py)
+    assert "custom layers from shift_layers.py" in panel.model_info.text()

@@ -160,3 +160,20 @@ def test_a_connected_tpu_makes_the_tpu_strategy_available(qtbot, monkeypatch):
     assert panel.strategy_choice("tpu").available
     choose(panel.strategy_combo, "tpu")
     assert panel.config().tpu_address == "local"
+
+
+def test_the_parameter_count_is_that_of_the_model_built_for_the_chosen_data(qtbot):
+    from core.machine.runtime import RuntimeSettings, configure_runtime
+    from core.workloads.workload import SampleWorkload
+    from tests.conftest import LOGICAL_CPUS
+
+    configure_runtime(RuntimeSettings(logical_cpus=LOGICAL_CPUS))  # TF starts here, as the window would start it
+    panel = make_panel(qtbot)
+    choose(panel.model_combo, "cnn")
+    choose(panel.dataset_combo, "digits")
+    panel.load_param_counts()  # TensorFlow has loaded: the form may build models to count them
+    trained = SampleWorkload(MODELS["cnn"], "digits").build_model().count_params()  # what a run on Digits 8x8 trains
+    qtbot.waitUntil(lambda: f"{trained:,} parameters" in panel.model_info.text(), timeout=60_000)
+    assert "421,642" not in panel.model_info.text() and "Digits" in panel.model_info.text()
+    choose(panel.dataset_combo, "synthetic")
+    qtbot.waitUntil(lambda: "421,642 parameters" in panel.model_info.text(), timeout=60_000)  # 28x28x1, the model's own input

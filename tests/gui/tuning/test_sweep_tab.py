@@ -7,7 +7,9 @@ from PySide6.QtCore import Qt
 
 from core.history.store import RunStore
 from core.results import RunStatus
-from gui.tuning.sweep_table import BEST_MARK, LR_KEY, ROLE_VALUE
+from core.tuning.sweep import tied_with_best
+from gui.tuning.sweep_panel import NO_SWEEP_YET
+from gui.tuning.sweep_table import BEST_MARK, LR_KEY, ROLE_VALUE, TIED_MARK
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device
 
@@ -40,12 +42,21 @@ def test_a_cnn_sweep_of_batch_by_precision_shows_table_heat_map_chart_and_its_be
     status_column, lr_column = panel.table.column_index("status"), panel.table.column_index(LR_KEY)
     loss_column = panel.table.column_index("final_loss")
     assert panel.table.rowCount() == 4 and lr_column == panel.table.column_index("batch_size") + 1
-    assert panel.table.item(best, status_column).text().endswith(BEST_MARK)
+    # 2 steady steps per point are too few for an interval: nothing shows the best is better, so it reads "tied"
+    assert tied_with_best(sweep.rows) and panel.table.item(best, status_column).text().endswith(TIED_MARK)
+    assert BEST_MARK not in panel.table.item(best, status_column).text()
     assert [panel.table.item(i, lr_column).data(ROLE_VALUE) for i in range(4)] == pytest.approx([5e-4, 5e-4, 1e-3, 1e-3])
     assert all(panel.table.item(i, loss_column).data(ROLE_VALUE) == sweep.rows[i].result.final_loss for i in range(4))
     assert panel.heat_map.isVisible() and (panel.heat_map.rowCount(), panel.heat_map.columnCount()) == (2, 2)
     assert [panel.heat_map.cell_value(i // 2, i % 2) for i in range(4)] == rates
     assert panel.heat_map.item(best // 2, best % 2).text().startswith("★")
+    window.resize(1024, 700)
+    qtbot.waitUntil(lambda: window.width() == 1024, timeout=5000)
+    heat_map, metrics = panel.heat_map, panel.heat_map.fontMetrics()
+    for column in range(2):  # headers and cells whole at 1024x700 ("★ 1,234", not "★ …")
+        texts = [heat_map.horizontalHeaderItem(column).text()] + [heat_map.item(row, column).text() for row in range(2)]
+        assert heat_map.columnWidth(column) >= max(metrics.horizontalAdvance(text) for text in texts), texts
+    window.resize(1400, 880)
     assert panel.chart.series() == {"float32": [rates[0], rates[2]], "bfloat16": [rates[1], rates[3]]}
     assert panel.chart.best_point() == (best // 2, rates[best])
 
@@ -65,8 +76,12 @@ def test_stop_ends_the_point_in_flight_and_skips_the_rest(ready_window, qtbot) -
     window, panel = ready_window, ready_window.sweep_panel
     set_one_device(window, "CPU:0", steps=100_000)
     panel.axes_box.set_axes("batch_size", "8,16,32")
+    assert panel.progress_bar.text() == NO_SWEEP_YET, "no point count (Qt's default 0 of 100) before the sweep is planned"
     qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "· step" in panel.progress_label.text(), timeout=RUN_TIMEOUT_MS)
+    assert panel.progress_bar.text() == "0 of 3 points"
+    form = window.run_panel
+    assert "A sweep is running" in form.result_label.text() and form.progress_bar.text().startswith("Sweep running")
     assert not window.run_panel.start_button.isEnabled()  # the run form waits for the sweep
     with qtbot.waitSignal(panel.controller.sweep_ready, timeout=RUN_TIMEOUT_MS) as blocker:
         qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
@@ -75,4 +90,5 @@ def test_stop_ends_the_point_in_flight_and_skips_the_rest(ready_window, qtbot) -
     assert 0 < sweep.rows[0].result.steps_done < 100_000
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     assert panel.progress_label.text().startswith("Sweep stopped: 0 of 3 points completed.")
+    assert "The sweep has ended" in form.result_label.text()
     assert window.run_panel.start_button.isEnabled()

@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 
 from core.config import RunConfig
+from gui.controllers.tuning import TuningController, probes_left
 from gui.tuning.tuning_box import TuningBox
 
 SEARCH_TIMEOUT_MS = 120_000
@@ -15,7 +16,7 @@ SEARCH_TIMEOUT_MS = 120_000
 
 @pytest.mark.slow
 def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batch(qtbot) -> None:
-    box = TuningBox()
+    box = TuningBox(TuningController())
     qtbot.addWidget(box)
     box.show()
     assert not box.max_batch_button.isEnabled()  # no job yet
@@ -34,6 +35,8 @@ def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batc
     timer = QTimer()
     timer.timeout.connect(lambda: ticks.append(time.monotonic()) if box.controller.is_running() else None)
     timer.start(20)
+    lines: list[str] = []
+    box.controller.progress.connect(lambda text, _share: lines.append(text))
     with qtbot.waitSignal(box.controller.result_ready, timeout=SEARCH_TIMEOUT_MS) as found:
         qtbot.mouseClick(box.max_batch_button, Qt.MouseButton.LeftButton)
         assert box.stop_button.isEnabled() and not box.autotune_button.isEnabled()
@@ -41,7 +44,8 @@ def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batc
     qtbot.waitUntil(lambda: not box.controller.is_running(), timeout=10_000)
     assert len(ticks) >= 5, "the event loop stopped turning while the probe ran"
     assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 2.0
-    assert "probe 1: batch 32 in a child process" in box.progress_label.text()
+    assert any(line.startswith("probe 1: batch 32 in a child process") for line in lines)
+    assert box.progress_label.text() == "", "the line about the probe in flight is gone once the search has ended"
     result = found.args[0]
     assert result.max_batch == 32 and [(p.batch, p.fits) for p in result.probes] == [(32, True)] and result.margin == 0
     text = box.result_text.toPlainText()
@@ -56,12 +60,19 @@ def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batc
 
 
 def test_a_box_reading_the_run_form_starts_nothing_while_the_form_has_a_problem_or_a_run_is_in_flight(qtbot) -> None:
-    box = TuningBox(job_source=lambda: None)
+    box = TuningBox(TuningController(), job_source=lambda: None)
     qtbot.addWidget(box)
     assert box.max_batch_button.isEnabled() and box.autotune_button.isEnabled()
     qtbot.mouseClick(box.autotune_button, Qt.MouseButton.LeftButton)
     assert "The run form has a problem" in box.progress_label.text() and not box.controller.is_running()
-    busy = TuningBox(job_source=lambda: RunConfig(model="mlp"), busy=lambda: True)
+    busy = TuningBox(TuningController(), job_source=lambda: RunConfig(model="mlp"), busy=lambda: True)
     qtbot.addWidget(busy)
     qtbot.mouseClick(busy.max_batch_button, Qt.MouseButton.LeftButton)
     assert "A run is in flight" in busy.progress_label.text() and not busy.controller.is_running()
+
+
+def test_the_largest_batch_estimate_counts_at_most_the_probes_left():
+    assert probes_left(64, None, 1024, 0.03) == 4 + 6  # doublings to 1024, then halving a gap to within 3 %
+    assert probes_left(64, 128, 1024, 0.03) == 6  # 64 wide, halved until under 1.92 (3 % of 64)
+    assert probes_left(100, 102, 1024, 0.03) == 0  # within the tolerance: done
+    assert probes_left(1024, None, 1024, 0.03) == 6

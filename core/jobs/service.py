@@ -1,0 +1,124 @@
+"""The recorded-job service: train one config, record it as it trains, diagnose it, finish its record once.
+
+`run_job` begins the run in the history before it trains (so a crash or
+`kill -9` leaves it "interrupted" with its steps), passes the recorder, the
+caller's hooks, the listener and (when asked) the diagnosis to
+`core.runner.run_training` as run hooks, and finishes the record exactly once
+with the final result, its verdict included: the diagnosis is a hook that
+amends the result before the run ends. `record_unrun` saves a run that never
+trained (a comparison target that does not fit this machine).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.config import ConfigError, RunConfig
+from core.jobs.listener import JobListener, RecordedRun
+from core.results import RunResult, RunStatus
+from core.runner import run_training
+from core.training.callbacks import RunCallback
+
+if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
+    from core.history.recorder import HistoryRecorder
+    from core.history.store import RunStore
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How a job runs besides its config.
+
+    `label`/`group`: how the run shows in the history. `diagnose`: give a
+    completed run its verdict (short probe runs, not recorded). `hooks`: run
+    hooks (TensorBoard, profiler, GPU use, a FLOP counter, a clock). `listener`:
+    the one progress channel. `raise_config_error`: a ConfigError found as the
+    run starts (a device this machine lacks) is raised and the begun record
+    removed, instead of becoming a failed, recorded run. `unsaved_reason`: why
+    the store is None when the run was meant to be saved (said in the result's
+    `history_error`).
+    """
+
+    label: str = ""
+    group: str = ""
+    diagnose: bool = False
+    hooks: tuple[RunCallback, ...] = ()
+    listener: JobListener | None = None
+    raise_config_error: bool = False
+    unsaved_reason: str = ""
+
+
+PLAIN = JobOptions()
+"""A job with no label, group, hooks, listener or diagnosis."""
+
+
+def run_job(
+    config: RunConfig, store: RunStore | None, options: JobOptions = PLAIN, stop_event: threading.Event | None = None
+) -> RecordedRun:
+    """Train `config`, recorded in `store` (None: not recorded) while it trains, diagnosed when `options.diagnose`.
+
+    Setting `stop_event` ends the run after the call in flight (and its
+    diagnosis, which then leaves no verdict). Never raises for a run that
+    fails: a config this machine cannot run is a failed run, recorded, with
+    `started` False (raised instead with `options.raise_config_error`).
+    """
+    stop_event = stop_event or threading.Event()
+    recorder = _recorder(store, config, options)
+    listeners = run_hooks(config, options, stop_event)
+    if recorder is not None:
+        recorder.begin()
+        listeners.append(recorder)
+    try:
+        result, started = run_training(config, stop_event=stop_event, callbacks=listeners), True
+    except Exception as exc:  # a config the machine cannot run: a failed run, recorded like any other
+        if options.raise_config_error and isinstance(exc, ConfigError):
+            if recorder is not None:
+                recorder.discard()  # bad input found as the run started: not a run
+            raise
+        result, started = _failed(config, exc), False
+    return _finished(recorder, result, options, started)
+
+
+def record_unrun(result: RunResult, config: RunConfig, store: RunStore | None, options: JobOptions = PLAIN) -> RecordedRun:
+    """Save `result`, a run that never trained (failed before it started), in one transaction; `config` is the job it was meant to be."""
+    return _finished(_recorder(store, config, options), result, options, started=False)
+
+
+def run_hooks(config: RunConfig, options: JobOptions, stop_event: threading.Event) -> list[RunCallback]:
+    """The run's hooks in the order they are called: the listener first, the caller's hooks, then the diagnosis.
+
+    The diagnosis comes after every hook that amends the result (GPU use, the
+    profiler), so the verdict judges the result they complete.
+    """
+    listener = options.listener
+    hooks: list[RunCallback] = [*([listener] if listener is not None else []), *options.hooks]
+    if options.diagnose:
+        from core.diagnosis.run_verdict import VerdictHook
+
+        hooks.append(VerdictHook(config, stop_event, listener.on_diagnosing if listener is not None else None))
+    return hooks
+
+
+def _recorder(store: RunStore | None, config: RunConfig, options: JobOptions) -> HistoryRecorder | None:
+    from core.history.recorder import HistoryRecorder
+
+    if store is not None:
+        return HistoryRecorder(store, config, options.label, options.group)
+    if options.unsaved_reason:
+        return HistoryRecorder(None, config, options.label, options.group, error=options.unsaved_reason)
+    return None
+
+
+def _finished(recorder: HistoryRecorder | None, result: RunResult, options: JobOptions, started: bool) -> RecordedRun:
+    """The run's record finished (the one place it is) and what the caller gets back."""
+    if recorder is None:
+        return RecordedRun(result, None, "", started)
+    run_id = recorder.finish(result)
+    return RecordedRun(result, run_id, recorder.error, started)
+
+
+def _failed(config: RunConfig, exc: Exception) -> RunResult:
+    from core.training.failures import explain_failure
+
+    return RunResult(status=RunStatus.FAILED, config=config.to_dict(), message=explain_failure(exc))

@@ -1,0 +1,23 @@
+"""A run's memory on the CPU: the process's RSS peak (as before) and, beside it, what the run itself added."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.training.memory import RSS_ADDED, RSS_PEAK, MemoryTracker
+
+MIB = 1 << 20
+
+
+def test_on_the_cpu_added_memory_is_the_growth_since_the_start_not_the_whole_process(two_cpus) -> None:
+    tracker = MemoryTracker()
+    assert tracker.result_fields()["memory_added_bytes"] is None, "nothing before the run starts"
+    tracker.start((two_cpus[0],))
+    block = np.ones(64 * MIB, dtype=np.uint8)  # 64 MiB the "run" touches
+    tracker.sample()
+    fields = tracker.result_fields()
+    del block
+    assert fields["peak_memory_source"] == RSS_PEAK and fields["memory_added_source"] == RSS_ADDED
+    assert 60 * MIB <= fields["memory_added_bytes"] < fields["peak_memory_bytes"]
+    # The process (TensorFlow, the test runner) holds far more than the run added: the old figure alone misleads.
+    assert fields["peak_memory_bytes"] - fields["memory_added_bytes"] > 100 * MIB

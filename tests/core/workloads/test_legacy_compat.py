@@ -1,0 +1,40 @@
+"""The named tf.keras 2 fixes on configs as tf.keras 2 writes them (no TensorFlow needed)."""
+
+from __future__ import annotations
+
+from core.workloads.legacy_compat import fix_config, summary
+
+
+def layer(class_name: str, **config) -> dict:
+    return {"class_name": class_name, "config": {"name": class_name.lower(), **config}}
+
+
+def functional(*layers: dict) -> dict:
+    return {"class_name": "Functional", "config": {"name": "m", "layers": list(layers)}}
+
+
+def test_neutral_legacy_arguments_are_dropped_and_named():
+    config = functional(
+        layer("DepthwiseConv2D", groups=1, kernel_size=[3, 3]),
+        layer("DepthwiseConv2D", groups=1, kernel_size=[3, 3]),
+        layer("Bidirectional", layer=layer("LSTM", units=3, time_major=False)),
+    )
+    fixed, fixes = fix_config(config)
+    layers = fixed["config"]["layers"]
+    assert "groups" not in layers[0]["config"] and layers[0]["config"]["kernel_size"] == [3, 3]
+    assert "time_major" not in layers[2]["config"]["layer"]["config"]
+    assert [str(f) for f in fixes] == ["DepthwiseConv2D: dropped groups=1 (2 layers)", "LSTM: dropped time_major=False"]
+    assert summary(fixes) == "loaded with 2 legacy fixes: DepthwiseConv2D: dropped groups=1 (2 layers); LSTM: dropped time_major=False"
+    assert config["config"]["layers"][0]["config"]["groups"] == 1  # the input is left as it was
+
+
+def test_a_value_that_would_change_the_model_is_left_for_keras_to_refuse():
+    fixed, fixes = fix_config(functional(layer("Conv2DTranspose", groups=2), layer("GRU", time_major=True)))
+    assert fixes == ()
+    assert fixed["config"]["layers"][0]["config"]["groups"] == 2 and fixed["config"]["layers"][1]["config"]["time_major"] is True
+
+
+def test_a_keras_3_config_needs_no_fix():
+    config = functional(layer("Dense", units=3), layer("DepthwiseConv2D", kernel_size=[3, 3]))
+    assert fix_config(config) == (config, ())
+    assert summary(()) == ""
