@@ -102,6 +102,8 @@ class LogBuffer(logging.Handler):
 
     def __init__(self, capacity: int = 2000, level: int = logging.NOTSET) -> None:
         super().__init__(level)
+        self._lock = threading.RLock()
+        self.lock = self._lock  # logging holds it around emit(); the readers below take it too
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
         self._entries: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
@@ -121,20 +123,20 @@ class LogBuffer(logging.Handler):
 
     def entries(self) -> list[LogEntry]:
         """The stored entries, oldest first."""
-        with self.lock:
+        with self._lock:
             return list(self._entries)
 
     def clear(self) -> None:
-        with self.lock:
+        with self._lock:
             self._entries.clear()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` with every new entry; returns a function that unsubscribes it."""
-        with self.lock:
+        with self._lock:
             self._listeners.append(listener)
 
         def unsubscribe() -> None:
-            with self.lock:
+            with self._lock:
                 if listener in self._listeners:
                     self._listeners.remove(listener)
 
@@ -311,7 +313,7 @@ def forward_native_lines(text: str) -> None:
             logger.log(level, "\n".join(lines))
         if glog:
             level, lines = _NATIVE_LEVELS[glog.group(1)], [f"{glog.group(2)}: {glog.group(3)}"]
-        else:
+        elif plain:
             level, lines = _NATIVE_LEVELS[plain.group(1)[0]], [line]
     if lines:
         logger.log(level, "\n".join(lines))

@@ -107,6 +107,7 @@ class MainWindow(QMainWindow):
         self.menus = WindowMenus(self)
         self.start_action, self.stop_action = self.menus.start_action, self.menus.stop_action
         self.settings_action = self.menus.settings_action
+        self.diagnose_action = self.menus.diagnose_action
         self.memory = WindowMemory(settings, self.run_panel, self.centralWidget(), [self.run_options], self)
         self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
         self.status_detail = QLabel()
@@ -319,6 +320,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
         self._run_config = with_recorded_hooks(config, callbacks)
+        self.run_controller.diagnose = self.diagnose_action.isChecked()
         if not self.run_controller.start(self._run_config, label, callbacks):
             self.statusBar().showMessage("A run is already in flight: stop it first.", STATUS_TIMEOUT_MS)
 

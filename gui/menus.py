@@ -9,10 +9,11 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow
 
 from gui.remembered import recent_models
+from gui.settings import KEY_DIAGNOSE, read_bool
 
 
 class WindowMenus:
-    """Builds `window`'s menus; keeps the actions the window enables and disables (Start, Stop, Device settings)."""
+    """Builds `window`'s menus; keeps the actions the window enables, disables or reads (Start, Stop, Device settings, Diagnose)."""
 
     def __init__(self, window: QMainWindow):
         """`window` is the MainWindow (its run form, plots, device panel, log dock and dialogs)."""
@@ -37,6 +38,11 @@ class WindowMenus:
         run_menu.addAction(self.start_action)
         run_menu.addAction(self.stop_action)
         run_menu.addSeparator()
+        self.diagnose_action = self._action("Diagnose each completed run", None, lambda on: window.settings.setValue(KEY_DIAGNOSE, on))
+        self.diagnose_action.setCheckable(True)
+        self.diagnose_action.setChecked(read_bool(window.settings, KEY_DIAGNOSE, True))
+        self.diagnose_action.setStatusTip("Short probe runs after a completed run find what limits its speed (the verdict).")
+        run_menu.addAction(self.diagnose_action)
         run_menu.addAction(self._action("Clear plots", None, lambda: window.plots.clear()))
         devices_menu = bar.addMenu("&Devices")
         devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: window.device_panel.detect(None)))

@@ -34,6 +34,7 @@ KEY_PROFILE_ENABLED = "logging/profile"
 KEY_PROFILE_FIRST = "logging/profile_first"
 KEY_PROFILE_LAST = "logging/profile_last"
 KEY_THEME = "appearance/theme"
+KEY_DIAGNOSE = "run/diagnose"  # diagnose each completed run (probe runs, the verdict); on unless switched off
 THEME_CHOICES = ("system", "light", "dark")
 
 

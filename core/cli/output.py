@@ -76,10 +76,9 @@ class ProgressPrinter:
         now = time.monotonic()
         if now - self._last_print >= self.interval_s or self._last.step == self.total_steps:
             self._last_print = now
-            self._print()
+            self._print(self._last)
 
-    def _print(self) -> None:
-        r = self._last
+    def _print(self, r: StepRecord) -> None:
         rate = self.batch_size / r.step_time_s if r.step_time_s > 0 else 0.0
         tag = " (warm-up)" if r.warmup else ""
         self.stream.write(

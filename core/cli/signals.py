@@ -23,7 +23,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from types import FrameType
+from typing import Any, TypeVar
 
 from core.cli.exits import EXIT_RUN_FAILED
 
@@ -31,6 +32,7 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 WAIT_S = 0.2
 
 _T = TypeVar("_T")
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None  # what signal.signal returns and takes
 
 
 class stop_on_signals:
@@ -38,7 +40,7 @@ class stop_on_signals:
 
     def __enter__(self) -> threading.Event:
         self.event = threading.Event()
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, _Handler] = {}
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)

@@ -58,13 +58,13 @@ def enter_private_network() -> None:
         try:
             Path(f"/proc/self/{name}").write_text(text)
         except OSError as exc:
-            raise OSError(exc.errno, f"writing /proc/self/{name}: {os.strerror(exc.errno)}") from exc
+            raise OSError(exc.errno, f"writing /proc/self/{name}: {exc.strerror}") from exc
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
             flags = struct.unpack(IFREQ, fcntl.ioctl(sock, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0)))[1]
             fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
         except OSError as exc:
-            raise OSError(exc.errno, f"bringing up loopback: {os.strerror(exc.errno)}") from exc
+            raise OSError(exc.errno, f"bringing up loopback: {exc.strerror}") from exc
 
 
 def explain(exc: OSError) -> str:

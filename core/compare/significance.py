@@ -21,10 +21,14 @@ CONTENDED_MARK = "(busy)"
 
 
 class _Row(Protocol):
-    label: str
-    result: RunResult
-    speedup_ci: tuple[float, float] | None
-    beyond_noise: bool | None
+    @property
+    def label(self) -> str: ...
+    @property
+    def result(self) -> RunResult: ...
+    @property
+    def speedup_ci(self) -> tuple[float, float] | None: ...
+    @property
+    def beyond_noise(self) -> bool | None: ...
 
 
 def speedup_interval(result: RunResult, base: RunResult) -> Interval | None:

@@ -351,7 +351,7 @@ def _mismatch_warnings(rows: Sequence[CompareRow]) -> list[str]:
     hooks = list(dict.fromkeys(_hooks_on(result) for result in ran))
     if len(hooks) > 1:
         notes.append(f"The runs differ in hooks ({'; '.join(hooks)}): logging and profiling take time from the run they watch.")
-    hosts = list(dict.fromkeys(result.environment.get("host") for result in ran if result.environment.get("host")))
+    hosts = list(dict.fromkeys(str(result.environment["host"]) for result in ran if result.environment.get("host")))
     if len(hosts) > 1:
         notes.append(f"The runs come from different machines ({', '.join(hosts)}).")
     return notes

@@ -157,7 +157,7 @@ def _reason(exc: OSError, target: Path) -> str:
     if exc.errno == errno.ENOTDIR:
         return f"{folder} is not a folder"
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"{exc.strerror.lower()}: the folder {folder} can not be written"
+        return f"{(exc.strerror or 'not allowed').lower()}: the folder {folder} can not be written"
     return exc.strerror or str(exc)
 
 

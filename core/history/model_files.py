@@ -41,7 +41,7 @@ class ModelFileStates:
     def title(self, model: str | None, recorded_sha256: str) -> str:
         """The model for a table: a sample's name as given, a file's name, marked when the file changed or is gone."""
         described = self.describe(model, recorded_sha256)
-        if described is None:
+        if described is None or model is None:
             return model or ""
         if described["state"] in (UNCHANGED, UNKNOWN):
             return model_title(model)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from core.config import RunConfig
@@ -62,7 +63,7 @@ class HistoryRecorder(RunCallback):
     def begin(self) -> int | None:
         """Record the run as running; returns its id (None when the history could not be written)."""
         if self.run_id is None:
-            self.run_id = self._attempt(lambda: self._store.begin_run(self._config, self._label, self._group, self._environment))
+            self.run_id = self._attempt(lambda store: store.begin_run(self._config, self._label, self._group, self._environment))
         return self.run_id
 
     def on_steps(self, records: Sequence[StepRecord]) -> None:
@@ -74,8 +75,9 @@ class HistoryRecorder(RunCallback):
         """Append the steps gathered since the last flush, in one transaction."""
         records, self._pending = self._pending, []
         self._last_flush = time.monotonic()
-        if records and self.run_id is not None:
-            self._attempt(lambda: self._store.append_steps(self.run_id, records))
+        run_id = self.run_id
+        if records and run_id is not None:
+            self._attempt(lambda store: store.append_steps(run_id, records))
 
     def finish(self, result: RunResult) -> int | None:
         """Record how the run ended; returns its id, or None when the history could not be written.
@@ -86,33 +88,36 @@ class HistoryRecorder(RunCallback):
         if self.finished:
             raise RuntimeError(f"run {self.run_id} of the history was already finished")
         self.finished = True
-        if self.run_id is None:
-            self.run_id = self._attempt(lambda: self._store.save(result, self._label, self._group))
+        run_id = self.run_id
+        if run_id is None:
+            self.run_id = self._attempt(lambda store: store.save(result, self._label, self._group))
         else:
             if not result.losses:
                 self.flush()  # the result has no series: keep the appended steps complete
-            self._attempt(lambda: self._store.finish_run(self.run_id, result))
+            self._attempt(lambda store: store.finish_run(run_id, result))
         self._pending = []
         return self.run_id if not self.error else None
 
     def discard(self) -> None:
         """Remove a begun run that turned out not to be one (its job was refused as it started); records nothing more."""
-        if self.run_id is not None and not self.finished:
-            self._attempt(lambda: self._store.delete([self.run_id]))
+        run_id = self.run_id
+        if run_id is not None and not self.finished:
+            self._attempt(lambda store: store.delete([run_id]))
         self.finished = True
         self._pending = []
 
-    def _attempt(self, write: Callable[[], _T]) -> _T | None:
-        if self.error:
+    def _attempt(self, write: Callable[[RunStore], _T]) -> _T | None:
+        store = self._store
+        if self.error or store is None:
             return None
         try:
-            return write()
+            return write(store)
         except Exception as exc:  # StoreError, sqlite3.Error, OSError, KeyError, or anything: recording must never cost the run
-            self.error = self._explain(exc)
+            self.error = self._explain(exc, store.path)
             return None
 
-    def _explain(self, exc: Exception) -> str:
-        where = f"The run history {self._store.path}"
+    def _explain(self, exc: Exception, path: Path) -> str:
+        where = f"The run history {path}"
         if isinstance(exc, KeyError):
             return f"{where} no longer has run {self.run_id} (it was deleted while the run trained); the rest of this run is not saved."
         reason = str(exc) if isinstance(exc, StoreError) else f"{where} could not be written ({type(exc).__name__}: {exc})."

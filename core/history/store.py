@@ -350,7 +350,10 @@ class RunStore:
     def _insert(self, result: RunResult, label: str, group: str) -> int:
         values = {"label": label, "run_group": group, **_row_values(result)}
         sql = f"INSERT INTO runs ({', '.join(map(schema.quote, values))}) VALUES ({', '.join('?' * len(values))})"
-        return int(self._conn.execute(sql, tuple(values.values())).lastrowid)
+        run_id = self._conn.execute(sql, tuple(values.values())).lastrowid
+        if run_id is None:
+            raise StoreError(f"The run history {self.path} gave no id for the run just saved.")
+        return run_id
 
     @contextmanager
     def _write(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:

@@ -11,6 +11,7 @@ TF_MEMORY_INTERVAL_S, and shown beside the driver's (`memory_views`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -151,7 +152,7 @@ class DeviceUseHook(RunCallback):
         import tensorflow as tf
 
         for name in self.gpu_names:
-            info = try_read(lambda n=name: tf.config.experimental.get_memory_info(n)) or {}
+            info = try_read(functools.partial(tf.config.experimental.get_memory_info, name)) or {}
             self._tf_memory[name] = (info.get("current"), info.get("peak"))
 
 
@@ -168,7 +169,7 @@ def _memory_growth() -> bool | None:
     import tensorflow as tf
 
     gpus = try_read(lambda: tf.config.list_physical_devices("GPU")) or []
-    states = [try_read(lambda g=gpu: tf.config.experimental.get_memory_growth(g)) for gpu in gpus]
+    states = [try_read(functools.partial(tf.config.experimental.get_memory_growth, gpu)) for gpu in gpus]
     return None if not states or None in states else all(states)
 
 

@@ -107,7 +107,7 @@ class ProfilerCapture(RunCallback):
     def amend_result(self, result: RunResult) -> RunResult:
         """The statistics again without the profiled calls (and the one after), which are named in a warning."""
         stats = summarize(result.step_times_s, result.warmup_steps, int(result.config.get("batch_size") or 0), self.set_apart)
-        if not stats.apart_steps:
+        if not stats.apart_steps or stats.apart_s is None:
             return result
         profiled = _steps_text(self._captured or self.set_apart[0])
         paid = f" and {_steps_text(self._stop_paid_by)} (stopping it)" if self._stop_paid_by else ""

@@ -48,7 +48,7 @@ def _cpu_info_cached() -> tuple[tuple[str, str], ...]:
         "Architecture": read_field(lambda: raw.get("arch_string_raw") or platform.machine()),
         "Physical cores": read_field(lambda: psutil.cpu_count(logical=False)),
         "Logical cores": read_field(lambda: psutil.cpu_count(logical=True)),
-        "Frequency (current)": read_field(lambda: freq.current or None, _ghz),
+        "Frequency (current)": read_field(lambda: (freq.current if freq else 0) or None, _ghz),
         "Frequency (max)": read_field(lambda: (freq.max if freq else 0) or raw["hz_advertised"][0] / 1e6, _ghz),
         "AVX2": has("avx2"),
         "AVX-512 (F)": has("avx512f"),

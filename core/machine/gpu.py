@@ -100,9 +100,13 @@ def _driver_handles(nvml: Any) -> list[tuple[str, Any]]:
     for index in range(try_read(nvml.nvmlDeviceGetCount) or 0):
         handle = try_read(functools.partial(nvml.nvmlDeviceGetHandleByIndex, index))
         if handle is not None:
-            bus_id = try_read(lambda h=handle: normalize_bus_id(nvml.nvmlDeviceGetPciInfo(h).busId))
-            handles.append((bus_id or "", handle))
+            handles.append((_bus_id(nvml, handle), handle))
     return handles
+
+
+def _bus_id(nvml: Any, handle: Any) -> str:
+    """The GPU's normalised PCI bus id, "" when the driver does not say."""
+    return try_read(lambda: normalize_bus_id(nvml.nvmlDeviceGetPciInfo(handle).busId)) or ""
 
 
 def _usage(nvml: Any, handle: Any) -> tuple[tuple[int | None, int | None, int | None], dict[str, str]]:
@@ -123,20 +127,21 @@ def _usage(nvml: Any, handle: Any) -> tuple[tuple[int | None, int | None, int | 
 
 def read_driver_gpus(nvml: Any) -> list[DriverGpu]:
     """Every GPU the NVIDIA driver lists, whether or not TensorFlow can use it."""
-    gpus = []
-    for bus_id, handle in _driver_handles(nvml):
-        memory, usage = _usage(nvml, handle)
-        name = read_field(lambda h=handle: _text(nvml.nvmlDeviceGetName(h)))
-        capability = read_field(lambda h=handle: "{}.{}".format(*nvml.nvmlDeviceGetCudaComputeCapability(h)))
-        gpus.append(DriverGpu(bus_id, name, memory, capability, usage))
-    return gpus
+    return [_driver_gpu(nvml, bus_id, handle) for bus_id, handle in _driver_handles(nvml)]
+
+
+def _driver_gpu(nvml: Any, bus_id: str, handle: Any) -> DriverGpu:
+    memory, usage = _usage(nvml, handle)
+    name = read_field(lambda: _text(nvml.nvmlDeviceGetName(handle)))
+    capability = read_field(lambda: "{}.{}".format(*nvml.nvmlDeviceGetCudaComputeCapability(handle)))
+    return DriverGpu(bus_id, name, memory, capability, usage)
 
 
 def _system_details(nvml: Any | None, build: dict[str, Any]) -> dict[str, str]:
     """Driver and CUDA versions, shared by every GPU row."""
     return {
-        "Driver version": read_field(lambda: _text(nvml.nvmlSystemGetDriverVersion())),
-        "CUDA (driver supports)": read_field(lambda: _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())),
+        "Driver version": read_field(lambda: _text(nvml.nvmlSystemGetDriverVersion())) if nvml is not None else NA,
+        "CUDA (driver supports)": read_field(lambda: _cuda_version(nvml.nvmlSystemGetCudaDriverVersion())) if nvml is not None else NA,
         "CUDA (TensorFlow build)": read_field(lambda: build["cuda_version"]),
         "cuDNN (TensorFlow build)": read_field(lambda: build["cudnn_version"]),
     }

@@ -111,7 +111,7 @@ class GpuSampler:
 
     def _read(self, now: float) -> None:
         nvml = self.nvml
-        rates = tuple(try_read(lambda h=handle: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)) for handle in self.handles)
+        rates = tuple(self._utilisation(handle) for handle in self.handles)
         used = tuple(self._memory(handle)[1] for handle in self.handles)
         if self._taken % PROCESS_MEMORY_EVERY == 0:
             self._process = tuple(process_memory(nvml, handle, self._pid) for handle in self.handles)
@@ -127,6 +127,9 @@ class GpuSampler:
             if len(self._readings) > MAX_KEPT:
                 self._readings = self._readings[::2]
                 self._stride *= 2
+
+    def _utilisation(self, handle: Any) -> float | None:
+        return try_read(lambda: float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
 
     def _memory(self, handle: Any) -> tuple[int | None, int | None]:
         info = try_read(lambda: self.nvml.nvmlDeviceGetMemoryInfo(handle))

@@ -169,14 +169,16 @@ def _run_calls(
     The first call (tracing, graph rewrites, compilation) runs with TF's C++
     log lines kept off the terminal (`quiet_native_stderr`).
     """
-    config = tally.config
+    config, train_steps = tally.config, session.train_steps
+    if train_steps is None:
+        raise RuntimeError("the session's compiled function was released before its run")
     previous_end = time.perf_counter()
     while len(tally.losses) < session.total_steps and not stop_event.is_set():
         count = min(config.steps_per_call, session.total_steps - len(tally.losses))
         for listener in listeners:
             listener.on_call_begin(len(tally.losses) + 1, count)
         with quiet_native_stderr() if not tally.losses else nullcontext():
-            call_losses = session.train_steps(session.iterator, count).numpy().tolist()
+            call_losses = train_steps(session.iterator, count).numpy().tolist()
         call_end = time.perf_counter()
         per_step = (call_end - previous_end) / count
         previous_end = call_end

@@ -18,8 +18,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
+
+
+class StepFigures(TypedDict):
+    """`StepStats` under `RunResult`'s field names (what `result_fields` returns)."""
+
+    warmup_s: float | None
+    warmup_steps: int
+    step_time_median_ms: float | None
+    step_time_p95_ms: float | None
+    step_time_spread: float | None
+    samples_per_s: float | None
+    mean_step_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -42,17 +55,17 @@ class StepStats:
     apart_s: float | None = None
     mean_ms: float | None = None
 
-    def result_fields(self) -> dict[str, float | int | None]:
+    def result_fields(self) -> StepFigures:
         """These statistics under `RunResult`'s field names."""
-        return {
-            "warmup_s": self.warmup_s,
-            "warmup_steps": self.warmup_steps,
-            "step_time_median_ms": self.median_ms,
-            "step_time_p95_ms": self.p95_ms,
-            "step_time_spread": self.spread,
-            "samples_per_s": self.samples_per_s,
-            "mean_step_ms": self.mean_ms,
-        }
+        return StepFigures(
+            warmup_s=self.warmup_s,
+            warmup_steps=self.warmup_steps,
+            step_time_median_ms=self.median_ms,
+            step_time_p95_ms=self.p95_ms,
+            step_time_spread=self.spread,
+            samples_per_s=self.samples_per_s,
+            mean_step_ms=self.mean_ms,
+        )
 
 
 StepRange = tuple[int, int]  # first and last step, 1-based, inclusive

@@ -156,6 +156,7 @@ def make_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, synth
 def _synthetic(model: ModelSpec, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
     rng = np.random.default_rng(seed)
     shape = (SYNTHETIC_EXAMPLES, *model.input_shape)
+    x: np.ndarray
     if model.input_kind == TEXT:
         x = rng.integers(1, TEXT_VOCAB_SIZE, size=shape, dtype=np.int32)
     else:

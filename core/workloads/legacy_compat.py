@@ -70,7 +70,8 @@ def _walk(node: Any, made: Counter[str]) -> Any:
     if not isinstance(node, dict):
         return node
     fixed = {key: _walk(value, made) for key, value in node.items()}
-    rules = RULES.get(fixed.get("class_name")) if isinstance(fixed.get("class_name"), str) else None
+    class_name = fixed.get("class_name")
+    rules = RULES.get(class_name) if isinstance(class_name, str) else None
     inner = fixed.get("config")
     if rules and isinstance(inner, dict):
         fixed["config"] = _apply(fixed["class_name"], rules, inner, made)

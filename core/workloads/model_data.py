@@ -103,13 +103,13 @@ def _synthetic_input(info: InputInfo, examples: int, rng: np.random.Generator, p
 def _synthetic_target(choice: LossChoice, output: OutputInfo, examples: int, rng: np.random.Generator, path: str) -> np.ndarray:
     shape = (examples, *_fixed(target_shape(choice, output)))
     units = output.units
-    if choice.target in (CLASS_IDS, ONE_HOT) and not units:
-        raise ModelDataError(
-            path, f"output '{output.name}' has an unknown number of classes {shown(output.shape)}: give your own data (.npz)."
-        )
-    if choice.target == CLASS_IDS:
-        return rng.integers(0, units, size=shape).astype(np.int32)
-    if choice.target == ONE_HOT:
+    if choice.target in (CLASS_IDS, ONE_HOT):
+        if not units:
+            raise ModelDataError(
+                path, f"output '{output.name}' has an unknown number of classes {shown(output.shape)}: give your own data (.npz)."
+            )
+        if choice.target == CLASS_IDS:
+            return rng.integers(0, units, size=shape).astype(np.int32)
         return np.eye(units, dtype=np.float32)[rng.integers(0, units, size=shape[:-1])]
     if choice.target == BINARY:
         return rng.integers(0, 2, size=shape).astype(np.float32)

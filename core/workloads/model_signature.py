@@ -167,7 +167,7 @@ def _takes_ids(layer: Any) -> bool:
 
 def _embedding_fed_by(input_layer: Any) -> Any:
     """The layer with the smallest id range (an `input_dim`, a `vocabulary_size`) the input reaches through integer-valued layers."""
-    found, frontier, seen = [], [input_layer], set()
+    found, frontier, seen = [], [input_layer], set[int]()
     while frontier and len(seen) < _MAX_WALK:
         layer = frontier.pop()
         for node in getattr(layer, "_outbound_nodes", []):

@@ -21,7 +21,8 @@ TEXT_SEQUENCE_LENGTH = 128
 class HasInputKind(Protocol):
     """Anything that says what it holds (a data set spec): `input_kind` is IMAGE, TEXT or "any"."""
 
-    input_kind: str
+    @property
+    def input_kind(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def cli(args, env, timeout=240):
     return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
     out = cli(["run", "--no-verdict", "--model", "mlp", "--data", "digits", "--steps", "8", "--steps-per-call", "2", "--json"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -49,6 +50,7 @@ def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
     assert "step 8/8" in out.stderr
 
 
+@pytest.mark.slow
 def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
     out = cli(
         [
@@ -75,6 +77,7 @@ def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
     assert json.loads(out.stdout)["replicas"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -91,6 +94,7 @@ def test_bad_input_exits_2_with_the_reason_on_stderr(cli_env, args, fragment):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_failed_run_exits_1_and_is_kept_in_history(cli_env):
     out = cli(["run", "--model", "cnn", "--batch-size", "16", "--optimizer", "sgd", "--lr", "10", "--steps", "100", "--json"], cli_env)
     assert out.returncode == 1
@@ -100,12 +104,14 @@ def test_failed_run_exits_1_and_is_kept_in_history(cli_env):
     assert [run["status"] for run in history] == ["failed"]
 
 
+@pytest.mark.slow
 def test_models_json_lists_the_samples(cli_env):
     out = cli(["models", "--json"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert {m["name"] for m in json.loads(out.stdout)} >= {"mlp", "cnn", "resnet", "transformer"}
 
 
+@pytest.mark.slow
 def test_devices_json_lists_the_cpu_with_memory(cli_env):
     out = cli(["devices", "--json"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -115,6 +121,7 @@ def test_devices_json_lists_the_cpu_with_memory(cli_env):
     assert any("GPU" in note for note in data["notes"])
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
     proc = subprocess.Popen(
         [sys.executable, "main.py", "run", "--model", "mlp", "--steps", "100000", "--json"],
@@ -137,6 +144,7 @@ def test_ctrl_c_stops_cleanly_and_prints_the_partial_result(cli_env):
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_compare_json_gives_rows_with_speedup_and_export_matches(cli_env, tmp_path):
     out = cli(
         [
@@ -239,6 +247,7 @@ def test_format_result_has_a_line_per_figure():
     assert "status" in text and "completed" in text
 
 
+@pytest.mark.slow
 def test_models_prints_no_tensorflow_start_up_lines(cli_env):
     out = cli(["models"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -267,6 +276,7 @@ def test_tpu_options_are_checked(cli_env, args, fragment):
     assert out.returncode == 2 and fragment in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_path):
     # MNIST is not cached in this KERAS_HOME, so Keras prints "Downloading data from ..." to stdout and tries the
     # download through a proxy on 127.0.0.1 that refuses: nothing leaves this machine, and the run fails.
@@ -291,6 +301,7 @@ def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_pa
     assert json.loads(exported.read_text())["runs"][0]["config"]["tpu_timeout_s"] == 7.0
 
 
+@pytest.mark.slow
 def test_multi_worker_run_shows_the_join_and_is_recorded_with_the_chiefs_steps(cli_env):
     out = cli(
         [

@@ -36,6 +36,22 @@ def cli(args, env, timeout=240):
     return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def wait_until(condition, what: str, limit_s: float = START_TIMEOUT_S, every_s: float = 0.05) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not within {limit_s} s"
+        time.sleep(every_s)
+
+
+def stored_steps(env) -> int:
+    """The most steps any run in the history holds so far (the recorder appends about once a second)."""
+    path = Path(env["DEVICE_LAB_DATA_DIR"]) / "history.sqlite3"
+    if not path.exists():
+        return 0
+    with RunStore.open(path) as store:
+        return max((run.steps for run in store.list_runs()), default=0)
+
+
 def history(env) -> list[dict]:
     listed = cli(["history", "--json"], env)
     assert listed.returncode == 0, listed.stderr
@@ -65,11 +81,16 @@ class Running:
 
     def wait_for_step(self, step: int, steady: bool = True) -> None:
         """Until step `step` is printed (and, if `steady`, a step past the warm-up)."""
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while self.steps_printed() < step or (steady and not self.steady_lines()):
-            assert self.process.poll() is None, self.stderr[-2000:]
-            assert time.monotonic() < deadline, f"no step {step} within {START_TIMEOUT_S} s: {self.stderr[-2000:]}"
-            time.sleep(0.05)
+        self.wait_for(lambda: self.steps_printed() >= step and (not steady or bool(self.steady_lines())), f"step {step}")
+
+    def wait_for(self, condition, what: str, every_s: float = 0.05) -> None:
+        """Until `condition()` holds while the run goes on; fails when the run ends first or after START_TIMEOUT_S."""
+
+        def met() -> bool:
+            assert self.process.poll() is None, f"the run ended before {what}: {self.stderr[-2000:]}"
+            return condition()
+
+        wait_until(met, f"{what}: {self.stderr[-2000:]}", every_s=every_s)
 
     def finish(self, timeout: float = 120) -> tuple[int, str, str]:
         stdout = self.process.stdout.read().decode()
@@ -78,11 +99,13 @@ class Running:
         return code, stdout, self.stderr
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_reads_back_as_interrupted_with_its_steps_and_figures(cli_env, tmp_path):
     run = Running(["run", "--model", "mlp", "--steps", "1000000", "--batch-size", "32"], cli_env)
     try:
         run.wait_for_step(2)
-        time.sleep(2.5)  # past at least one append after the warm-up
+        first = stored_steps(cli_env)
+        run.wait_for(lambda: stored_steps(cli_env) > max(first, 1), "an append after the warm-up", every_s=0.2)
         printed = run.steps_printed()
         run.process.send_signal(signal.SIGKILL)
     finally:
@@ -98,6 +121,7 @@ def test_a_run_killed_with_sigkill_reads_back_as_interrupted_with_its_steps_and_
     assert full["status"] == "interrupted" and len(full["losses"]) == len(full["step_times_s"]) == stored["steps"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_like_ctrl_c_with_the_partial_result_saved(cli_env):
     run = Running(["run", "--model", "mlp", "--steps", "1000000", "--json"], cli_env)
     try:
@@ -114,13 +138,14 @@ def test_sigterm_stops_like_ctrl_c_with_the_partial_result_saved(cli_env):
     assert f"saved as run {stored['id']} in the history" in stderr
 
 
+@pytest.mark.slow
 def test_a_second_signal_ends_at_once_and_leaves_the_run_interrupted(cli_env):
     # Calls of 1000 CNN steps: the second signal lands while a long call is in flight.
     run = Running(["run", "--model", "cnn", "--steps", "1000000", "--steps-per-call", "1000", "--json"], cli_env)
     try:
         run.wait_for_step(1000, steady=False)  # the first call (warm-up) is done and stored
         run.process.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
+        run.wait_for(lambda: "SIGHUP: stopping after the current step call" in run.stderr, "the first signal handled")
         run.process.send_signal(signal.SIGTERM)
         sent = time.monotonic()
         code = run.process.wait(30)
@@ -143,6 +168,7 @@ def one_stored_run(cli_env) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_read_only_history_leaves_the_result_printed_and_the_file_untouched(cli_env, one_stored_run: Path):
     before = one_stored_run.read_bytes()
     with read_only(one_stored_run):
@@ -157,6 +183,7 @@ def test_a_read_only_history_leaves_the_result_printed_and_the_file_untouched(cl
     assert [run["steps"] for run in json.loads(listed.stdout)] == [25]
 
 
+@pytest.mark.slow
 def test_a_history_folder_that_is_a_file_leaves_the_result_printed(cli_env):
     Path(cli_env["DEVICE_LAB_DATA_DIR"]).write_text("a file where the folder should be")
     out = cli(["run", "--no-verdict", "--model", "mlp", "--data", "digits", "--steps", "4"], cli_env)
@@ -168,6 +195,7 @@ def test_a_history_folder_that_is_a_file_leaves_the_result_printed(cli_env):
     assert listed.returncode == 2 and "is a file, not a folder" in listed.stderr and "Traceback" not in listed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["missing/runs.csv", ".", "/proc/device-lab.csv", "locked/runs.csv"])
 def test_export_to_a_bad_path_is_exit_2_and_leaves_no_partial_file(cli_env, one_stored_run: Path, tmp_path: Path, where: str):
     exports = tmp_path / "exports"

@@ -25,6 +25,8 @@ from core.runner import run_training
 from core.workloads.model_file import file_sha256
 from tests.core.workloads.conftest import PY_MODEL, two_io_model, write_py
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 4
 

@@ -20,6 +20,8 @@ from core.history.store import RunStore
 from core.machine import peaks
 from core.machine.peaks import DevicePeaks, PeaksReport
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 ESTIMATE = estimate(DevicePeaks("CPU:0", "CPU", peaks.machine_key()["cpu"]))[0].get("float32") or 120e9
 FLOAT32 = round(ESTIMATE / 2, -9)  # the ceilings written to the cache (FLOP/s, bytes/s): plausible, half the ISA estimate

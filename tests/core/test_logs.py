@@ -187,6 +187,7 @@ def test_python_output_and_tracebacks_still_reach_the_terminal_during_a_redirect
     assert "native before the failure" in out.stderr, "captured native output is replayed when the block fails"
 
 
+@pytest.mark.slow
 def test_quiet_tensorflow_import_leaves_the_terminal_clean_and_the_runtime_configurable(tmp_path):
     out = _python(
         """
@@ -214,6 +215,7 @@ def test_quiet_tensorflow_import_leaves_the_terminal_clean_and_the_runtime_confi
             assert f"tensorflow.native: {source.group(1)}:" in app_log
 
 
+@pytest.mark.slow
 def test_later_native_lines_stay_on_the_terminal_until_a_quiet_import_then_go_to_the_log(tmp_path):
     out = _python(
         """

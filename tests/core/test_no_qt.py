@@ -5,11 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import core
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_core_modules_load_no_qt():
     modules = [m.name for m in pkgutil.walk_packages(core.__path__, "core.")]
     assert "core.training.engine" in modules and "core.machine.inspect" in modules

@@ -19,12 +19,22 @@ def isolated_folders(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def window(qtbot) -> Iterator:
+def diagnose_runs() -> bool:
+    """Whether the window diagnoses each completed run (Run > Diagnose each completed run).
+
+    Off here: the probe runs take longer than most test runs. Tests of the verdict override this fixture.
+    """
+    return False
+
+
+@pytest.fixture
+def window(qtbot, diagnose_runs) -> Iterator:
     """The main window, shown and detecting devices; closed (waiting for its threads) afterwards."""
     from gui.main_window import MainWindow
-    from gui.settings import effective_runtime_settings, open_settings
+    from gui.settings import KEY_DIAGNOSE, effective_runtime_settings, open_settings
 
     settings = open_settings()
+    settings.setValue(KEY_DIAGNOSE, diagnose_runs)
     runtime, note = effective_runtime_settings(settings)
     main_window = MainWindow(settings, runtime, note)
     main_window.show()

@@ -23,7 +23,7 @@ from core.results import RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 START_LIMIT_S = 240
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
 DRIVER = r"""
 import sys

@@ -31,6 +31,7 @@ def run_list_texts(window) -> list[str]:
     return [run_list.item(row).text().splitlines()[0] for row in range(run_list.count())]
 
 
+@pytest.mark.slow
 def test_hooks_are_recorded_runs_are_told_apart_and_the_state_is_current(ready_window, qtbot, tmp_path):
     window, panel = ready_window, ready_window.run_panel
     set_one_device(window, "CPU:0", steps=6)
@@ -103,6 +104,7 @@ def test_hooks_are_recorded_runs_are_told_apart_and_the_state_is_current(ready_w
     assert not running_threads(), "the close waited for the run to stop"
 
 
+@pytest.mark.slow
 def test_the_compare_tab_keeps_rows_in_view_at_1024x700(window, qtbot):
     window.resize(1024, 700)
     window.show_panel(window.compare_panel)

@@ -125,6 +125,7 @@ def xvfb():
         server.wait(10)
 
 
+@pytest.mark.slow
 def test_a_server_resetting_after_its_last_client_left_still_counts_as_reachable(xvfb):
     """Xvfb refuses connections for a moment after each last client leaves; a bare probe failed ~6% of such calls."""
     if missing_libraries(["libxcb.so.1"]):
@@ -132,6 +133,7 @@ def test_a_server_resetting_after_its_last_client_left_still_counts_as_reachable
     assert all(can_connect(xvfb) for _ in range(100))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_main_opens_the_window_on_a_real_x_server_and_sigterm_closes_it(tmp_path, xvfb):
     if missing_libraries(XCB_LIBRARIES):

@@ -64,6 +64,7 @@ def controls_without_tooltip(root: QWidget) -> list[str]:
 # --- TensorBoard and the profiler --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_run_with_tensorboard_on_writes_event_files_tensorboard_can_read(ready_window, qtbot, tmp_path):
     options = ready_window.run_options
     options.tensorboard_check.setChecked(True)
@@ -80,6 +81,7 @@ def test_a_run_with_tensorboard_on_writes_event_files_tensorboard_can_read(ready
     assert str(run_dirs[0]) in options.outputs_label.text()
 
 
+@pytest.mark.slow
 def test_profile_steps_from_the_window_leave_a_trace_in_the_run_folder(ready_window, qtbot, tmp_path):
     options = ready_window.run_options
     options.tensorboard_check.setChecked(True)
@@ -102,6 +104,7 @@ def test_profile_steps_from_the_window_leave_a_trace_in_the_run_folder(ready_win
     assert any("ran under the profiler" in warning for warning in finished.result.warnings), "profiled steps kept apart"
 
 
+@pytest.mark.slow
 def test_a_profile_range_past_the_run_keeps_the_run_from_starting(ready_window, qtbot):
     options = ready_window.run_options
     options.profile_check.setChecked(True)
@@ -116,6 +119,7 @@ def test_a_profile_range_past_the_run_keeps_the_run_from_starting(ready_window, 
     assert "profile_steps" in ready_window.run_panel.result_label.text()
 
 
+@pytest.mark.slow
 def test_open_in_tensorboard_serves_the_folder_on_localhost_and_stops_with_the_window(window, qtbot, tmp_path, monkeypatch):
     opened: list[str] = []
     monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: opened.append(QUrl(url).toString()) or True))
@@ -134,6 +138,7 @@ def test_open_in_tensorboard_serves_the_folder_on_localhost_and_stops_with_the_w
     assert not server.running
 
 
+@pytest.mark.slow
 def test_open_in_tensorboard_says_how_to_install_it_when_missing(window, qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr("core.hooks.tensorboard.find_tensorboard", lambda: None)
     options = window.run_options
@@ -171,6 +176,7 @@ def new_window(qtbot):
         window.deleteLater()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("charts_later", [False, True], ids=["charts-at-once", "charts-after-devices"])
 def test_the_run_form_and_options_survive_closing_and_reopening(new_window, tmp_path, charts_later):
     first = new_window()
@@ -236,6 +242,7 @@ def test_about_lists_the_versions_actually_installed(qtbot):
     assert f"TensorFlow: {tf.__version__}" in QApplication.clipboard().text()
 
 
+@pytest.mark.slow
 def test_help_shows_how_to_use_the_window(window):
     dialog = window.show_help()
     assert dialog.isVisible() and window.show_help() is dialog, "F1 again brings the same dialog forward"
@@ -280,6 +287,7 @@ def test_log_view_shows_tensorflow_log_lines_old_and_new(qtbot, app_logging):
     view.close_down()
 
 
+@pytest.mark.slow
 def test_every_control_has_a_tooltip(ready_window, qtbot, tmp_path):
     from gui.dialogs.about import AboutDialog
     from gui.dialogs.help import HelpDialog
@@ -296,6 +304,7 @@ def test_every_control_has_a_tooltip(ready_window, qtbot, tmp_path):
     qtbot.waitUntil(dialogs[0].tensorflow_loaded, timeout=60_000)
 
 
+@pytest.mark.slow
 def test_menus_list_the_shortcuts(window):
     shortcuts = {}
     for menu_action in window.menuBar().actions():
@@ -309,6 +318,7 @@ def test_menus_list_the_shortcuts(window):
     assert "About Device Lab" in shortcuts
 
 
+@pytest.mark.slow
 def test_plots_follow_a_dark_palette_and_back(window, qtbot):
     from gui.plotting.theme import DARK, LIGHT, is_dark
 
@@ -330,6 +340,7 @@ def test_plots_follow_a_dark_palette_and_back(window, qtbot):
     qtbot.waitUntil(lambda: {p.backgroundBrush().color().name() for p in plots} == {LIGHT.background}, timeout=5_000)
 
 
+@pytest.mark.slow
 def test_the_app_icon_ships_in_resources(window):
     from gui.icons import APP_ICON_PNG, APP_ICON_SVG, app_icon
 

@@ -111,11 +111,13 @@ def test_shutdown_waits_for_the_thread_and_stop_when_idle_does_nothing(qtbot):
     assert not running_threads()
 
 
+@pytest.mark.slow
 def test_a_run_controller_trains_reports_progress_and_refuses_a_second_start(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
     controller = RunController()
     plot_curves_of(controller, plots)
+    controller.diagnose = False  # the verdict is tested in test_verdict_gui: no probe runs here
     changes: list[bool] = []
     progress: list = []
     controller.running_changed.connect(changes.append)
@@ -132,6 +134,7 @@ def test_a_run_controller_trains_reports_progress_and_refuses_a_second_start(qtb
     assert plots.series(controller.current_key).size == 8
 
 
+@pytest.mark.slow
 def test_a_run_controller_shutdown_stops_the_run_mid_way(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
@@ -148,6 +151,7 @@ def test_a_run_controller_shutdown_stops_the_run_mid_way(qtbot, two_cpus):
     assert plots.series(controller.current_key).size == runs[0].steps
 
 
+@pytest.mark.slow
 def test_a_compare_controller_runs_every_target_with_its_own_curve(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
@@ -170,6 +174,7 @@ def test_a_compare_controller_runs_every_target_with_its_own_curve(qtbot, two_cp
     assert [plots.series(controller.plot_key(index)).size for index in range(2)] == [6, 6]
 
 
+@pytest.mark.slow
 def test_stopping_a_comparison_ends_the_target_in_flight_and_skips_the_rest(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
@@ -192,6 +197,7 @@ def test_stopping_a_comparison_ends_the_target_in_flight_and_skips_the_rest(qtbo
     assert stored[0].steps == plots.series(controller.plot_key(0)).size
 
 
+@pytest.mark.slow
 def test_a_run_is_in_the_history_while_it_trains_then_finished_with_its_result(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
@@ -216,6 +222,7 @@ def test_a_run_is_in_the_history_while_it_trains_then_finished_with_its_result(q
     assert stored.status == RunStatus.STOPPED and stored.steps == finished.result.steps_done >= running.steps
 
 
+@pytest.mark.slow
 def test_a_run_whose_history_cannot_be_written_still_ends_with_its_result_and_one_reason(qtbot, two_cpus, tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("a file where the history folder should be")
@@ -224,6 +231,7 @@ def test_a_run_whose_history_cannot_be_written_still_ends_with_its_result_and_on
     qtbot.addWidget(plots)
     controller = RunController()
     plot_curves_of(controller, plots)
+    controller.diagnose = False  # the verdict is tested in test_verdict_gui: no probe runs here
     config = RunConfig(model="mlp", dataset="digits", strategy="one-device", devices=("CPU:0",), steps=5)
     with qtbot.waitSignal(controller.run_finished, timeout=RUN_TIMEOUT_MS) as blocked:
         assert controller.start(config, "no history")
@@ -235,6 +243,7 @@ def test_a_run_whose_history_cannot_be_written_still_ends_with_its_result_and_on
     assert blocker.read_text() == "a file where the history folder should be"
 
 
+@pytest.mark.slow
 def test_a_comparison_records_each_target_as_the_history_tab_labels_it(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)
@@ -258,6 +267,7 @@ def test_a_comparison_records_each_target_as_the_history_tab_labels_it(qtbot, tw
     assert by_target["CPU:7"].status == RunStatus.FAILED and "CPU:7" in by_target["CPU:7"].message
 
 
+@pytest.mark.slow
 def test_a_scaling_sweep_records_each_count_under_its_sweep_label(qtbot, two_cpus):
     plots = PlotsWidget()
     qtbot.addWidget(plots)

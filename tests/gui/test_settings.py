@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtWidgets import QLabel, QMessageBox
 
 from core.machine.runtime import RuntimeSettings
@@ -51,6 +52,7 @@ def test_dialog_saves_and_says_a_restart_is_needed(qtbot, tmp_path):
     assert saved_runtime_settings(settings) == RuntimeSettings(logical_cpus=2, gpu_memory_growth=True, gpu_memory_limit_mb=1024)
 
 
+@pytest.mark.slow
 def test_accepting_the_restart_closes_the_window_and_asks_for_a_restart(ready_window, monkeypatch):
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *args, **kwargs: QMessageBox.StandardButton.Yes))
     ready_window.offer_restart()
@@ -58,6 +60,7 @@ def test_accepting_the_restart_closes_the_window_and_asks_for_a_restart(ready_wi
     assert not ready_window.isVisible()
 
 
+@pytest.mark.slow
 def test_declining_the_restart_keeps_the_window(ready_window, monkeypatch):
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *args, **kwargs: QMessageBox.StandardButton.No))
     ready_window.offer_restart()

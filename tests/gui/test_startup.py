@@ -51,6 +51,7 @@ print("RESULT " + json.dumps(shown))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_window_is_shown_before_tensorflow_and_the_charts_load_then_devices_fill_in(tmp_path):
     env = {**os.environ, "DEVICE_LAB_SETTINGS_DIR": str(tmp_path / "settings"), "DEVICE_LAB_DATA_DIR": str(tmp_path / "data")}
@@ -69,6 +70,7 @@ def test_window_is_shown_before_tensorflow_and_the_charts_load_then_devices_fill
     assert shown["loss_plot_after"], "the chart panels were not built once the devices were listed"
 
 
+@pytest.mark.slow
 def test_opening_a_chart_tab_before_the_devices_builds_the_charts_at_once(qtbot):
     from gui.main_window import MainWindow
     from gui.settings import effective_runtime_settings, open_settings
@@ -85,6 +87,7 @@ def test_opening_a_chart_tab_before_the_devices_builds_the_charts_at_once(qtbot)
     window.close()
 
 
+@pytest.mark.slow
 def test_widgets_have_object_names(window):
     names = [
         "deviceTable", "deviceDetails", "deviceNotes", "refreshDevicesButton", "modelCombo", "datasetCombo",
@@ -98,6 +101,7 @@ def test_widgets_have_object_names(window):
     assert not missing
 
 
+@pytest.mark.slow
 def test_start_waits_for_devices_and_says_so(window, qtbot):
     assert "Detecting devices" in window.statusBar().currentMessage() or window.device_panel.report.devices
     qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
@@ -125,6 +129,7 @@ sys.exit(run_app([sys.argv[0]]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_run_app_shows_the_window_and_exits_cleanly_when_it_closes(tmp_path):
     env = {**os.environ, "DEVICE_LAB_SETTINGS_DIR": str(tmp_path / "settings"), "DEVICE_LAB_DATA_DIR": str(tmp_path / "data")}

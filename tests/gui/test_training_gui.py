@@ -10,7 +10,7 @@ from core.results import RunStatus
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 LONG_RUN = 1_000_000
 
 

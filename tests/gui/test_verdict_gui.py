@@ -15,6 +15,7 @@ from core.machine.peaks import DevicePeaks, PeaksReport
 from core.results import RunResult, RunStatus
 from gui.job_data import FinishedRun
 from gui.run_form.outcome import report_html, result_html
+from gui.settings import KEY_DIAGNOSE, read_bool
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import set_one_device, start_and_wait
 
@@ -45,6 +46,13 @@ def peaks_cache(isolated_folders) -> PeaksReport:
     return write_peaks_cache()
 
 
+@pytest.fixture
+def diagnose_runs() -> bool:
+    """The window diagnoses each completed run, as it does by default."""
+    return True
+
+
+@pytest.mark.slow
 def test_a_completed_run_is_diagnosed_and_stop_ends_a_diagnosis(peaks_cache, ready_window, qtbot):
     window, panel = ready_window, ready_window.run_panel
     qtbot.waitUntil(lambda: window.device_panel.ceilings.report is not None, timeout=RUN_TIMEOUT_MS)
@@ -76,6 +84,14 @@ def test_a_completed_run_is_diagnosed_and_stop_ends_a_diagnosis(peaks_cache, rea
     assert stopped.status == RunStatus.COMPLETED and stopped.bound is None and STOPPED in stopped.warnings
     assert len([what for what, _, _ in seen if what.startswith("probe")]) == 1, "a probe run started after Stop"
     assert STOPPED in panel.result_label.text() and "Verdict" not in panel.result_label.text()
+
+    seen.clear()
+    assert window.diagnose_action.isChecked()
+    window.diagnose_action.trigger()  # Run > Diagnose each completed run: off, and remembered
+    assert not window.diagnose_action.isChecked() and not read_bool(window.settings, KEY_DIAGNOSE, True)
+    plain = start_and_wait(qtbot, window).result
+    assert plain.status == RunStatus.COMPLETED and plain.bound is None and seen == []
+    assert "Verdict" not in panel.result_label.text() and STOPPED not in panel.result_label.text()
 
 
 def test_the_result_line_gives_verdict_and_advice_the_result_tab_the_evidence_and_memory_estimate():

@@ -102,6 +102,7 @@ def lambda_keras(tmp_path_factory, two_cpus) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_local_workers_train_stream_steps_and_exit_cleanly(lambda_keras):
     recorder = Recorder()
@@ -136,6 +137,7 @@ def test_a_worker_whose_model_file_differs_fails_the_run_naming_the_file(lambda_
     assert recorder.survivors() == []
 
 
+@pytest.mark.slow
 @posix_only
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("victim", [1, 0])
@@ -161,6 +163,7 @@ def test_killing_a_worker_fails_the_run_naming_it_and_ends_the_others(victim):
     assert_no_child_processes()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_an_error_inside_the_workers_fails_the_run_with_their_message():
     recorder = Recorder()
@@ -172,6 +175,7 @@ def test_an_error_inside_the_workers_fails_the_run_with_their_message():
     assert_no_child_processes()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_stop_ends_every_worker_with_the_partial_statistics():
     stop = threading.Event()
@@ -192,6 +196,7 @@ def test_stop_ends_every_worker_with_the_partial_statistics():
     assert_no_child_processes()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_cluster_chief_trains_with_a_worker_started_from_the_shown_command():
     hosts = tuple(f"127.0.0.1:{port}" for port in free_ports(2))
@@ -220,6 +225,7 @@ def test_cluster_chief_trains_with_a_worker_started_from_the_shown_command():
     assert_no_child_processes()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_cluster_worker_that_never_connects_times_out_naming_its_address():
     hosts = tuple(f"127.0.0.1:{port}" for port in free_ports(2))

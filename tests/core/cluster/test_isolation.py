@@ -106,6 +106,7 @@ class SocketSnapshot(ClusterCallback):
         self.reachable_from_outside = [f"{host}:{port}" for host in hosts for port in sorted(ports) if connects(host, port)]
 
 
+@pytest.mark.slow
 @linux_only
 @pytest.mark.timeout(150)
 def test_local_workers_listen_only_inside_their_private_network(monkeypatch):
@@ -158,6 +159,7 @@ def test_without_isolation_a_local_run_is_refused_before_any_worker_starts(monke
     check_worker_isolation(local_config(cluster_hosts=("127.0.0.1:2222", "10.0.0.2:2222")))  # a real cluster is not local
 
 
+@pytest.mark.slow
 @linux_only
 @pytest.mark.timeout(150)
 def test_allowed_without_isolation_the_workers_run_on_this_network_and_the_result_says_so(monkeypatch):
@@ -176,6 +178,7 @@ def test_allowed_without_isolation_the_workers_run_on_this_network_and_the_resul
     assert snapshot.cmdlines and not [c for c in snapshot.cmdlines if "allow_network_workers" in c], "a supervisor-only setting"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_cli_refuses_unisolated_local_workers_with_exit_2(tmp_path):
     env = dict(os.environ, **{SWITCH: "off"}, DEVICE_LAB_DATA_DIR=str(tmp_path))

@@ -48,6 +48,7 @@ class Heard(JobListener):
         self.calls["results"].append((index, recorded.result.status, recorded.started))
 
 
+@pytest.mark.slow
 def test_two_targets_give_two_rows_and_a_speedup_from_their_speeds(cpu_vs_mirrored):
     comparison, _ = cpu_vs_mirrored
     single, mirrored = comparison.rows
@@ -62,6 +63,7 @@ def test_two_targets_give_two_rows_and_a_speedup_from_their_speeds(cpu_vs_mirror
     assert [r.result.config["batch_size"] for r in comparison.rows] == [64, 64]
 
 
+@pytest.mark.slow
 def test_with_baseline_inverts_the_speedup_without_rerunning(cpu_vs_mirrored):
     comparison, _ = cpu_vs_mirrored
     flipped = comparison.with_baseline(1)
@@ -75,6 +77,7 @@ def test_with_baseline_inverts_the_speedup_without_rerunning(cpu_vs_mirrored):
         comparison.with_baseline(2)
 
 
+@pytest.mark.slow
 def test_callbacks_see_each_run_by_index(cpu_vs_mirrored):
     _, calls = cpu_vs_mirrored
     assert calls["progress"] == ["run 1 of 2: CPU:0", "run 2 of 2: mirrored:CPU:0,CPU:1"]
@@ -82,6 +85,7 @@ def test_callbacks_see_each_run_by_index(cpu_vs_mirrored):
     assert calls["results"] == [(0, RunStatus.COMPLETED, True), (1, RunStatus.COMPLETED, True)]
 
 
+@pytest.mark.slow
 def test_comparison_explains_flops_and_shared_logical_cpus(cpu_vs_mirrored):
     comparison, _ = cpu_vs_mirrored
     assert comparison.flops_per_step == pytest.approx(3 * 64 * MLP_FORWARD_PER_EXAMPLE, rel=0.01)
@@ -92,6 +96,7 @@ def test_comparison_explains_flops_and_shared_logical_cpus(cpu_vs_mirrored):
     assert any("logical CPU devices share the same physical cores" in w for w in comparison.warnings)
 
 
+@pytest.mark.slow
 def test_rows_dict_and_table(cpu_vs_mirrored):
     comparison, _ = cpu_vs_mirrored
     rows = comparison.to_rows_dict()
@@ -150,6 +155,7 @@ def test_stop_ends_the_current_run_and_skips_the_rest(two_cpus):
     assert any(w.startswith(f"{two_cpus[1]} was not run") for w in comparison.warnings)
 
 
+@pytest.mark.slow
 def test_scaling_sweep_runs_one_then_mirrored_devices(two_cpus):
     comparison = scaling_sweep(RunConfig(model="mlp", dataset="digits", steps=4, batch_size=32), "CPU", counts=[1, 2])
     assert [(row.strategy, row.replicas, row.status) for row in comparison.rows] == [

@@ -15,6 +15,8 @@ from core.jobs import JobListener, JobOptions
 from core.results import RunStatus
 from core.training.callbacks import RunCallback
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def store(tmp_path: Path):

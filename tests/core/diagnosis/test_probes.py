@@ -23,6 +23,7 @@ def _run_and_diagnose(config: RunConfig):
     return result, found, probe_runs
 
 
+@pytest.mark.slow
 def test_mlp_at_batch_8_is_overhead_bound(two_cpus):
     result, found, probe_runs = _run_and_diagnose(RunConfig(model="mlp", batch_size=8, steps=60))
     if any(run.contended for run in (result, *probe_runs)):  # another process took the CPU meanwhile: no bound is judged
@@ -36,6 +37,7 @@ def test_mlp_at_batch_8_is_overhead_bound(two_cpus):
     assert found.achieved_flops is not None and found.pct_of_measured_peak is None  # no ceilings passed
 
 
+@pytest.mark.slow
 def test_cnn_at_batch_256_is_neither_overhead_nor_input_bound(two_cpus):
     result, found, probe_runs = _run_and_diagnose(RunConfig(model="cnn", batch_size=256, steps=8))
     assert found.bound not in (Bound.OVERHEAD, Bound.INPUT), found.bound_evidence
@@ -87,6 +89,7 @@ def _pipeline(batch_size: int, sleep_s: float = 0.0):
     return dataset.prefetch(2)
 
 
+@pytest.mark.slow
 def test_a_pipeline_made_slow_on_purpose_is_input_bound(two_cpus):
     timing = probes.measure_input(_pipeline(32, SLEEP_S), _mlp_train_steps(32), steps=10)
     # prefetch(2) holds batches made before the clock starts, so a step may come in a little under the sleep
@@ -99,6 +102,7 @@ def test_a_pipeline_made_slow_on_purpose_is_input_bound(two_cpus):
     assert verdict(Evidence(run=evidence.run, pipeline_s=timing.pipeline.per_batch_s)).bound is Bound.INPUT
 
 
+@pytest.mark.slow
 def test_the_same_pipeline_without_the_sleep_is_not_input_bound(two_cpus):
     timing = probes.measure_input(_pipeline(256), _mlp_train_steps(256), steps=20)
     found = verdict(
@@ -107,6 +111,7 @@ def test_the_same_pipeline_without_the_sleep_is_not_input_bound(two_cpus):
     assert found.bound is not Bound.INPUT, found.bound_evidence
 
 
+@pytest.mark.slow
 def test_timing_a_pipeline_stops_at_its_time_limit(two_cpus):
     start = time.monotonic()
     timing = probes.time_pipeline(_pipeline(8, 0.2), batches=1000, timeout_s=1.0, warmup_batches=1)

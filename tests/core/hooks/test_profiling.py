@@ -17,6 +17,7 @@ def _assert_profiler_stopped():
         tf.profiler.experimental.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("steps_per_call", "captured"), [(1, (3, 5)), (2, (3, 6))])
 def test_profile_of_steps_3_to_5_writes_a_trace(tmp_path, two_cpus, steps_per_call, captured):
     capture = ProfilerCapture(tmp_path, 3, 5)
@@ -42,6 +43,7 @@ class FailAtStep(RunCallback):
             raise RuntimeError(f"planned failure at step {self.step}")
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_inside_the_range_still_stops_the_profiler(tmp_path, two_cpus):
     capture = ProfilerCapture(tmp_path, 3, 5)
     result = run_training(RunConfig(model="mlp", steps=8, batch_size=16), callbacks=[capture, FailAtStep(4)])

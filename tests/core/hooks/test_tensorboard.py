@@ -42,6 +42,7 @@ def _get(url: str, timeout: float = 10) -> bytes:
         return response.read()
 
 
+@pytest.mark.slow
 def test_a_real_run_writes_every_step_and_memory_at_each_flush(tmp_path, two_cpus):
     writer = TensorBoardWriter(tmp_path)
     config = RunConfig(model="mlp", steps=10, batch_size=16, steps_per_call=2)
@@ -116,6 +117,7 @@ def test_memory_on_accelerators_comes_from_the_tf_allocator_per_device(monkeypat
     assert list(fallback) == [HOST_MEMORY_TAG] and fallback[HOST_MEMORY_TAG] > 0
 
 
+@pytest.mark.slow
 def test_launch_tensorboard_serves_the_log_dir_on_localhost_and_stops(tmp_path):
     assert find_tensorboard() is not None, "tensorboard is part of the [test] extra"
     with launch_tensorboard(tmp_path, timeout_s=120) as server:

@@ -44,6 +44,7 @@ def profiled_run(tmp_path_factory, two_cpus):
     return result, capture, device_use
 
 
+@pytest.mark.slow
 def test_profiled_steps_and_the_stop_after_them_are_set_apart_like_warm_up(profiled_run):
     result, capture, _ = profiled_run
     assert capture.captured == (3, 5) and capture.set_apart == [(3, 5), (6, 6)]
@@ -59,6 +60,7 @@ def test_profiled_steps_and_the_stop_after_them_are_set_apart_like_warm_up(profi
     assert "left out of the statistics, like warm-up" in note
 
 
+@pytest.mark.slow
 def test_mean_gpu_use_counts_the_steady_state_and_lands_in_the_result(profiled_run):
     result, _, device_use = profiled_run
     assert device_use.finished and device_use.gpu_names == ("GPU:0",)
@@ -72,6 +74,7 @@ def test_mean_gpu_use_counts_the_steady_state_and_lands_in_the_result(profiled_r
     assert "68.0 GiB reserved by this process" in " ".join(memory_lines(view))
 
 
+@pytest.mark.slow
 def test_the_trace_gives_the_time_per_op_read_from_its_files(profiled_run):
     _, capture, _ = profiled_run
     summary = summarize_trace(capture.trace_dir)

@@ -176,6 +176,7 @@ def test_without_a_tpu_hint_no_probe_starts(monkeypatch: pytest.MonkeyPatch) -> 
     assert any(note.topic == NoteTopic.NO_TPU for note in report.note_records)
 
 
+@pytest.mark.slow
 def test_probe_of_silent_address_is_killed_at_the_time_limit(silent_tpu_address) -> None:
     address = silent_tpu_address
     start = time.perf_counter()

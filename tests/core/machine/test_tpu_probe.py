@@ -13,6 +13,7 @@ def probe_children() -> list[psutil.Process]:
     return [p for p in psutil.Process().children(recursive=True) if "TPUClusterResolver" in " ".join(p.cmdline())]
 
 
+@pytest.mark.slow
 def test_a_probe_that_overruns_its_limit_is_killed_and_says_where_it_was(silent_tpu_address):
     started = time.monotonic()
     probe = probe_tpu(silent_tpu_address, timeout_s=3.0)

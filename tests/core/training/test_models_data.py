@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from core.workloads.data import DATASETS, load_arrays
 from core.workloads.models import MODELS, describe_models
@@ -32,6 +33,7 @@ def test_shipped_digits_load_offline_scaled_to_unit_range():
     assert 0.0 <= x.min() and x.max() == 1.0
 
 
+@pytest.mark.slow
 def test_synthetic_data_matches_each_model_input():
     for spec in MODELS.values():
         x, y, classes = load_arrays("synthetic", spec)
@@ -39,6 +41,7 @@ def test_synthetic_data_matches_each_model_input():
         assert y.max() < classes == spec.num_classes
 
 
+@pytest.mark.slow
 def test_offline_download_gives_clear_message_naming_the_file(tmp_path):
     env = dict(
         os.environ,

@@ -44,6 +44,7 @@ def test_batch_larger_than_the_data_set_trains_and_warns(two_cpus):
     assert "about 2.0 times" in warning and "at most 1,797" in warning
 
 
+@pytest.mark.slow
 def test_synthetic_data_and_a_batch_that_fits_give_no_batch_warning(two_cpus):
     fits = run_training(RunConfig(model="mlp", dataset="digits", batch_size=DIGITS_EXAMPLES, steps=2))
     synthetic = run_training(RunConfig(model="mlp", batch_size=8192, steps=2))
@@ -62,6 +63,7 @@ def test_a_call_as_long_as_the_run_is_halved_so_steady_steps_remain(two_cpus):
     assert warning.startswith("Steps per call lowered from 50 to 10") and "run 100 or more steps" in warning
 
 
+@pytest.mark.slow
 def test_a_call_shorter_than_the_run_is_kept_and_a_one_step_run_says_it_has_no_figures(two_cpus):
     assert call_size(15, 20) == (15, None)
     kept = run_training(RunConfig(model="mlp", steps=20, steps_per_call=15))
@@ -71,16 +73,18 @@ def test_a_call_shorter_than_the_run_is_kept_and_a_one_step_run_says_it_has_no_f
     assert any(w.startswith("A 1-step run is all warm-up") for w in one.warnings)
 
 
+@pytest.mark.slow
 def test_float16_on_the_cpu_warns_in_the_result(two_cpus):
     result = run_training(RunConfig(model="mlp", steps=3, precision="float16"))
     assert result.status == RunStatus.COMPLETED, result.message
     assert any("roughly 50x slower" in w for w in result.warnings)
 
 
+@pytest.mark.slow
 def test_float16_cli_run_warns_and_keeps_tensorflow_notices_off_the_terminal(cli_env, tmp_path):
     # oneDNN forced on: it prints its ERROR-level DT_HALF notice at the first call on CPUs without AVX-512.
     env = dict(cli_env, TF_ENABLE_ONEDNN_OPTS="1")
-    out = cli(["run", "--model", "mlp", "--steps", "3", "--precision", "float16", "--no-save", "--json"], env)
+    out = cli(["run", "--no-verdict", "--model", "mlp", "--steps", "3", "--precision", "float16", "--no-save", "--json"], env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert any("roughly 50x slower" in w for w in json.loads(out.stdout)["warnings"])
     assert ONEDNN_HALF_LINE not in out.stderr
@@ -89,6 +93,7 @@ def test_float16_cli_run_warns_and_keeps_tensorflow_notices_off_the_terminal(cli
         assert ONEDNN_HALF_LINE in (tmp_path / "logs" / NATIVE_LOG_NAME).read_text(), "the notice goes to the log"
 
 
+@pytest.mark.slow
 def test_mirrored_over_one_device_is_refused_before_training(cli_env):
     out = cli(["run", "--model", "mlp", "--strategy", "mirrored", "--steps", "3", "--no-save"], cli_env)
     assert out.returncode == 2, out.stderr[-2000:]
@@ -97,6 +102,7 @@ def test_mirrored_over_one_device_is_refused_before_training(cli_env):
     assert "step 1/" not in out.stderr, "refused before any step"
 
 
+@pytest.mark.slow
 def test_mirrored_without_devices_uses_every_logical_cpu(two_cpus):
     result = run_training(RunConfig(model="mlp", strategy="mirrored", steps=2))
     assert result.status == RunStatus.COMPLETED, result.message

@@ -8,6 +8,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from core.compare.runner import run_comparison
 from core.compare.table import format_table
@@ -33,6 +34,7 @@ def _probe_message(message: str, address: str = BOGUS) -> bool:
     return answered or importing
 
 
+@pytest.mark.slow
 def test_bogus_tpu_address_fails_within_its_limit_with_the_probes_message(two_cpus):
     start = time.monotonic()
     result = run_training(RunConfig(model="mlp", strategy="tpu", tpu_address=BOGUS, tpu_timeout_s=LIMIT_S, steps=3))
@@ -55,6 +57,7 @@ def test_stopping_during_the_probe_ends_the_run_at_once_as_stopped(two_cpus):
     assert _no_probe_left()
 
 
+@pytest.mark.slow
 def test_comparison_with_a_bogus_tpu_prints_its_table_with_the_tpu_row_failed(two_cpus):
     base = RunConfig(model="mlp", steps=4, tpu_timeout_s=LIMIT_S)
     start = time.monotonic()

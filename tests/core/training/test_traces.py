@@ -3,6 +3,7 @@
 import gc
 import weakref
 
+import pytest
 from tensorflow.python.framework import ops
 from tensorflow.python.framework.func_graph import FuncGraph
 
@@ -37,6 +38,7 @@ def _graphs_left_by(config: RunConfig) -> tuple[list[str], list[str], set[str]]:
     return graphs.names, alive, set(ops.gradient_registry.list()) - registered_before
 
 
+@pytest.mark.slow
 def test_the_traced_train_steps_graphs_are_dead_after_the_run(two_cpus):
     traced, alive, registered = _graphs_left_by(RunConfig(model="mlp", steps=4, steps_per_call=2))
     assert "train_steps" in traced
@@ -44,6 +46,7 @@ def test_the_traced_train_steps_graphs_are_dead_after_the_run(two_cpus):
     assert registered == set(), "the run's custom gradients stayed in TensorFlow's registry"
 
 
+@pytest.mark.slow
 def test_mirrored_and_xla_runs_free_their_graphs_too(two_cpus):
     for config in (
         RunConfig(model="mlp", strategy="mirrored", devices=tuple(two_cpus), steps=4, steps_per_call=2),

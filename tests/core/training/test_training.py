@@ -11,6 +11,7 @@ from core.runner import run_training
 from core.workloads.models import MODELS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_every_sample_model_trains_on_synthetic_data(model, two_cpus):
     streamed = []
@@ -23,6 +24,7 @@ def test_every_sample_model_trains_on_synthetic_data(model, two_cpus):
     assert result.samples_per_s > 0 and result.step_time_median_ms > 0
 
 
+@pytest.mark.slow
 def test_mlp_loss_falls_clearly_on_shipped_digits(two_cpus):
     result = run_training(RunConfig(model="mlp", dataset="digits", steps=100, batch_size=64, learning_rate=3e-3))
     assert result.status == RunStatus.COMPLETED, result.message
@@ -30,6 +32,7 @@ def test_mlp_loss_falls_clearly_on_shipped_digits(two_cpus):
     assert last < 0.4 * first, f"loss went from {first:.3f} to {last:.3f}"
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_logical_cpus_reports_true_per_step_losses(two_cpus):
     streamed = []
     mirrored = run_training(
@@ -47,6 +50,7 @@ def test_mirrored_on_two_logical_cpus_reports_true_per_step_losses(two_cpus):
     assert not np.allclose(mirrored.losses[1:], running_mean[1:], rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_stop_event_ends_run_within_one_call_with_partial_statistics(two_cpus):
     stop = threading.Event()
     calls = []
@@ -64,6 +68,7 @@ def test_stop_event_ends_run_within_one_call_with_partial_statistics(two_cpus):
     assert len(result.losses) == 15
 
 
+@pytest.mark.slow
 def test_diverging_run_fails_with_readable_message_and_keeps_its_steps(two_cpus):
     result = run_training(RunConfig(model="cnn", batch_size=16, optimizer="sgd", learning_rate=10.0, steps=200))
     assert result.status == RunStatus.FAILED
@@ -71,6 +76,7 @@ def test_diverging_run_fails_with_readable_message_and_keeps_its_steps(two_cpus)
     assert 0 < result.steps_done < 200
 
 
+@pytest.mark.slow
 def test_xla_bfloat16_and_several_steps_per_call(two_cpus):
     result = run_training(RunConfig(model="cnn", steps=6, batch_size=16, steps_per_call=3, xla=True, precision="bfloat16"))
     assert result.status == RunStatus.COMPLETED, result.message
@@ -89,6 +95,7 @@ def test_batch_that_does_not_split_across_replicas_fails_clearly(two_cpus):
     assert "batch_size" in result.message and "multiple of the 2 replicas" in result.message
 
 
+@pytest.mark.slow
 def test_run_records_its_devices_peak_for_later_comparisons(two_cpus):
     from core.machine.peak_estimates import cpu_peak_flops
 

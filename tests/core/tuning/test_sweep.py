@@ -51,6 +51,7 @@ def mlp_sweep(two_cpus, store):
     return sweep, heard.announced
 
 
+@pytest.mark.slow
 def test_a_two_setting_sweep_runs_every_point_and_records_it_as_one_group(mlp_sweep, store) -> None:
     sweep, announced = mlp_sweep
     assert [row.settings for row in sweep.rows] == [
@@ -92,6 +93,7 @@ def test_a_two_setting_sweep_runs_every_point_and_records_it_as_one_group(mlp_sw
     assert data["rows"][0]["peak_memory_bytes"] > 0 and data["rows"][3]["final_loss"] > 0
 
 
+@pytest.mark.slow
 def test_sweep_rows_are_evidence_for_a_verdict(mlp_sweep) -> None:
     """A sweep's runs differ in one setting, so `core.diagnosis` can use them in place of probe runs."""
     sweep, _ = mlp_sweep
@@ -102,6 +104,7 @@ def test_sweep_rows_are_evidence_for_a_verdict(mlp_sweep) -> None:
     assert [p.steps_per_call for p in matching_points(first, sweep.results(), "steps_per_call")] == [4]
 
 
+@pytest.mark.slow
 def test_a_failed_point_is_a_row_and_stop_ends_the_point_in_flight_then_skips_the_rest(two_cpus, store) -> None:
     base = RunConfig(model="mlp", strategy="mirrored", devices=tuple(two_cpus), steps=6, batch_size=16)
     plan = plan_sweep(base, {"batch_size": (15, 16, 24, 32)})

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from core.history.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -18,6 +20,7 @@ def sweep(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "main.py", "sweep", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.slow
 def test_sweep_json_gives_rows_and_best_and_leaves_float16_out_on_a_cpu(tmp_path) -> None:
     out = sweep(
         ["--model", "mlp", "--target", "CPU:0", "--batch-sizes", "16,32", "--precision", "off,float16", "--steps", "4", "--json"], tmp_path
@@ -38,6 +41,7 @@ def test_sweep_json_gives_rows_and_best_and_leaves_float16_out_on_a_cpu(tmp_path
         assert sorted(run.id for run in store.list_runs()) == sorted(row["run_id"] for row in data["rows"])
 
 
+@pytest.mark.slow
 def test_bad_sweep_values_exit_2_with_the_allowed_form(tmp_path) -> None:
     out = sweep(["--model", "mlp", "--batch-sizes", "16,x"], tmp_path)
     assert out.returncode == 2

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 BUDGET_S = 30  # counted from the process's start: TensorFlow's start-up is part of it
 
@@ -17,6 +19,7 @@ def main_py(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_max_batch_reports_a_probe_over_the_budget_as_a_row_and_ends_with_a_number(tmp_path) -> None:
     # The small CNN grows by ~0.35 MB per example over ~650 MB of runtime: batch 2048 passes 1250 MB, 1024 stays well under it.
     # --tolerance 1 ends the search once the largest batch that fit is within 2x of the smallest that did not.
@@ -39,6 +42,7 @@ def test_max_batch_reports_a_probe_over_the_budget_as_a_row_and_ends_with_a_numb
     assert "batch 2,048: does not fit:" in out.stderr
 
 
+@pytest.mark.slow
 def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_path) -> None:
     out = main_py(
         ["autotune", "--model", "mlp", "--target", "CPU:0", "--batch-size", "32", "--budget-s", str(BUDGET_S), "--json"], tmp_path
@@ -54,6 +58,7 @@ def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_p
     assert any(item["precision"] == "float16" for item in data["left_out"])
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_with_what_is_allowed(tmp_path) -> None:
     out = main_py(["max-batch", "--model", "mlp", "--memory-limit", "4XB"], tmp_path)
     assert out.returncode == 2

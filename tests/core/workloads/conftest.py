@@ -38,35 +38,35 @@ def two_io_model(as_dict: bool = False):
     return keras.Model([ids, feat], [cls, flag])
 
 
-@pytest.fixture
-def two_io_keras(tmp_path: Path) -> Path:
-    """The two-input, two-output model saved uncompiled as .keras."""
-    path = tmp_path / "two_io.keras"
+@pytest.fixture(scope="module")
+def two_io_keras(tmp_path_factory, two_cpus) -> Path:
+    """The two-input, two-output model saved uncompiled as .keras (once per module: tests only read it)."""
+    path = tmp_path_factory.mktemp("two_io") / "two_io.keras"
     two_io_model().save(path)
     return path
 
 
-@pytest.fixture
-def compiled_h5(tmp_path: Path) -> Path:
-    """A small Sequential model compiled with mean absolute error, saved as legacy .h5."""
+@pytest.fixture(scope="module")
+def compiled_h5(tmp_path_factory, two_cpus) -> Path:
+    """A small Sequential model compiled with mean absolute error, saved as legacy .h5 (once per module)."""
     import keras
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)], name="seq")
     model.compile(optimizer="adam", loss="mean_absolute_error")
-    path = tmp_path / "compiled.h5"
+    path = tmp_path_factory.mktemp("compiled") / "compiled.h5"
     model.save(path)
     return path
 
 
-@pytest.fixture
-def lambda_keras(tmp_path: Path) -> Path:
-    """A model with a Lambda layer: Keras refuses its bytecode in safe mode."""
+@pytest.fixture(scope="module")
+def lambda_keras(tmp_path_factory, two_cpus) -> Path:
+    """A model with a Lambda layer: Keras refuses its bytecode in safe mode (saved once per module)."""
     import keras
 
     inputs = keras.Input((4,))
     doubled = keras.layers.Lambda(lambda t: t * 2.0)(inputs)
     model = keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(doubled))
-    path = tmp_path / "lambda.keras"
+    path = tmp_path_factory.mktemp("lambda") / "lambda.keras"
     model.save(path)
     return path
 

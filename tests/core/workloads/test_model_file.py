@@ -48,6 +48,7 @@ def test_python_file_errors_name_the_problem(tmp_path):
         open_user_workload(wrong, trust=True)
 
 
+@pytest.mark.slow
 def test_corrupt_and_truncated_files_are_one_clear_message_each(tmp_path, two_io_keras, compiled_h5):
     garbage = tmp_path / "garbage.keras"
     garbage.write_bytes(b"this is not a model")
@@ -70,6 +71,7 @@ def test_corrupt_and_truncated_files_are_one_clear_message_each(tmp_path, two_io
         assert not error.value.needs_trust
 
 
+@pytest.mark.slow
 def test_savedmodel_folder_is_refused_with_how_to_resave(tmp_path):
     import tensorflow as tf
 

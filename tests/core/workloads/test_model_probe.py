@@ -16,6 +16,7 @@ HANG_LIMIT_S = 5.0
 KILL_MARGIN_S = 10.0  # the child's start and the kill, beyond its limit
 
 
+@pytest.mark.slow
 def test_child_describes_the_two_input_two_output_model(two_io_keras):
     described = describe_model_file(two_io_keras, timeout_s=240)
     assert described["sha256"] == file_sha256(two_io_keras) and described["path"] == str(two_io_keras)
@@ -42,6 +43,7 @@ def test_child_passes_back_the_problem_it_found(tmp_path):
     assert not error.value.needs_trust
 
 
+@pytest.mark.slow
 def test_a_hung_python_file_fails_within_its_limit(tmp_path):
     path = write_py(tmp_path, "hangs.py", "import time\ntime.sleep(60)\n")
     started = time.monotonic()
@@ -60,6 +62,7 @@ def test_a_crashing_python_file_is_a_clear_failure(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_build_model_that_exits_is_described_by_what_the_child_was_doing(tmp_path):
     path = write_py(
         tmp_path, "exits.py", "import os, sys\n\ndef build_model():\n    print('giving up', file=sys.stderr)\n    os._exit(3)\n"

@@ -33,6 +33,7 @@ def train_steps(workload, steps: int = 4, learning_rate: float = 0.05) -> tuple[
     return losses, per_example_len
 
 
+@pytest.mark.slow
 def test_two_inputs_two_outputs_described_and_trained_on_synthetic_data(two_io_keras):
     workload = open_user_workload(two_io_keras)
     described = workload.describe()
@@ -200,6 +201,7 @@ def test_integer_input_without_embedding_needs_a_vocabulary(tmp_path):
     assert np.isfinite(losses).all()
 
 
+@pytest.mark.slow
 def test_mixed_precision_reaches_a_loaded_model_but_not_its_outputs(two_io_keras):
     import keras
 
@@ -231,6 +233,7 @@ def test_open_sequence_length_gets_a_fixed_synthetic_length(tmp_path):
     assert per_example == BATCH and losses[-1] < losses[0]
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_logical_cpus_builds_in_scope_and_trains_like_the_engine(two_io_keras, two_cpus):
     """The engine's pattern: build_model() in strategy.scope(), distributed batches, per-replica average loss."""
     import keras

@@ -12,6 +12,8 @@ from gui.panels.compare_table import ROLE_VALUE, column_index
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import start_and_wait
 
+pytestmark = pytest.mark.slow
+
 STEPS = 20
 MIRRORED = "mirrored:CPU:0,CPU:1"
 COL_TARGET, COL_SAMPLES, COL_SPEEDUP, COL_EFFICIENCY, COL_PEAK = (

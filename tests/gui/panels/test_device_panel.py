@@ -6,6 +6,7 @@ import threading
 import time
 from dataclasses import replace
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 
@@ -16,6 +17,7 @@ from gui.qt_threads import running_threads
 MEMORY_COLUMNS = [COLUMNS.index(name) for name in ("Memory total", "Used", "Free")]
 
 
+@pytest.mark.slow
 def test_device_table_lists_the_logical_cpus_with_memory(ready_window):
     panel = ready_window.device_panel
     table = panel.table
@@ -32,6 +34,7 @@ def test_device_table_lists_the_logical_cpus_with_memory(ready_window):
     assert details["Logical device"].startswith("1 of 2")
 
 
+@pytest.mark.slow
 def test_missing_gpu_is_explained_in_the_notes(ready_window):
     panel = ready_window.device_panel
     if not any(d.kind == "GPU" for d in panel.devices()):
@@ -83,6 +86,7 @@ def test_gpu_usage_is_refreshed_off_the_gui_thread_only_when_there_are_gpus(qtbo
     panel.close_down()
 
 
+@pytest.mark.slow
 def test_refresh_button_reads_the_devices_again(ready_window, qtbot):
     panel = ready_window.device_panel
     with qtbot.waitSignal(panel.devices_changed, timeout=60_000):

@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import replace
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
@@ -49,6 +50,7 @@ def new_window(qtbot):
     return window
 
 
+@pytest.mark.slow
 def test_runs_survive_a_restart_with_their_step_series(ready_window, qtbot, tmp_path, monkeypatch):
     first = ready_window
     first.run_panel.steps_edit.setText(str(STEPS))
@@ -134,6 +136,7 @@ def test_filter_status_and_sort(qtbot):
     panel.close_store()
 
 
+@pytest.mark.slow
 def test_a_corrupt_history_is_set_aside_and_the_app_starts_empty(qtbot):
     garbage = b"this is not a database " * 200
     os.makedirs(os.path.dirname(history_path()), exist_ok=True)
@@ -153,6 +156,7 @@ def test_a_corrupt_history_is_set_aside_and_the_app_starts_empty(qtbot):
     window.close()
 
 
+@pytest.mark.slow
 def test_failed_runs_of_a_comparison_are_in_the_history_with_their_message(qtbot):
     plots = PlotsWidget()
     config = RunConfig(model="mlp", dataset="digits", steps=5, batch_size=63)

@@ -86,6 +86,7 @@ def a_million_steps(plots, key: str = "big") -> tuple[np.ndarray, np.ndarray]:
     return steps, losses
 
 
+@pytest.mark.slow
 def test_a_million_steps_are_drawn_as_a_min_max_envelope_that_keeps_every_peak(plots):
     steps, losses = a_million_steps(plots)
     series = plots.series("big")
@@ -102,6 +103,7 @@ def test_a_million_steps_are_drawn_as_a_min_max_envelope_that_keeps_every_peak(p
     assert y_high < 100, "the warm-up step stays out of the y range"
 
 
+@pytest.mark.slow
 def test_zooming_in_redraws_the_shown_steps_in_full_and_zooming_out_decimates_again(plots):
     steps, losses = a_million_steps(plots)
     item = plots.series("big").items["loss_raw"]
@@ -118,6 +120,7 @@ def test_zooming_in_redraws_the_shown_steps_in_full_and_zooming_out_decimates_ag
     assert len(x) < 5_000 and x[0] <= 2 and y.max() == 7.0
 
 
+@pytest.mark.slow
 def test_a_log_x_axis_gets_its_own_decimation_with_every_early_step(plots):
     steps, losses = a_million_steps(plots)
     plots.loss_plot.getPlotItem().setLogMode(x=True, y=False)
@@ -129,6 +132,7 @@ def test_a_log_x_axis_gets_its_own_decimation_with_every_early_step(plots):
     assert x_low < 0.5 and 5.5 < x_high < 6.5, "the x range is in decades"
 
 
+@pytest.mark.slow
 def test_hidden_plots_are_not_redrawn_until_shown_again(qtbot):
     tabs = QTabWidget()
     qtbot.addWidget(tabs)

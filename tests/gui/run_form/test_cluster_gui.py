@@ -6,6 +6,7 @@ import json
 import shlex
 
 import psutil
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
@@ -19,6 +20,8 @@ from gui.run_form.cluster_box import ALL_INTERFACES_NOTE, NO_ENVIRONMENT
 from gui.run_form.worker_network import ALLOW_TEXT, ISOLATED
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
+
+pytestmark = pytest.mark.slow
 
 SLURM_STEP_VARIABLES = ("SLURM_STEP_NUM_TASKS", "SLURM_PROCID")
 TPU_CORES = 8

@@ -78,6 +78,8 @@ def wait_opened(qtbot, panel: RunPanel) -> None:
     qtbot.waitUntil(lambda: not panel.model_choice.pending(), timeout=DESCRIBE_TIMEOUT_MS)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("diagnose_runs", [True], ids=["diagnosed"])  # the run's FLOP count comes with its diagnosis
 def test_open_a_two_input_model_file_and_train_it_from_the_window(ready_window, qtbot, model_files):
     panel = ready_window.run_panel
     path = str(model_files.two_io)
@@ -128,6 +130,7 @@ def test_open_a_two_input_model_file_and_train_it_from_the_window(ready_window, 
             assert visible == button.rect(), f"{button.text()} is cut off at {width}x{height}: {visible} of {button.rect()}"
 
 
+@pytest.mark.slow
 def test_a_lambda_model_asks_for_trust_once_per_content(qtbot, model_files, tmp_path):
     answers: list[str] = []
 
@@ -258,6 +261,7 @@ def test_closing_the_window_stops_a_model_file_still_being_described(qtbot, tmp_
         os.kill(int(pid_file.read_text()), 0)
 
 
+@pytest.mark.slow
 def test_an_npz_that_fits_is_used_and_one_that_does_not_is_refused_naming_the_input(qtbot, model_files, tmp_path):
     import numpy as np
 
@@ -279,6 +283,7 @@ def test_an_npz_that_fits_is_used_and_one_that_does_not_is_refused_naming_the_in
     assert panel.config().dataset == str(good), "the data that fitted stays chosen"
 
 
+@pytest.mark.slow
 def test_integer_ids_that_feed_no_embedding_ask_for_the_vocabulary(qtbot, tmp_path):
     import keras
 
@@ -298,6 +303,7 @@ def test_integer_ids_that_feed_no_embedding_ask_for_the_vocabulary(qtbot, tmp_pa
     assert config is not None and (config.model, config.vocab) == (str(path), 7)
 
 
+@pytest.mark.slow
 def test_a_trusted_python_file_trains_on_its_own_build_dataset_by_default(qtbot, tmp_path):
     script = write_py(tmp_path, "my_model.py", PY_MODEL)
     remember_trust(open_settings(), file_sha256(script), str(script))

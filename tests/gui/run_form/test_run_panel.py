@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItemModel
 
@@ -130,6 +131,7 @@ def test_data_sets_follow_the_model(qtbot):
     assert panel.config().dataset == MODELS["transformer"].default_dataset
 
 
+@pytest.mark.slow
 def test_tpu_connect_probes_in_the_background_and_reports_failure(qtbot, silent_tpu_address):
     panel = make_panel(qtbot)
     panel.tpu_timeout_s = 3.0

@@ -13,6 +13,8 @@ from gui.tuning.sweep_table import BEST_MARK, LR_KEY, ROLE_VALUE, TIED_MARK
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device
 
+pytestmark = pytest.mark.slow
+
 
 def sweep_and_wait(qtbot, panel):
     """Click Start sweep and wait until it has ended; returns the SweepOutcome."""

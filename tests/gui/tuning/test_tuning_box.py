@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from PySide6.QtCore import Qt, QTimer
 
 from core.config import RunConfig
@@ -13,6 +14,7 @@ from gui.tuning.tuning_box import TuningBox
 SEARCH_TIMEOUT_MS = 120_000
 
 
+@pytest.mark.slow
 def test_a_largest_batch_search_runs_off_the_gui_thread_and_apply_emits_the_batch(qtbot) -> None:
     box = TuningBox(TuningController())
     qtbot.addWidget(box)
