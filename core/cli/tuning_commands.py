@@ -196,7 +196,13 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     job = job_for(args, args.batch_size, args.steps_per_call)
     backends = parse_values("backend", args.backends, "--backends") if args.backends else ()
     give_up = started + budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S
-    with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json)):
+    seen: list[TunePoint] = []
+
+    def show_point(point: TunePoint) -> None:
+        seen.append(point)
+        _print_point(point)
+
+    with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json, seen)):
         configure_tensorflow(args.logical_cpus, args.verbose)
         from core.training.engine import check_against_machine
 
@@ -209,7 +215,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
                 args.allow_batch_change,
                 args.max_batch,
                 stop_event,
-                _print_point,
+                show_point,
                 limit,
                 started=started,
                 backends=backends,
@@ -228,14 +234,22 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     return code
 
 
-def _out_of_time(budget_s: float, started: float, as_json: bool) -> None:
-    """What autotune says when its budget and slack ran out before the search could answer."""
-    error = (
-        f"nothing was measured within the {budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack): "
-        "TensorFlow's start-up and the first point's set-up took it all"
-    )
+def _out_of_time(budget_s: float, started: float, as_json: bool, points: list[TunePoint]) -> None:
+    """What autotune says when its budget and slack ran out before the search could answer: what it had measured by then."""
+    measured = [point for point in points if point.status == "measured"]
+    if measured:
+        error = (
+            f"the {budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack) ran out before the search finished: "
+            f"{len(measured)} point(s) measured (above), none chosen as the best"
+        )
+    else:
+        error = (
+            f"nothing was measured within the {budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack): "
+            "TensorFlow's start-up and the first point's set-up took it all"
+        )
     if as_json:
-        print(json.dumps({"best": None, "samples_per_s": None, "points": [], "elapsed_s": time.monotonic() - started, "error": error}))
+        document = {"best": None, "samples_per_s": None, "points": [p.to_dict() for p in points], "error": error}
+        print(json.dumps({**document, "elapsed_s": time.monotonic() - started}))
     say(f"autotune failed: {error}; give it a larger --budget-s")
 
 

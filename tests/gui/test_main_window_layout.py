@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QT
 from core.results import RunResult, RunStatus
 from core.workloads.models import MODELS
 from gui.job_data import FinishedRun
+from gui.qt_threads import running_threads
 from gui.remembered import remember_model
 from gui.run_form.outcome import RESULT_LINK
 from gui.tuning.tuning_box import FORM_PROBLEM
@@ -213,6 +214,7 @@ def test_the_autotune_box_and_the_form_s_result_line_follow_the_model(window, qt
     assert box.job_label.text() == FORM_PROBLEM
     panel.batch_edit.setText("64")
     assert box.job_label.text().startswith("MLP")
+    qtbot.waitUntil(lambda: not running_threads(), timeout=RUN_TIMEOUT_MS)  # the models' parameters counted meanwhile
 
 
 def test_a_comparison_of_history_runs_replaces_the_last_comparisons_outcome(window):
