@@ -27,7 +27,7 @@ from core.config import RunConfig
 from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
-from core.training.metrics import summarize
+from core.training.metrics import Measured, measured_result
 from core.workloads.workload import is_model_file
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
@@ -169,27 +169,19 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
     from core.machine.peak_estimates import run_peak_environment
     from core.training.environment import cpu_model
 
-    config = tally.config
-    stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
-    has_accelerator = any(not d.startswith("CPU") for d in tally.devices)
     environment = {**tally.environment, "cpu": cpu_model()}
-    if tally.devices and not has_accelerator:
-        environment.update(run_peak_environment(tally.devices, config.precision))
-    return RunResult(
-        status=status,
-        config=config.to_dict(),
-        message=message,
-        steps_done=len(tally.losses),
+    if tally.devices and not any(not d.startswith("CPU") for d in tally.devices):
+        environment.update(run_peak_environment(tally.devices, tally.config.precision))
+    source = f"host process RSS peak ({backend_title(tally.config.backend)} child)" if tally.peak_rss else ""
+    measured = Measured(
+        times=tally.times,
+        warmup_steps=tally.warmup_steps,
+        losses=tally.losses,
         replicas=tally.replicas,
-        **stats.result_fields(),
-        final_loss=tally.losses[-1] if tally.losses else None,
-        peak_memory_bytes=tally.peak_rss,
-        peak_memory_source=f"host process RSS peak ({backend_title(config.backend)} child)" if tally.peak_rss else "",
-        memory_estimate=dict(tally.memory_estimate),
-        wall_s=time.perf_counter() - start,
-        started_at=started_at,
+        devices=tally.devices,
+        memory={"peak_memory_bytes": tally.peak_rss, "peak_memory_source": source},
+        memory_estimate=tally.memory_estimate,
         environment=environment,
-        losses=tuple(tally.losses),
-        step_times_s=tuple(tally.times),
-        warnings=(*config.warnings(has_accelerator=has_accelerator), *tally.notes),
+        notes=tally.notes,
     )
+    return measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)

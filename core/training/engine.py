@@ -32,7 +32,7 @@ from core.training.conditions_hook import ConditionsHook
 from core.training.environment import environment
 from core.training.failures import NonFiniteLoss, explain_failure
 from core.training.memory import MemoryTracker
-from core.training.metrics import summarize
+from core.training.metrics import Measured, measured_result
 from core.training.run_checks import batch_warning, call_size
 from core.training.strategies import SetupStopped, check_mirrored_devices, make_strategy
 from core.training.traces import TrainSteps
@@ -193,26 +193,18 @@ def _run_calls(
 
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
     """The run's result from what it measured; `start` is its perf_counter start, for the wall time."""
-    config = tally.config
-    has_accelerator = any(not d.startswith("CPU") for d in tally.device_names)
-    stats = summarize(tally.times, tally.warmup_steps, config.batch_size)
-    return RunResult(
-        status=status,
-        config=config.to_dict(),
-        message=message,
-        steps_done=len(tally.losses),
+    measured = Measured(
+        times=tally.times,
+        warmup_steps=tally.warmup_steps,
+        losses=tally.losses,
         replicas=tally.replicas,
-        **stats.result_fields(),
-        final_loss=tally.losses[-1] if tally.losses else None,
-        **tally.memory.result_fields(),
-        memory_estimate=dict(tally.memory_estimate),
-        wall_s=time.perf_counter() - start,
-        started_at=started_at,
-        environment=environment(tally.device_names, config.precision),
-        losses=tuple(tally.losses),
-        step_times_s=tuple(tally.times),
-        warnings=(*config.warnings(has_accelerator=has_accelerator), *tally.notes),
+        devices=tally.device_names,
+        memory=tally.memory.result_fields(),
+        memory_estimate=tally.memory_estimate,
+        environment=environment(tally.device_names, tally.config.precision),
+        notes=tally.notes,
     )
+    return measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)
 
 
 def check_against_machine(config: RunConfig) -> None:

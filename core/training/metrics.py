@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
+
+from core.config import RunConfig
+from core.results import RunResult, RunStatus
 
 
 class StepFigures(TypedDict):
@@ -98,4 +101,42 @@ def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_siz
         apart_steps=apart_steps,
         apart_s=apart_s,
         mean_ms=total / len(steady) * 1e3,
+    )
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What an engine measured in one run, whatever trained it: the TensorFlow engine or a backend's child."""
+
+    times: Sequence[float]
+    warmup_steps: int
+    losses: Sequence[float]
+    replicas: int
+    devices: Sequence[str]
+    memory: dict[str, Any]  # peak_memory_bytes and its source (and what the run added, where known)
+    memory_estimate: dict[str, Any]
+    environment: dict[str, Any]
+    notes: Sequence[str]
+
+
+def measured_result(config: RunConfig, status: RunStatus, message: str, measured: Measured, started_at: str, wall_s: float) -> RunResult:
+    """The run's `RunResult` from what it measured: one definition of its figures and warnings for every engine."""
+    stats = summarize(measured.times, measured.warmup_steps, config.batch_size)
+    has_accelerator = any(not d.startswith("CPU") for d in measured.devices)
+    return RunResult(
+        status=status,
+        config=config.to_dict(),
+        message=message,
+        steps_done=len(measured.losses),
+        replicas=measured.replicas,
+        **stats.result_fields(),
+        final_loss=measured.losses[-1] if measured.losses else None,
+        **measured.memory,
+        memory_estimate=dict(measured.memory_estimate),
+        wall_s=wall_s,
+        started_at=started_at,
+        environment=measured.environment,
+        losses=tuple(measured.losses),
+        step_times_s=tuple(measured.times),
+        warnings=(*config.warnings(has_accelerator=has_accelerator), *measured.notes),
     )
