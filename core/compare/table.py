@@ -52,7 +52,8 @@ class CompareRow:
     scaling_efficiency = speedup / (replicas / baseline replicas): 1.0 means
     N replicas ran N times as fast as the baseline's. It is given only when
     the row and the baseline ran on the same kind of device (CPU vs CPU, GPU
-    vs GPU); across kinds it would not measure scaling. Both are None when
+    vs GPU) with the same backend; across kinds or backends it would not
+    measure scaling. Both are None when
     either row has no steady-state speed. `peak_flops` is the measured
     ceiling of the row's devices for its precision, `estimate_flops` the
     datasheet/ISA estimate the run recorded; each fraction is achieved FLOP/s
@@ -214,6 +215,12 @@ def _ceiling_how(result: RunResult, peaks: PeaksReport | None) -> str:
     return how if result.achieved_flops is not None else f"FLOPs per step not counted; {how}"
 
 
+def _same_scaling_axis(row: CompareRow, base: CompareRow) -> bool:
+    """Scaling efficiency means something only between runs on one kind of device with one backend."""
+    backend = row.result.config.get("backend", "tensorflow"), base.result.config.get("backend", "tensorflow")
+    return bool(row.device_kinds) and row.device_kinds == base.device_kinds and backend[0] == backend[1]
+
+
 def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[CompareRow, ...]:
     base = rows[baseline_index] if rows else None
     updated = []
@@ -222,7 +229,7 @@ def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[Com
         if base is not None and row.samples_per_s and base.samples_per_s:
             speedup = row.samples_per_s / base.samples_per_s
             interval = speedup_interval(row.result, base.result)
-            if row.device_kinds and row.device_kinds == base.device_kinds and row.replicas and base.replicas:
+            if _same_scaling_axis(row, base) and row.replicas and base.replicas:
                 efficiency = speedup / (row.replicas / base.replicas)
         ci = (interval.low, interval.high) if interval is not None else None
         beyond = interval.beyond_noise if interval is not None else None

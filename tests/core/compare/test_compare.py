@@ -299,11 +299,13 @@ def test_efficiency_only_compares_like_with_like():
         ("CPU:0", _result()),
         ("mirrored CPUs", _result(devices=("CPU:0", "CPU:1"), samples=1500.0, replicas=2)),
         ("GPU:0", _result(devices=("GPU:0",), samples=8000.0)),
+        ("jax:CPU:0", _result(samples=1850.0, backend="jax")),
     ]
-    base, mirrored, gpu = compare_results(rows).rows
+    base, mirrored, gpu, jax = compare_results(rows).rows
     assert base.scaling_efficiency == 1.0
     assert mirrored.speedup == 1.5 and mirrored.scaling_efficiency == 0.75
     assert gpu.speedup == 8.0 and gpu.scaling_efficiency is None
+    assert jax.speedup == 1.85 and jax.scaling_efficiency is None, "another backend on the same CPU is no scaling"
 
 
 def test_table_shows_dashes_for_missing_figures():
