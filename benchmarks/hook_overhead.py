@@ -36,7 +36,7 @@ PROFILED_STEPS = (100, 110)
 def run(quick: bool) -> list[harness.Result]:
     processes, rounds, steps = (1, 2, 400) if quick else (3, 5, 1000)
     children = [harness.run_child(NAME, [steps, rounds, i % 2]) for i in range(processes)]
-    runs = {name: [rate for child in children for rate in child[name]] for name in ("off", "tensorboard", "tensorboard_proto", "profile")}
+    runs = {name: [rate for child in children for rate in child[name]] for name in ("off", "tensorboard", "profile")}
     tensorboard, tensorboard_ratios = harness.paired_ratio([r["outside"] for r in runs["tensorboard"]], [r["outside"] for r in runs["off"]])
     profile, profile_ratios = harness.paired_ratio([r["reported"] for r in runs["profile"]], [r["reported"] for r in runs["off"]])
     job = f"MLP digits, batch {BATCH_SIZE}, 1 step per call, {steps} steps, {processes} processes x {rounds} rounds"
@@ -55,7 +55,6 @@ def run(quick: bool) -> list[harness.Result]:
             {"runs": runs, "ratios": tensorboard_ratios},
             harness.implausible_ratio(tensorboard, *PLAUSIBLE, "a hook's cost (it cannot make the run faster)"),
         ),
-        _encoder_result(runs, job),
         harness.Result(
             f"{NAME} profiler",
             profile,
@@ -71,30 +70,8 @@ def run(quick: bool) -> list[harness.Result]:
     ]
 
 
-def _encoder_result(runs: dict[str, list[dict]], job: str) -> harness.Result:
-    """TensorFlow's own protobuf messages against the hand-written wire format, in the same writer thread."""
-    proto = [r["outside"] for r in runs["tensorboard_proto"]]
-    wire = [r["outside"] for r in runs["tensorboard"]]
-    ratio, ratios = harness.paired_ratio(proto, wire)
-    cpu_ratio, cpu_ratios = harness.paired_ratio(
-        [r["cpu_us_per_step"] for r in runs["tensorboard_proto"]], [r["cpu_us_per_step"] for r in runs["tensorboard"]]
-    )
-    return harness.Result(
-        f"{NAME} tensorboard encoder",
-        ratio,
-        "x",
-        TARGET,
-        ratio >= TARGET_RATIO,
-        f"protobuf messages / hand-written wire format, samples/s timed from outside: {harness.median(proto):,.0f} vs "
-        f"{harness.median(wire):,.0f} ({job}); ratios {harness.spread_text(ratios)}; CPU time per step proto / wire "
-        f"{cpu_ratio:.3f} {harness.spread_text(cpu_ratios)}",
-        {"ratios": ratios, "cpu_ratios": cpu_ratios},
-    )
-
-
 def _train(hooks: str, steps: int) -> dict:
     from core.config import RunConfig
-    from core.hooks.event_file import ProtoEncoder, WireEncoder
     from core.hooks.profiler import ProfilerCapture
     from core.hooks.tensorboard import TensorBoardWriter
     from core.runner import run_training
@@ -102,8 +79,7 @@ def _train(hooks: str, steps: int) -> dict:
     logdir = tempfile.mkdtemp(prefix=f"{NAME}-")
     callbacks = {
         "off": [],
-        "tensorboard": [TensorBoardWriter(logdir, encoder=WireEncoder)],
-        "tensorboard_proto": [TensorBoardWriter(logdir, encoder=ProtoEncoder)],
+        "tensorboard": [TensorBoardWriter(logdir)],
         "profile": [ProfilerCapture(logdir, *PROFILED_STEPS)],
     }[hooks]
     config = RunConfig(model="mlp", dataset="digits", batch_size=BATCH_SIZE, steps=steps, steps_per_call=1)
@@ -119,7 +95,7 @@ def _train(hooks: str, steps: int) -> dict:
 
 def _child(argv: list[str]) -> dict:
     steps, rounds, reverse = int(argv[0]), int(argv[1]), argv[2] == "1"
-    order = ("off", "tensorboard", "tensorboard_proto", "profile")
+    order = ("off", "tensorboard", "profile")
     runners = {name: (lambda name=name: _train(name, steps)) for name in (reversed(order) if reverse else order)}
     return harness.alternate(runners, rounds)
 

@@ -16,13 +16,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.child_process import Child
-from core.hooks.event_file import EventEncoder, EventFileThread
+from core.hooks.event_file import EventFileThread
 from core.ports import free_ports
 from core.training.callbacks import RunCallback, RunContext
 
@@ -98,10 +98,9 @@ class TensorBoardWriter(RunCallback):
     `hook_overhead`).
     """
 
-    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0, encoder: Callable[[], EventEncoder] | None = None) -> None:
+    def __init__(self, logdir: str | Path | RunDirectory, flush_s: float = 2.0) -> None:
         self.directory = as_run_directory(logdir)
         self._flush_s = flush_s
-        self._encoder = encoder
         self._thread: EventFileThread | None = None
 
     @property
@@ -114,9 +113,7 @@ class TensorBoardWriter(RunCallback):
         # A multi-worker run relays its hooks from worker processes (context.model is None there):
         # this process's memory says nothing about theirs, so no memory scalar is written.
         devices = context.device_names if context.model is not None else None
-        self._thread = EventFileThread(
-            run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices), self._encoder() if self._encoder else None
-        )
+        self._thread = EventFileThread(run_dir, context.config.batch_size, self._flush_s, lambda: _memory_now(devices))
         config_text = json.dumps(context.config.to_dict(), indent=2, default=str)
         self._thread.add_text("config", f"```\n{config_text}\n```", step=0)
         self._thread.start()

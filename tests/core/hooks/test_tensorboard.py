@@ -140,33 +140,3 @@ def test_launch_without_tensorboard_says_how_to_install_it(tmp_path, monkeypatch
         launch_tensorboard(tmp_path)
     assert str(error.value) == TENSORBOARD_MISSING
     assert "pip install 'device-lab[tensorboard]'" in str(error.value)
-
-
-def test_the_hand_written_wire_format_parses_to_the_same_events_as_tensorflows_own_messages():
-    from tensorflow.core.util import event_pb2
-
-    from core.hooks.event_file import ProtoEncoder, WireEncoder
-
-    def events(encoder):
-        return [
-            encoder.file_version(1.5),
-            encoder.scalars(1.5, 3, [("loss", 0.5), ("step_time_ms", 2.25)]),
-            encoder.scalars(2.5, 4, [("loss", -1e-3), ("samples_per_s", 12345.6)]),
-            encoder.text(3.0, 0, "config", '```\n{"batch_size": 16}\n```'),
-        ]
-
-    wire, proto = events(WireEncoder()), events(ProtoEncoder())
-    assert [event_pb2.Event.FromString(e) for e in wire] == [event_pb2.Event.FromString(e) for e in proto]
-    # The plugin metadata goes with a tag's first value only, as tf.summary writes it.
-    later = event_pb2.Event.FromString(wire[2]).summary.value[0]
-    assert later.tag == "loss" and not later.HasField("metadata")
-
-
-def test_a_run_logged_through_tensorflows_own_messages_reads_back_the_same(tmp_path):
-    from core.hooks.event_file import ProtoEncoder
-
-    writer = TensorBoardWriter(tmp_path, encoder=ProtoEncoder)
-    result = run_training(RunConfig(model="mlp", steps=4, batch_size=16), callbacks=[writer])
-    assert result.status == RunStatus.COMPLETED, result.message
-    tensors = _read_tensors(writer.run_dir)
-    np.testing.assert_allclose([float(v) for _, v in tensors["loss"]], result.losses, rtol=1e-6)
