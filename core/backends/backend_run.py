@@ -12,7 +12,6 @@ killed. The result is built as the engine builds it (`core.training.metrics`).
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 import threading
 import time
@@ -27,6 +26,7 @@ from core.config import RunConfig
 from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
 from core.workloads.workload import is_model_file
 
@@ -60,12 +60,7 @@ class _Tally:
         self.losses.extend(r.loss for r in records)
         self.times.extend(r.step_time_s for r in records)
         self.peak_rss = message.get("peak_rss_bytes", self.peak_rss)
-        bad = next((r for r in records if not math.isfinite(r.loss)), None)
-        if bad is not None:
-            self.failure = (
-                f"The loss became {bad.loss} at step {bad.step}: training diverged. "
-                f"Lower the learning rate (now {self.config.learning_rate:g})."
-            )
+        self.failure = self.failure or divergence_message(records, self.config)
         return records
 
 

@@ -14,7 +14,6 @@ the strategy scope per thread.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
 from core.training.conditions_hook import ConditionsHook
 from core.training.environment import environment
-from core.training.failures import NonFiniteLoss, explain_failure
+from core.training.failures import NonFiniteLoss, divergence_message, explain_failure
 from core.training.memory import MemoryTracker
 from core.training.metrics import Measured, measured_result
 from core.training.run_checks import batch_warning, call_size
@@ -332,13 +331,9 @@ def _make_train_function(strategy, model, optimizer, config: RunConfig, loss_fn:
 
 
 def _check_finite(records: Sequence[StepRecord], config: RunConfig) -> None:
-    for record in records:
-        if not math.isfinite(record.loss):
-            raise NonFiniteLoss(
-                f"The loss became {record.loss} at step {record.step}: training diverged. "
-                f"Lower the learning rate (now {config.learning_rate:g})"
-                + (" or use bfloat16 instead of float16." if config.precision == "float16" else ".")
-            )
+    message = divergence_message(records, config)
+    if message:
+        raise NonFiniteLoss(message)
 
 
 def _set_precision(precision: str) -> str:

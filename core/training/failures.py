@@ -6,7 +6,11 @@ the same paragraph (what happened and the likely fix) through `explain_failure`.
 
 from __future__ import annotations
 
-from core.config import ConfigError
+import math
+from collections.abc import Sequence
+
+from core.config import ConfigError, RunConfig
+from core.results import StepRecord
 from core.training.strategies import TpuUnavailable
 from core.workloads import data as data_module
 from core.workloads.model_file import ModelFileError
@@ -14,6 +18,16 @@ from core.workloads.model_file import ModelFileError
 
 class NonFiniteLoss(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+def divergence_message(records: Sequence[StepRecord], config: RunConfig) -> str:
+    """What to say when a step's loss is NaN or infinite (and what to change), or "" when every loss is finite."""
+    bad = next((record for record in records if not math.isfinite(record.loss)), None)
+    if bad is None:
+        return ""
+    return f"The loss became {bad.loss} at step {bad.step}: training diverged. Lower the learning rate (now {config.learning_rate:g})" + (
+        " or use bfloat16 instead of float16." if config.precision == "float16" else "."
+    )
 
 
 def explain_failure(exc: BaseException) -> str:
