@@ -11,7 +11,7 @@ memory estimate. On accelerators both are the allocator's peak for the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 DEVICE_PEAK = "device allocator peak"
@@ -61,23 +61,19 @@ class MemoryTracker:
 
     def peak(self) -> tuple[int | None, str]:
         """(peak bytes or None, where the figure comes from); (None, "") when the run never started."""
-        if not self._started:
-            return None, ""
-        self.sample()
-        device = self._device_peak()
-        if device is not None:
-            return device, DEVICE_PEAK
-        return (self._rss_peak or None), RSS_PEAK
+        return self._figure(lambda: ((self._rss_peak or None), RSS_PEAK))
 
     def added(self) -> tuple[int | None, str]:
         """(bytes the run itself used, how it was found): the allocator peak, or RSS growth since the start on the CPU."""
+        return self._figure(lambda: (max(0, self._rss_peak - self._rss_baseline), RSS_ADDED))
+
+    def _figure(self, on_host: Callable[[], tuple[int | None, str]]) -> tuple[int | None, str]:
+        """The device allocator's peak where there is one, else `on_host()` from the RSS samples; (None, "") before the run."""
         if not self._started:
             return None, ""
         self.sample()
         device = self._device_peak()
-        if device is not None:
-            return device, DEVICE_PEAK
-        return max(0, self._rss_peak - self._rss_baseline), RSS_ADDED
+        return (device, DEVICE_PEAK) if device is not None else on_host()
 
     def result_fields(self) -> dict[str, Any]:
         """The memory figures under `RunResult`'s field names."""
