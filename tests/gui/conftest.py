@@ -27,21 +27,29 @@ def diagnose_runs() -> bool:
     return False
 
 
-@pytest.fixture
-def window(qtbot, diagnose_runs) -> Iterator:
-    """The main window, shown and detecting devices; closed (waiting for its threads) afterwards."""
+def opened_main_window(diagnose: bool, size: tuple[int, int] | None = None) -> Iterator:
+    """The main window with the settings of this test's folder, diagnosing runs or not, shown (at `size`) and detecting
+    devices; closed (waiting for its threads) when the generator ends."""
     from gui.main_window import MainWindow
     from gui.settings import KEY_DIAGNOSE, effective_runtime_settings, open_settings
 
     settings = open_settings()
-    settings.setValue(KEY_DIAGNOSE, diagnose_runs)
+    settings.setValue(KEY_DIAGNOSE, diagnose)
     runtime, note = effective_runtime_settings(settings)
     main_window = MainWindow(settings, runtime, note)
+    if size is not None:
+        main_window.resize(*size)
     main_window.show()
     main_window.start()
     yield main_window
     main_window.close()
     main_window.deleteLater()
+
+
+@pytest.fixture
+def window(qtbot, diagnose_runs) -> Iterator:
+    """The main window, shown and detecting devices; closed (waiting for its threads) afterwards."""
+    yield from opened_main_window(diagnose_runs)
 
 
 @pytest.fixture

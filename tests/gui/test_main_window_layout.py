@@ -21,7 +21,7 @@ from gui.qt_threads import running_threads
 from gui.remembered import remember_model
 from gui.run_form.outcome import RESULT_LINK
 from gui.tuning.tuning_box import FORM_PROBLEM
-from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS
+from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS, opened_main_window
 from tests.gui.helpers import choose, set_one_device
 
 pytestmark = pytest.mark.slow
@@ -44,22 +44,10 @@ def shared_folders(isolated_folders, module_folders, monkeypatch):
 
 @pytest.fixture(scope="module")
 def main_window(qapp, module_folders) -> Iterator:
-    from gui.main_window import MainWindow
-    from gui.settings import effective_runtime_settings, open_settings
-
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
         patch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
-        settings = open_settings()
-        runtime, note = effective_runtime_settings(settings)
-        window = MainWindow(settings, runtime, note)
-        window.run_controller.diagnose = False
-        window.resize(1400, 900)
-        window.show()
-        window.start()
-        yield window
-        window.close()
-        window.deleteLater()
+        yield from opened_main_window(diagnose=False, size=(1400, 900))
 
 
 @pytest.fixture
