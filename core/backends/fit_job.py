@@ -1,4 +1,4 @@
-"""The training of a backend job: Keras's own compiled train step through `model.fit`, timed per call by a callback.
+"""The training of a backend job: Keras's own compiled train step through `model.fit`, timed per call (`call_timer`).
 
 Imported by `child_job` after KERAS_BACKEND is set. `model.fit` gets one epoch
 of whole calls at a time (`job_data.epoch_arrays`) and as many epochs as the
@@ -9,10 +9,10 @@ asks, after the call in flight.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from core.backends.call_timer import CallClock, call_timer_class
 from core.backends.initial_weights import load_initial_weights
 from core.backends.job_data import epoch_arrays, job_data
 from core.backends.job_setup import (
@@ -21,58 +21,12 @@ from core.backends.job_setup import (
     environment,
     jit_setting,
     make_optimizer,
-    peak_rss_bytes,
     placement,
     planned_steps,
 )
 from core.config import RunConfig
 
 Send = Callable[[dict[str, Any]], None]
-
-
-def call_timer_class() -> type:
-    """The Keras callback class (defined once Keras is imported with the run's backend)."""
-    import keras
-
-    class CallTimer(keras.callbacks.Callback):
-        """Streams each call's steps: loss of the call (from the epoch's running mean) and time since the previous call ended.
-
-        Keras's loss in `logs` is the mean over the epoch so far; a call's own
-        mean loss is the difference of the running sums. With one step per call
-        that is each step's own loss, as the TensorFlow engine reports it.
-        """
-
-        def __init__(self, total_steps: int, send: Send, stop: threading.Event) -> None:
-            super().__init__()
-            self.total_steps, self.send, self.stop = total_steps, send, stop
-            self.steps_done = 0
-            self.previous_end = 0.0
-            self.epoch_sum, self.epoch_steps = 0.0, 0
-
-        def on_train_begin(self, logs: Any = None) -> None:
-            self.previous_end = time.perf_counter()
-
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            self.epoch_sum, self.epoch_steps = 0.0, 0
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            mean = float(logs["loss"])  # already read back: this callback is not async-safe, so Keras synced
-            end = time.perf_counter()
-            count = batch + 1 - self.epoch_steps
-            running_sum = mean * (batch + 1)
-            call_loss = (running_sum - self.epoch_sum) / count
-            self.epoch_sum, self.epoch_steps = running_sum, batch + 1
-            per_step = (end - self.previous_end) / count
-            self.previous_end = end
-            warmup = self.steps_done == 0
-            first = self.steps_done + 1
-            self.steps_done += count
-            records = [[first + i, call_loss, per_step, warmup] for i in range(count)]
-            self.send({"event": "steps", "records": records, "peak_rss_bytes": peak_rss_bytes()})
-            if self.steps_done >= self.total_steps or self.stop.is_set():
-                self.model.stop_training = True
-
-    return CallTimer
 
 
 def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None) -> None:
@@ -117,9 +71,13 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 "environment": environment(config, devices),
             }
         )
-        timer = call_timer_class()(total, send, stop)
+        clock = CallClock(per_call, batches // per_call, send, stop)
         epochs = -(-total // batches)
-        model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=[timer])
+        try:
+            timer = call_timer_class()(total, clock)
+            model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=[timer])
+        finally:
+            clock.flush()  # the steps of a run that failed part-way are the run's too
 
 
 def _memory_estimate(model: Any, optimizer: Any, config: RunConfig, replicas: int) -> dict[str, Any]:
