@@ -3,6 +3,12 @@
 Everything that can be checked without TensorFlow is checked here, so a bad
 value never reaches the engine. Checks that need the live machine (does
 device "GPU:3" exist?) live in `core.training.engine.check_against_machine`.
+
+The model a run trains keeps its flat fields (`model`, `trust`, `vocab`,
+`custom_objects`, `model_sha256`: the constructor's keywords and `to_dict()`'s
+keys are used everywhere and stored with every run), and `model_ref` gives them
+as one value, a `core.workloads.model_file.ModelRef`, for the functions that
+open or check the file.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from core.workloads.file_optimizer import FILE_OPTIMIZER  # a model file's own compiled optimizer (Adam when it has none)
+from core.workloads.model_file import ModelRef
 
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
@@ -60,7 +67,8 @@ class RunConfig:
     `custom_objects` is a trusted `.py` defining the file's custom classes,
     `optimizer` may be FILE_OPTIMIZER (the file's own), and
     `model_sha256` is the content the run was set up with (checked again
-    where the file is opened: the engine, each worker).
+    where the file is opened: the engine, each worker). `model_ref` gives these
+    as one `ModelRef`.
 
     `backend` is the Keras backend that trains it: "tensorflow" in this process,
     "jax" or "torch" in a child process of its own (`core.backends`).
@@ -116,6 +124,11 @@ class RunConfig:
         if "devices" in kwargs:
             kwargs["devices"] = tuple(kwargs["devices"] or ())
         return cls(**kwargs)
+
+    @property
+    def model_ref(self) -> ModelRef:
+        """The model and how its file may be opened (trust, vocab, custom objects, expected sha256), as one value."""
+        return ModelRef(self.model, self.trust, self.vocab, self.custom_objects, self.model_sha256)
 
     @property
     def hooks(self) -> dict[str, str]:
