@@ -3,16 +3,25 @@
 Everything that can be checked without TensorFlow is checked here, so a bad
 value never reaches the engine. Checks that need the live machine (does
 device "GPU:3" exist?) live in `core.training.engine.check_against_machine`.
+
+Two groups of settings have a type of their own. The hooks a run carries are
+a field, `hooks` (a `HookSettings`). The model a run trains keeps its flat
+fields (`model`, `trust`, `vocab`, `custom_objects`, `model_sha256`: the
+constructor's keywords and `to_dict()`'s keys are used everywhere and stored
+with every run), and `model_ref` gives them as one value, a
+`core.workloads.model_file.ModelRef`, for the functions that open or check the file.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from core.workloads.file_optimizer import FILE_OPTIMIZER  # a model file's own compiled optimizer (Adam when it has none)
+from core.workloads.model_file import ModelRef
 
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
@@ -28,6 +37,7 @@ MIN_CLUSTER_TIMEOUT_S = 5
 MAX_CLUSTER_TIMEOUT_S = 86_400
 MIN_TPU_TIMEOUT_S = 1
 MAX_TPU_TIMEOUT_S = 600
+PROFILE_FIELD = "profile_steps"
 
 
 class ConfigError(ValueError):
@@ -38,6 +48,84 @@ class ConfigError(ValueError):
         self.given = given
         self.allowed = allowed
         super().__init__(f"{field_name}: got {given!r}; allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """The hooks a run carries that change what is measured, recorded with the run.
+
+    `tensorboard` is the folder TensorBoard event files go to ("" for none);
+    `profile` the steps (first, last) the profiler captures (None for none).
+    Stored as `to_dict()`: {"tensorboard": folder, "profile": "A-B"}, each key
+    only when that hook is on (the form runs recorded before this type existed).
+    """
+
+    tensorboard: str = ""
+    profile: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tensorboard, str):
+            raise ConfigError("tensorboard", self.tensorboard, "a folder path, or empty for no TensorBoard logs")
+        if self.profile is not None:
+            if not isinstance(self.profile, (tuple, list)) or len(self.profile) != 2:
+                raise ConfigError(PROFILE_FIELD, self.profile, "two whole step numbers A-B, e.g. 3-5")
+            check_step_range(*self.profile)
+            object.__setattr__(self, "profile", tuple(self.profile))
+
+    def __bool__(self) -> bool:
+        """True when any hook is on."""
+        return bool(self.tensorboard or self.profile)
+
+    @property
+    def profile_text(self) -> str:
+        """The profiled steps as recorded: "3-5"; "" when the profiler is off."""
+        return f"{self.profile[0]}-{self.profile[1]}" if self.profile else ""
+
+    def to_dict(self) -> dict[str, str]:
+        """{"tensorboard": folder, "profile": "A-B"}, each only when on: what runs record and `run --json` prints."""
+        return {
+            **({"tensorboard": self.tensorboard} if self.tensorboard else {}),
+            **({"profile": self.profile_text} if self.profile else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HookSettings:
+        """Rebuild from `to_dict()` output; raises ConfigError for a profile that is not "A-B"."""
+        profile = str(data.get("profile") or "")
+        return cls(str(data.get("tensorboard") or ""), parse_step_range(profile) if profile else None)
+
+
+def recorded_hooks(config: Mapping[str, Any]) -> dict[str, str]:
+    """The hooks a stored config (`RunConfig.to_dict()`) recorded under `extra.hooks`, as `HookSettings.to_dict()` writes them."""
+    hooks = (config.get("extra") or {}).get("hooks") or {}
+    return {str(name): str(value) for name, value in hooks.items()}
+
+
+def hooks_in_words(hooks: Mapping[str, str]) -> str:
+    """Recorded hooks (`recorded_hooks`) in words: 'profiled 3-5, TensorBoard'; 'no hooks'."""
+    words = ["TensorBoard" if name == "tensorboard" else f"profiled {value}" for name, value in sorted(hooks.items())]
+    return ", ".join(words) or "no hooks"
+
+
+def parse_step_range(text: str) -> tuple[int, int]:
+    """Parse "10-20" into (10, 20): the profiled steps as `--profile` takes them and runs record them; ConfigError otherwise."""
+    first, _, last = text.partition("-")
+    if not (first.strip().isdigit() and last.strip().isdigit()):
+        raise ConfigError(PROFILE_FIELD, text, "a step range such as 10-20")
+    check_step_range(int(first), int(last))
+    return int(first), int(last)
+
+
+def check_step_range(first_step: Any, last_step: Any) -> None:
+    """Raise ConfigError unless 1 <= first_step <= last_step, both whole numbers (a profiled step range)."""
+    given = (first_step, last_step)
+    for value in given:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(PROFILE_FIELD, given, "two whole step numbers A-B, e.g. 3-5")
+    if first_step < 1:
+        raise ConfigError(PROFILE_FIELD, given, "a first step of 1 or more (steps count from 1)")
+    if last_step < first_step:
+        raise ConfigError(PROFILE_FIELD, given, "a last step at or after the first step, e.g. 3-5")
 
 
 @dataclass(frozen=True)
@@ -60,10 +148,14 @@ class RunConfig:
     `custom_objects` is a trusted `.py` defining the file's custom classes,
     `optimizer` may be FILE_OPTIMIZER (the file's own), and
     `model_sha256` is the content the run was set up with (checked again
-    where the file is opened: the engine, each worker).
+    where the file is opened: the engine, each worker). `model_ref` gives these
+    as one `ModelRef`.
 
     `backend` is the Keras backend that trains it: "tensorflow" in this process,
     "jax" or "torch" in a child process of its own (`core.backends`).
+
+    `hooks` records the hooks the run carries (TensorBoard folder, profiled
+    steps); two configs that differ only in hooks compare equal: the same job.
     """
 
     model: str = "mlp"
@@ -90,45 +182,50 @@ class RunConfig:
     custom_objects: str = ""
     model_sha256: str = ""
     backend: str = "tensorflow"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    hooks: HookSettings = field(default=HookSettings(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", tuple(normalize_device_name(d) for d in self.devices))
         if isinstance(self.cluster_hosts, str):
             raise ConfigError("cluster_hosts", self.cluster_hosts, "a list of host:port addresses, one per worker")
         object.__setattr__(self, "cluster_hosts", tuple(normalize_address(a) for a in self.cluster_hosts))
+        if not isinstance(self.hooks, HookSettings):
+            raise ConfigError("hooks", self.hooks, "a HookSettings (TensorBoard folder, profiled steps)")
         _absolute_paths(self)
         _validate(self)
         object.__setattr__(self, "learning_rate", float(self.learning_rate))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (tuples become lists)."""
+        """A JSON-ready dict (tuples become lists): the flat settings, stored with every run.
+
+        The hooks go where runs have always stored them, `"extra": {"hooks":
+        HookSettings.to_dict()}`, and `"extra"` is `{}` when no hook is on:
+        the history, the exports and `--json` read that shape (see `recorded_hooks`).
+        """
         data = asdict(self)
+        del data["hooks"]
         data["devices"] = list(self.devices)
         data["cluster_hosts"] = list(self.cluster_hosts)
+        data["extra"] = {"hooks": self.hooks.to_dict()} if self.hooks else {}
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        """Rebuild from `to_dict()` output; unknown keys are ignored (older/newer files)."""
-        known = {f.name for f in fields(cls)}
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """Rebuild from `to_dict()` output; unknown keys are ignored (older/newer files), the hooks read from `extra.hooks`."""
+        known = {f.name for f in fields(cls)} - {"hooks"}
         kwargs = {k: v for k, v in data.items() if k in known}
         if "devices" in kwargs:
             kwargs["devices"] = tuple(kwargs["devices"] or ())
-        return cls(**kwargs)
+        return cls(**kwargs, hooks=HookSettings.from_dict(recorded_hooks(data)))
 
     @property
-    def hooks(self) -> dict[str, str]:
-        """The hooks that were on, as recorded with the run: {"tensorboard": folder, "profile": "A-B"}; empty for none."""
-        return dict(self.extra.get("hooks", {}))
+    def model_ref(self) -> ModelRef:
+        """The model and how its file may be opened (trust, vocab, custom objects, expected sha256), as one value."""
+        return ModelRef(self.model, self.trust, self.vocab, self.custom_objects, self.model_sha256)
 
     def with_hooks(self, tensorboard: str | os.PathLike | None = None, profile: tuple[int, int] | None = None) -> RunConfig:
-        """A copy that records which hooks are on (TensorBoard folder, profiled step range)."""
-        hooks = {"tensorboard": os.path.abspath(tensorboard)} if tensorboard else {}
-        if profile:
-            hooks["profile"] = f"{profile[0]}-{profile[1]}"
-        extra = {key: value for key, value in self.extra.items() if key != "hooks"}
-        return replace(self, extra={**extra, **({"hooks": hooks} if hooks else {})})
+        """A copy that records which hooks are on (TensorBoard folder, profiled step range); none when called bare."""
+        return replace(self, hooks=HookSettings(os.path.abspath(tensorboard) if tensorboard else "", profile or None))
 
     def with_changes(self, **changes: Any) -> RunConfig:
         """A copy with some fields changed (validated again)."""

@@ -41,7 +41,7 @@ def job_data(config: RunConfig) -> JobData:
     """The model, data and losses of `config` (ModelFileError / DataUnavailable when they cannot be had)."""
     import keras
 
-    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
+    workload = open_workload(config.model_ref, config.dataset, config.seed)
     if isinstance(workload, SampleWorkload):
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return JobData(workload, workload.x, workload.y, loss, None, config.dataset == "synthetic")

@@ -241,14 +241,7 @@ def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
     """
     from core.workloads.model_probe import describe_model_file
 
-    described = describe_model_file(
-        config.model,
-        config.trust,
-        vocab=config.vocab,
-        data=config.dataset if data_given else None,
-        batch_size=config.batch_size,
-        custom_objects=config.custom_objects or None,
-    )
+    described = describe_model_file(config.model_ref, data=config.dataset if data_given else None, batch_size=config.batch_size)
     print(describe_line(described, config), file=sys.stderr)
     return config.with_changes(dataset=described["data"], model_sha256=described["sha256"])
 

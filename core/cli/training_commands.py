@@ -23,7 +23,7 @@ from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
 from core.cli.run_setup import JoinProgress, announce_cluster, check_output_folder, run_config
 from core.cli.signals import run_interruptibly, stop_on_signals
-from core.config import ConfigError, RunConfig
+from core.config import ConfigError, RunConfig, parse_step_range
 from core.jobs import JobListener, RecordedRun
 from core.results import RunStatus, StepRecord
 from core.training.callbacks import RunCallback
@@ -166,13 +166,3 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for warning in comparison.warnings:
             print(f"warning: {warning}")
     return EXIT_OK if all(row.status == RunStatus.COMPLETED for row in comparison.rows) else EXIT_RUN_FAILED
-
-
-def parse_step_range(text: str) -> tuple[int, int]:
-    from core.hooks.profiler import PROFILE_FIELD, check_profile_steps
-
-    first, _, last = text.partition("-")
-    if not (first.strip().isdigit() and last.strip().isdigit()):
-        raise ConfigError(PROFILE_FIELD, text, "a step range such as 10-20")
-    check_profile_steps(int(first), int(last))
-    return int(first), int(last)

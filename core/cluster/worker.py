@@ -83,7 +83,7 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | C
 
     try:
         # a missing or different model file: said before TensorFlow starts and the cluster forms
-        check_model_file(config.model, config.trust, config.model_sha256, config.custom_objects)
+        check_model_file(config.model_ref)
     except ModelFileError as exc:
         reporter.report_error(str(exc))
         return 1

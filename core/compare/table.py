@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.compare.significance import contended_label, interval_cell, noise_warnings, speedup_interval
-from core.config import ConfigError
+from core.config import ConfigError, hooks_in_words, recorded_hooks
 from core.diagnosis.ceilings import known_peaks
 from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
 from core.diagnosis.readout import measured_ceiling
@@ -366,9 +366,7 @@ def _mismatch_warnings(rows: Sequence[CompareRow]) -> list[str]:
 
 def _hooks_on(result: RunResult) -> str:
     """The hooks a run had on, in words ('profiled 3-5, TensorBoard'; 'no hooks'), from its recorded config."""
-    hooks = (result.config.get("extra") or {}).get("hooks") or {}
-    words = ["TensorBoard" if name == "tensorboard" else f"profiled {value}" for name, value in sorted(hooks.items())]
-    return ", ".join(words) or "no hooks"
+    return hooks_in_words(recorded_hooks(result.config))
 
 
 COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "95% interval", "efficiency", "% of estimate")

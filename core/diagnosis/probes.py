@@ -141,7 +141,7 @@ def _stopped(stop_event: threading.Event | None) -> bool:
 
 def run_pipeline(config: RunConfig) -> Any:
     """The `tf.data` pipeline a run of `config` trains on (the engine's own `make_dataset` of the data set's arrays)."""
-    workload = open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
+    workload = open_workload(config.model_ref, config.dataset, config.seed)
     return workload.make_dataset(config.batch_size, config.seed)
 
 

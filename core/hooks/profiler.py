@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import ConfigError, RunConfig
+from core.config import PROFILE_FIELD, ConfigError, RunConfig, check_step_range
 from core.hooks.tensorboard import RunDirectory, TensorBoardWriter, as_run_directory
 from core.hooks.trace_summary import TraceUnreadable, format_top_ops, summarize_trace
 from core.training.callbacks import RunCallback, RunContext
@@ -28,23 +28,14 @@ from core.training.metrics import StepRange, summarize
 if TYPE_CHECKING:
     from core.results import RunResult, StepRecord
 
-PROFILE_FIELD = "profile_steps"
-
 log = logging.getLogger(__name__)
 
 
 def check_profile_steps(first_step: int, last_step: int, total_steps: int | None = None) -> None:
     """Raise ConfigError unless 1 <= first_step <= last_step (<= total_steps when known)."""
-    given = (first_step, last_step)
-    for value in given:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(PROFILE_FIELD, given, "two whole step numbers A-B, e.g. 3-5")
-    if first_step < 1:
-        raise ConfigError(PROFILE_FIELD, given, "a first step of 1 or more (steps count from 1)")
-    if last_step < first_step:
-        raise ConfigError(PROFILE_FIELD, given, "a last step at or after the first step, e.g. 3-5")
+    check_step_range(first_step, last_step)
     if total_steps is not None and last_step > total_steps:
-        raise ConfigError(PROFILE_FIELD, given, f"steps within the run's {total_steps} steps")
+        raise ConfigError(PROFILE_FIELD, (first_step, last_step), f"steps within the run's {total_steps} steps")
 
 
 class ProfilerCapture(RunCallback):

@@ -228,7 +228,7 @@ def total_steps(config: RunConfig, workload: Any = None) -> int:
     """Steps the run will do: `steps`, or `epochs` whole passes over the data (one epoch of an endless data set: `steps`)."""
     if config.epochs is None:
         return config.steps
-    workload = workload or open_workload(config.model, config.dataset, config.seed, config.trust, config.vocab, config.custom_objects)
+    workload = workload or open_workload(config.model_ref, config.dataset, config.seed)
     per_epoch = workload.steps_per_epoch(config.batch_size)
     return config.epochs * (per_epoch or config.steps)
 
@@ -243,9 +243,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     import tensorflow as tf
 
     strategy = make_strategy(config, stop_event)
-    workload = open_checked_workload(
-        config.model, config.dataset, config.seed, config.trust, config.vocab, config.model_sha256, config.custom_objects
-    )
+    workload = open_checked_workload(config.model_ref, config.dataset, config.seed)
     if getattr(workload, "source", None) is not None and not config.model_sha256:
         config = tally.config = config.with_changes(model_sha256=workload.source.sha256)
     steps = total_steps(config, workload)

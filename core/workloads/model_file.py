@@ -8,6 +8,9 @@ config differences are fixed before Keras deserialises (`legacy_compat`), and a
 trusted custom-objects `.py` can define the model's own classes. Every problem is
 one `ModelFileError` naming the path and the reason; `needs_trust` says when trust
 alone would open it. TensorFlow is imported only inside the loaders.
+
+`ModelRef` is what a run asks to open (the model and what opening it may do),
+`ModelSource` what `check_model_path` found there.
 """
 
 from __future__ import annotations
@@ -55,6 +58,24 @@ class ModelFileError(ValueError):
         self.needs_trust = needs_trust
         self.needs_custom_objects = needs_custom_objects
         super().__init__(f"{self.path}: {reason}")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A sample model's name, or a model file (`.keras`, `.h5`, `.py`) and what opening it may do: one value.
+
+    The functions that open, describe or check a run's model take it instead of
+    five parameters (`RunConfig.model_ref` builds it). For a file: `trust` lets
+    it run its code, `vocab` bounds integer inputs no Embedding describes,
+    `custom_objects` is a trusted `.py` defining its custom classes, `sha256` the
+    content the run was set up with ("" when not known yet: nothing to check).
+    """
+
+    path_or_name: str
+    trust: bool = False
+    vocab: int | None = None
+    custom_objects: str = ""
+    sha256: str = ""
 
 
 @dataclass(frozen=True)

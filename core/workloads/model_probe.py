@@ -13,12 +13,11 @@ and it must not take the GPU's memory.
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 from typing import Any
 
 from core.child_process import STOPPED, TIMEOUT, Child, listen_to_parent, reply, stage
-from core.workloads.model_file import ModelFileError, check_model_path
+from core.workloads.model_file import ModelFileError, ModelRef, check_content, check_model_path
 from core.workloads.user_workload import open_user_workload
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -26,33 +25,34 @@ WHAT = "inspecting the model"
 
 
 def describe_model_file(
-    path: str | os.PathLike,
-    trust: bool = False,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    vocab: int | None = None,
+    model: ModelRef,
     data: str | None = None,
     batch_size: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     stop_event: threading.Event | None = None,
-    custom_objects: str | None = None,
 ) -> dict[str, Any]:
-    """The model's description (see UserWorkload.describe), worked out in a child process.
+    """The description (see UserWorkload.describe) of the file `model` names, worked out in a child process.
 
-    `data` is the run's data ("synthetic", "build_dataset", an .npz path; None:
+    The file opens as `model` allows (its trust, vocab and custom-objects .py,
+    whose classes the child registers before loading it), and only with the
+    content `model.sha256` when that is set. `data` is the run's data ("synthetic", "build_dataset", an .npz path; None:
     the file's default), resolved in the description's "data". With `batch_size`
     the child also checks that data against the model (`UserWorkload.check_data`),
     so data that does not fit is refused before a run starts. Setting `stop_event`
-    kills the child at once (ModelFileError "stopped"). `custom_objects` is a
-    trusted .py whose classes the child registers before loading the file.
+    kills the child at once (ModelFileError "stopped").
 
     Raises ModelFileError: at once, without a child, for what `check_model_path`
-    refuses (missing, corrupt, untrusted .py or Lambda); else the problem the child
+    refuses (missing, corrupt, untrusted .py or Lambda) and for other content than
+    `model.sha256`; else the problem the child
     found (with `needs_trust` when trust would open it; a ModelDataError's path is
     the data file's), or a child that ran past `timeout_s`, was stopped or crashed.
     """
-    source = check_model_path(path, trust, custom_objects)  # a missing, corrupt or untrusted file is refused before any child starts
+    # a missing, corrupt, untrusted or changed file is refused before any child starts
+    source = check_model_path(model.path_or_name, model.trust, model.custom_objects or None)
+    check_content(source, model.sha256)
     file = source.path
-    args = [file, *(["--trust"] if trust else [])]
-    args += ["--vocab", str(vocab)] if vocab is not None else []
+    args = [file, *(["--trust"] if model.trust else [])]
+    args += ["--vocab", str(model.vocab)] if model.vocab is not None else []
     args += ["--data", data] if data is not None else []
     args += ["--batch-size", str(batch_size)] if batch_size is not None else []
     args += ["--custom-objects", source.custom_objects] if source.custom_objects else []

@@ -1,7 +1,7 @@
 """One interface for what a run trains: a sample model on a data set, or the user's own model file.
 
-`open_workload(model, dataset, ...)` gives an object the engine and the probes
-use alike: `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
+`open_workload(model_ref, dataset, seed)` gives an object the engine and the probes
+use alike (`model_ref`: a `ModelRef`, the model and how its file may be opened): `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
 seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr, setting)` (None:
 the run's optimizer setting), `steps_per_epoch(batch)`, `num_examples` and `run_notes(optimizer)` (for the run's details).
 `is_model_file` tells a file path from a sample model's name without opening anything.
@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from core.workloads import data as data_module
-from core.workloads.model_file import EXTENSIONS, check_content, check_model_path
+from core.workloads.model_file import EXTENSIONS, ModelRef, check_content, check_model_path
 from core.workloads.models import MODELS, ModelSpec, get_model_spec, param_count
 
 NPZ_SUFFIX = ".npz"
@@ -69,37 +69,37 @@ class SampleWorkload:
         return None
 
 
-def open_workload(model: str, dataset: str, seed: int = 0, trust: bool = False, vocab: int | None = None, custom_objects: str = "") -> Any:
-    """The workload for a run's `model` and `dataset` (a SampleWorkload or a UserWorkload).
+def open_workload(model: ModelRef, dataset: str, seed: int = 0) -> Any:
+    """The workload for a run's `model` and `dataset` (a SampleWorkload or a UserWorkload); `model.sha256` is not checked.
 
     Raises ModelFileError (a file that cannot be used) or DataUnavailable (a data set that cannot be loaded).
     """
-    if is_model_file(model):
+    if is_model_file(model.path_or_name):
         from core.workloads.user_workload import open_user_workload
 
-        return open_user_workload(model, trust=trust, data=dataset, vocab=vocab, custom_objects=custom_objects or None)
-    return SampleWorkload(get_model_spec(model), dataset, seed)
+        return open_user_workload(
+            model.path_or_name, trust=model.trust, data=dataset, vocab=model.vocab, custom_objects=model.custom_objects or None
+        )
+    return SampleWorkload(get_model_spec(model.path_or_name), dataset, seed)
 
 
-def check_model_file(model: str, trust: bool, expected_sha256: str, custom_objects: str = "") -> None:
+def check_model_file(model: ModelRef) -> None:
     """For a model file: raise ModelFileError unless it is there, usable and of the content the run was set up with.
 
     Reads the file's bytes only (TensorFlow untouched): a cluster worker calls it
     first, so a worker whose file differs says so before it joins the cluster.
     A sample model's name passes.
     """
-    if is_model_file(model):
-        check_content(check_model_path(model, trust, custom_objects or None), expected_sha256)
+    if is_model_file(model.path_or_name):
+        check_content(check_model_path(model.path_or_name, model.trust, model.custom_objects or None), model.sha256)
 
 
-def open_checked_workload(
-    model: str, dataset: str, seed: int, trust: bool, vocab: int | None, expected_sha256: str, custom_objects: str = ""
-) -> Any:
-    """`open_workload`; for a model file, refused when its content is not the one the run was set up with."""
-    workload = open_workload(model, dataset, seed, trust, vocab, custom_objects)
+def open_checked_workload(model: ModelRef, dataset: str, seed: int) -> Any:
+    """`open_workload`; for a model file, refused when its content is not `model.sha256`, the one the run was set up with."""
+    workload = open_workload(model, dataset, seed)
     source = getattr(workload, "source", None)
     if source is not None:
-        check_content(source, expected_sha256)
+        check_content(source, model.sha256)
     return workload
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 
+from core.config import hooks_in_words, recorded_hooks
 from core.live.decimation import GrowingArray, MinMaxPyramid
 from core.live.smoothing import EmaState, ema
 
@@ -184,7 +185,5 @@ def distinct_labels(runs: Sequence[RunSeries]) -> dict[Hashable, tuple[str, str]
 def config_words(config: dict[str, Any]) -> dict[str, str]:
     """The settings of DIFFERENCES and the hooks that were on, in words ('' for a setting the config lacks)."""
     words = {key: "" if config.get(key) is None else describe(config[key]) for key, describe in DIFFERENCES.items()}
-    hooks = (config.get("extra") or {}).get("hooks") or {}
-    named = ("TensorBoard" if name == "tensorboard" else f"profiled {value}" for name, value in sorted(hooks.items()))
-    words["hooks"] = ", ".join(named) or "no hooks"
+    words["hooks"] = hooks_in_words(recorded_hooks(config))
     return words

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QWidget
 from core.formatting import format_bytes, format_si, format_value
 from core.results import RunResult
 from core.workloads.memory_estimate import estimate_from_description, optimizer_for_run
-from core.workloads.model_file import PYTHON, ModelFileError, check_model_path
+from core.workloads.model_file import PYTHON, ModelFileError, ModelRef, check_model_path
 from core.workloads.model_probe import describe_model_file
 from core.workloads.model_signature import INTEGER_DTYPES
 from gui.dialogs.trust import ask_custom_objects, ask_trust
@@ -106,10 +106,9 @@ def inspect_model_file(
             data,
             OpenedModel(source.path, source.sha256, {**found.description, "path": source.path}, found.trusted, custom_objects),
         )
+    model = ModelRef(source.path, trust=is_trusted, custom_objects=custom_objects)  # its content is compared below
     try:
-        description = describe_model_file(
-            source.path, trust=is_trusted, data=data, stop_event=stop_event, custom_objects=custom_objects or None
-        )
+        description = describe_model_file(model, data=data, stop_event=stop_event)
     except ModelFileError as exc:
         reason = exc.reason if exc.path in (source.path, path) else f"{exc.path}: {exc.reason}"
         needs = {"needs_trust": exc.needs_trust, "needs_custom_objects": exc.needs_custom_objects}

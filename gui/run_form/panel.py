@@ -53,11 +53,10 @@ def run_label(config: RunConfig) -> str:
         extras.append(config.precision)
     if config.xla:
         extras.append("XLA")
-    hooks = config.hooks
-    if "tensorboard" in hooks:
+    if config.hooks.tensorboard:
         extras.append("TensorBoard")
-    if "profile" in hooks:
-        extras.append(f"profiled {hooks['profile']}")
+    if config.hooks.profile:
+        extras.append(f"profiled {config.hooks.profile_text}")
     data = os.path.basename(config.dataset) if config.dataset.lower().endswith(".npz") else config.dataset
     return " · ".join([model_title(config.model), data, where, *extras])
 

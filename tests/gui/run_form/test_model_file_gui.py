@@ -209,7 +209,7 @@ def test_apply_settings_fills_the_fields_and_hooks_are_recorded(qtbot, tmp_path)
     options.logdir_edit.setText(str(tmp_path / "tb"))
     options.tensorboard_check.setChecked(True)
     options.profile_check.setChecked(True)
-    assert panel.config().hooks == {"tensorboard": str(tmp_path / "tb"), "profile": "3-5"}
+    assert panel.config().hooks.to_dict() == {"tensorboard": str(tmp_path / "tb"), "profile": "3-5"}
     with qtbot.waitSignal(panel.start_requested, timeout=1000) as blocker:
         panel.request_start()
     assert blocker.args[1].endswith("TensorBoard · profiled 3-5")
