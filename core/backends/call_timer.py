@@ -1,19 +1,17 @@
-"""The per-call clock of a backend job, read off the training loop so Keras's dispatch never waits for it.
+"""The per-call clock of a backend job: each call's loss is read while the next call runs.
 
-Keras hands a batch-end callback that says `async_safe` to a thread pool,
-with the call's logs as the backend's arrays: reading the loss there waits for
-that call alone to finish, while the training loop already dispatches the next
-one (JAX keeps its asynchronous dispatch, as in a bare `model.fit`). A call
-ends when its loss has been read back, the TensorFlow engine's clock; step time
-is the time between the ends of consecutive calls over the steps in the call.
+A Keras callback that reads a call's logs at its batch end makes the training
+loop wait for that call before it dispatches the next, and JAX loses its
+asynchronous dispatch: the device idles while Python prepares the next call.
+So `model.fit` gets a `CallbackList` of its own (`timed_calls_class`) that keeps
+one call in flight: once call N is dispatched it reads call N-1's loss (the
+device has call N queued meanwhile), and that moment is call N-1's end. The
+epoch's last call is read at the epoch's end, where Keras synchronises anyway.
 
-The pool may run two calls' callbacks out of order, so the calls are put back
-in order (by epoch and step) and an end is never earlier than the previous
-call's: one device runs the calls in order, so a later call's end bounds an
-earlier one's. Whether to dispatch another call (the run's steps reached, or
-Stop asked) is decided in the training loop's thread before each call. Steps go
-to the parent at most every SEND_INTERVAL_S (the warm-up call, a stop and the
-end at once), so sending never costs a call its time.
+Step time is the time between the ends of consecutive calls over the steps in
+the call, the TensorFlow engine's clock; the first call (tracing, compiling) is
+the warm-up. Steps go to the parent at most every SEND_INTERVAL_S (the warm-up
+call and a stop at once, the rest at the end).
 """
 
 from __future__ import annotations
@@ -31,16 +29,12 @@ SEND_INTERVAL_S = 0.01
 
 
 class CallClock:
-    """Call ends in call order: (epoch, end step, the epoch's running mean loss, when it was read) in, step records out."""
+    """Calls' ends, in call order, become step records: each call's own mean loss and its steps' share of the time."""
 
-    def __init__(self, steps_per_call: int, calls_per_epoch: int, send: Send, stop: threading.Event) -> None:
-        self.steps_per_call, self.calls_per_epoch = steps_per_call, calls_per_epoch
-        self.send, self.stop = send, stop
+    def __init__(self, steps_per_call: int, send: Send, stop: threading.Event) -> None:
+        self.steps_per_call, self.send, self.stop = steps_per_call, send, stop
         self.steps_done = 0
         self.previous_end = time.perf_counter()
-        self._lock = threading.Lock()
-        self._arrived: dict[int, tuple[int, float, float]] = {}
-        self._next_call = 0
         self._epoch_sum, self._epoch_steps = 0.0, 0
         self._unsent: list[list[Any]] = []
         self._last_send = 0.0
@@ -49,29 +43,14 @@ class CallClock:
         """Training begins: the warm-up call is timed from here."""
         self.previous_end = time.perf_counter()
 
-    def call_ended(self, epoch: int, end_step: int, running_mean: float, ended: float) -> None:
-        """One call's loss was read back at `ended`; its steps (and any it was waiting for) become records."""
-        index = epoch * self.calls_per_epoch + end_step // self.steps_per_call
-        with self._lock:
-            self._arrived[index] = (end_step, running_mean, ended)
-            while self._next_call in self._arrived:
-                self._add(*self._arrived.pop(self._next_call))
-                self._next_call += 1
-
-    def flush(self) -> None:
-        """Send the records not sent yet."""
-        with self._lock:
-            self._send()
-
-    def _add(self, end_step: int, running_mean: float, ended: float) -> None:
-        """The call's records: its mean loss (from the epoch's running mean) and its steps' share of the time since the previous end."""
-        if end_step < self.steps_per_call:  # the epoch's first call: Keras reset its running mean
+    def call_ended(self, end_step: int, running_mean: float, ended: float) -> None:
+        """The call that ended at the epoch's step `end_step` was read back at `ended`; Keras's loss is the epoch's running mean."""
+        if end_step < self.steps_per_call:  # the epoch's first call: Keras started its running mean again
             self._epoch_sum, self._epoch_steps = 0.0, 0
         count = end_step + 1 - self._epoch_steps
         running_sum = running_mean * (end_step + 1)
         call_loss = (running_sum - self._epoch_sum) / count
         self._epoch_sum, self._epoch_steps = running_sum, end_step + 1
-        ended = max(ended, self.previous_end)
         per_step = (ended - self.previous_end) / count
         self.previous_end = ended
         warmup = self.steps_done == 0
@@ -79,46 +58,55 @@ class CallClock:
         self.steps_done += count
         self._unsent.extend([first + i, call_loss, per_step, warmup] for i in range(count))
         if warmup or self.stop.is_set() or ended - self._last_send >= SEND_INTERVAL_S:
-            self._send()
+            self.flush()
 
-    def _send(self) -> None:
+    def flush(self) -> None:
+        """Send the records not sent yet."""
         if self._unsent:
             self.send({"event": "steps", "records": self._unsent, "peak_rss_bytes": peak_rss_bytes()})
             self._unsent = []
             self._last_send = time.perf_counter()
 
 
-def call_timer_class() -> type:
-    """The Keras callback class (defined once Keras is imported with the run's backend)."""
+def timed_calls_class() -> type:
+    """The `CallbackList` class that times the calls (defined once Keras is imported with the run's backend)."""
     import keras
 
-    class CallTimer(keras.callbacks.Callback):
-        """Feeds a `CallClock` from Keras's batch ends and stops `model.fit` once the run's steps are dispatched or Stop is asked."""
+    class TimedCalls(keras.callbacks.CallbackList):
+        """Keras's callback list for `model.fit` (with its History) that reads each call's loss one call late and stops the run."""
 
-        async_safe = True  # reads nothing of the model: Keras may call on_train_batch_end from its pool
-
-        def __init__(self, total_steps: int, clock: CallClock) -> None:
-            super().__init__()
-            self.total_steps, self.clock = total_steps, clock
-            self.epoch = 0
+        def __init__(self, clock: CallClock, total_steps: int, model: Any, epochs: int, steps: int) -> None:
+            super().__init__(add_history=True, model=model, verbose=0, epochs=epochs, steps=steps)
+            self.clock, self.total_steps = clock, total_steps
             self.dispatched = 0
+            self.in_flight: tuple[int, Any] | None = None
 
         def on_train_begin(self, logs: Any = None) -> None:
+            super().on_train_begin(logs)
             self.clock.start()
 
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            self.epoch = epoch  # stable in the pool: Keras waits for an epoch's batch ends before the next epoch
-
-        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.read_in_flight()  # the previous call: this one is queued behind it
+            self.in_flight = (batch, (logs or {})["loss"])
             self.dispatched += self.clock.steps_per_call
             if self.dispatched >= self.total_steps or self.clock.stop.is_set():
                 self.model.stop_training = True  # this call is the last
 
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            running_mean = float(logs["loss"])  # waits for this call only (Keras converted it already when not async)
-            self.clock.call_ended(self.epoch, batch, running_mean, time.perf_counter())
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self.read_in_flight()
+            super().on_epoch_end(epoch, logs)
 
         def on_train_end(self, logs: Any = None) -> None:
+            self.read_in_flight()
             self.clock.flush()
+            super().on_train_end(logs)
 
-    return CallTimer
+        def read_in_flight(self) -> None:
+            """Wait for the call in flight, if any, and clock its end."""
+            if self.in_flight is not None:
+                end_step, loss = self.in_flight
+                self.in_flight = None
+                running_mean = float(loss)
+                self.clock.call_ended(end_step, running_mean, time.perf_counter())
+
+    return TimedCalls

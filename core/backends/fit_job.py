@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.backends.call_timer import CallClock, call_timer_class
+from core.backends.call_timer import CallClock, timed_calls_class
 from core.backends.initial_weights import load_initial_weights
 from core.backends.job_data import epoch_arrays, job_data
 from core.backends.job_setup import (
@@ -71,11 +71,11 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 "environment": environment(config, devices),
             }
         )
-        clock = CallClock(per_call, batches // per_call, send, stop)
+        clock = CallClock(per_call, send, stop)
         epochs = -(-total // batches)
         try:
-            timer = call_timer_class()(total, clock)
-            model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=[timer])
+            timed_calls = timed_calls_class()(clock, total, model, epochs, batches)
+            model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=timed_calls)
         finally:
             clock.flush()  # the steps of a run that failed part-way are the run's too
 

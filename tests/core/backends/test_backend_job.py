@@ -90,8 +90,9 @@ def test_stop_ends_a_jax_job_after_the_call_in_flight_and_leaves_no_child():
             stop.set()
 
     result = run_training(RunConfig(model="mlp", backend="jax", steps=100_000), on_steps, stop)
-    assert result.status == RunStatus.STOPPED and "after 3 of 100000 steps" in result.message
-    assert result.steps_done == len(seen) == 3 and result.samples_per_s > 0
+    # The steps that had reached the app when Stop was asked are the run's (the job sends calls together, every 10 ms): no more.
+    assert result.status == RunStatus.STOPPED and f"after {len(seen)} of 100000 steps" in result.message
+    assert result.steps_done == len(seen) and 3 <= len(seen) < 1000 and result.samples_per_s > 0
     alive = [p for p in psutil.Process().children(recursive=True) if p.pid not in children_before and p.status() != psutil.STATUS_ZOMBIE]
     assert alive == []
 
