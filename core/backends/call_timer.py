@@ -1,12 +1,14 @@
-"""The per-call clock of a backend job: each call's loss is read while the next call runs.
+"""The per-call clock of a backend job: each call's loss is read while the next calls run.
 
 A Keras callback that reads a call's logs at its batch end makes the training
 loop wait for that call before it dispatches the next, and JAX loses its
 asynchronous dispatch: the device idles while Python prepares the next call.
 So `model.fit` gets a `CallbackList` of its own (`timed_calls_class`) that keeps
-one call in flight: once call N is dispatched it reads call N-1's loss (the
-device has call N queued meanwhile), and that moment is call N-1's end. The
-epoch's last call is read at the epoch's end, where Keras synchronises anyway.
+CALLS_IN_FLIGHT calls dispatched: once call N is dispatched it reads call
+N-2's loss (the device has N-1 and N queued meanwhile), and that moment is call
+N-2's end. The calls still in flight at an epoch's end are read there, where
+Keras synchronises anyway. (One call in flight measured 0.93x a bare `fit` for
+the MLP at one step per call, two 1.01x: `benchmarks/backend_overhead.py`.)
 
 Step time is the time between the ends of consecutive calls over the steps in
 the call, the TensorFlow engine's clock; the first call (tracing, compiling) is
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +29,8 @@ from core.backends.job_setup import peak_rss_bytes
 Send = Callable[[dict[str, Any]], None]
 SEND_INTERVAL_S = 0.01
 """How often steps are sent to the parent at most (the live plots draw at 10 Hz)."""
+CALLS_IN_FLIGHT = 2
+"""Calls dispatched and not yet read: the device has the next ones queued while the oldest is read."""
 
 
 class CallClock:
@@ -73,21 +78,22 @@ def timed_calls_class() -> type:
     import keras
 
     class TimedCalls(keras.callbacks.CallbackList):
-        """Keras's callback list for `model.fit` (with its History) that reads each call's loss one call late and stops the run."""
+        """Keras's callback list for `model.fit` (with its History) that reads each call's loss CALLS_IN_FLIGHT calls late and stops the run."""
 
         def __init__(self, clock: CallClock, total_steps: int, model: Any, epochs: int, steps: int) -> None:
             super().__init__(add_history=True, model=model, verbose=0, epochs=epochs, steps=steps)
             self.clock, self.total_steps = clock, total_steps
             self.dispatched = 0
-            self.in_flight: tuple[int, Any] | None = None
+            self.in_flight: deque[tuple[int, Any]] = deque()
 
         def on_train_begin(self, logs: Any = None) -> None:
             super().on_train_begin(logs)
             self.clock.start()
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self.read_in_flight()  # the previous call: this one is queued behind it
-            self.in_flight = (batch, (logs or {})["loss"])
+            self.in_flight.append((batch, (logs or {})["loss"]))
+            if len(self.in_flight) > CALLS_IN_FLIGHT:
+                self.read_oldest()  # the calls dispatched after it are queued behind it
             self.dispatched += self.clock.steps_per_call
             if self.dispatched >= self.total_steps or self.clock.stop.is_set():
                 self.model.stop_training = True  # this call is the last
@@ -102,11 +108,14 @@ def timed_calls_class() -> type:
             super().on_train_end(logs)
 
         def read_in_flight(self) -> None:
-            """Wait for the call in flight, if any, and clock its end."""
-            if self.in_flight is not None:
-                end_step, loss = self.in_flight
-                self.in_flight = None
-                running_mean = float(loss)
-                self.clock.call_ended(end_step, running_mean, time.perf_counter())
+            """Wait for every call in flight and clock their ends."""
+            while self.in_flight:
+                self.read_oldest()
+
+        def read_oldest(self) -> None:
+            """Wait for the oldest call in flight and clock its end."""
+            end_step, loss = self.in_flight.popleft()
+            running_mean = float(loss)
+            self.clock.call_ended(end_step, running_mean, time.perf_counter())
 
     return TimedCalls
