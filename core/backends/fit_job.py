@@ -25,6 +25,7 @@ from core.backends.job_setup import (
     placement,
     planned_steps,
 )
+from core.backends.step_flops import step_flops
 from core.config import RunConfig
 
 Send = Callable[[dict[str, Any]], None]
@@ -113,6 +114,7 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 "replicas": replicas,
                 "devices": devices,
                 "memory_estimate": estimate,
+                "flops": step_flops(model, x, y, config.batch_size),
                 "notes": notes,
                 "environment": environment(config, devices),
             }
