@@ -121,6 +121,7 @@ class RunResult:
     warnings: tuple[str, ...] = ()
     flops_per_step: float | None = None  # training FLOPs of one step (core.training.flops), None when not counted
     flops_uncounted: tuple[str, ...] = ()  # layers whose FLOPs the count could not include: then FLOP/s is a lower bound
+    flops_method: str = ""  # which counter counted flops_per_step (TF graph count, XLA cost analysis), or why none did
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
@@ -172,6 +173,7 @@ class RunResult:
             "warnings": list(self.warnings),
             "flops_per_step": self.flops_per_step,
             "flops_uncounted": list(self.flops_uncounted),
+            "flops_method": self.flops_method,
             "conditions": dict(self.conditions),
             "hooks": dict((cfg.get("extra") or {}).get("hooks", {})),
         }

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.backends.available import backend_title, is_installed
@@ -51,6 +51,7 @@ class _Tally:
     memory_estimate: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
+    flops: dict[str, Any] = field(default_factory=dict)  # the job's count: flops_per_step and its method
     failure: str = ""
 
     def add(self, message: dict[str, Any]) -> list[StepRecord]:
@@ -151,6 +152,7 @@ def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCall
     tally.memory_estimate = dict(message.get("memory_estimate") or {})
     tally.notes += list(message.get("notes", ()))
     tally.environment.update(message.get("environment") or {})
+    tally.flops = dict(message.get("flops") or {})
     per_call = int(message.get("steps_per_call", tally.config.steps_per_call))
     if per_call != tally.config.steps_per_call:
         tally.config = tally.config.with_changes(steps_per_call=per_call)
@@ -179,4 +181,5 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         environment=environment,
         notes=tally.notes,
     )
-    return measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)
+    result = measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)
+    return replace(result, flops_per_step=tally.flops.get("flops_per_step"), flops_method=str(tally.flops.get("method", "")))

@@ -9,7 +9,8 @@ is the time between the ends of consecutive calls / steps in the call; the
 first call, tracing and compiling, is the warm-up).
 
 Messages, through `core.child_process` (`send`, then one `reply`):
-  {"event": "start", "total_steps", "steps_per_call", "replicas", "devices", "memory_estimate", "notes", "environment"}
+  {"event": "start", "total_steps", "steps_per_call", "replicas", "devices", "memory_estimate",
+   "flops": {"flops_per_step", "method"} (`step_flops`: XLA's count on JAX, None elsewhere), "notes", "environment"}
   {"event": "steps", "records": [[step, loss, step_time_s, warmup], ...], "peak_rss_bytes"}   after every call
   reply {"error": str | None, "peak_rss_bytes", "tensorflow_imported"}
 The control pipe (`listen_to_parent`): "stop" ends the run after the call in

@@ -24,6 +24,7 @@ from core.backends.job_setup import (
     placement,
     planned_steps,
 )
+from core.backends.step_flops import step_flops
 from core.config import RunConfig
 
 Send = Callable[[dict[str, Any]], None]
@@ -67,6 +68,7 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 "replicas": replicas,
                 "devices": devices,
                 "memory_estimate": estimate,
+                "flops": step_flops(model, x, y, config.batch_size),
                 "notes": notes,
                 "environment": environment(config, devices),
             }

@@ -157,8 +157,9 @@ def compare_results(
     peaks = peaks if peaks is not None else known_peaks()
     results = [result for _, result in entries]
     recorded = {result.flops_per_step for result in results if result.flops_per_step is not None}
-    if flops_per_step is None and len(recorded) == 1:  # runs picked from the history: the FLOPs they recorded
-        flops_per_step, flops_method = recorded.pop(), flops_method or "as the runs recorded them"
+    if flops_per_step is None and len(recorded) == 1:  # runs from the history, or on another backend: the FLOPs they recorded
+        methods = {result.flops_method for result in results if result.flops_per_step is not None and result.flops_method}
+        flops_per_step, flops_method = recorded.pop(), methods.pop() if len(methods) == 1 else "as the runs recorded them"
     rows = tuple(_row(label, _judged(result, results, flops_per_step, model_params, peaks), peaks) for label, result in entries)
     comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
     return replace(comparison, warnings=tuple(fairness_warnings(comparison)))

@@ -241,7 +241,9 @@ class FlopsCounter(RunCallback):
     Keeps the first count it makes, so one counter can serve every run of a
     comparison (same model, same global batch). Counting never fails a run:
     a problem leaves `flops` None and says why in `method`. The result gets
-    `flops_per_step`, `flops_uncounted` and, when the count is partial, a warning.
+    `flops_per_step`, `flops_uncounted`, `flops_method` and, when the count is
+    partial, a warning. A run on another backend (its model in a child process)
+    is left alone: its job counts its own (`core.backends.step_flops`).
     """
 
     def __init__(self) -> None:
@@ -251,7 +253,7 @@ class FlopsCounter(RunCallback):
         self.uncounted: tuple[str, ...] = ()
 
     def on_run_start(self, context: RunContext) -> None:
-        if self.flops is not None:
+        if self.flops is not None or context.model is None:
             return
         try:
             self.params = int(context.model.count_params())
@@ -262,7 +264,9 @@ class FlopsCounter(RunCallback):
         self.flops, self.method, self.uncounted = TRAINING_TO_FORWARD * count.flops, METHOD, count.uncounted
 
     def amend_result(self, result: RunResult) -> RunResult:
-        if self.flops is None:
+        if result.config.get("backend", "tensorflow") != "tensorflow":
             return result
+        if self.flops is None:
+            return replace(result, flops_method=self.method)
         warnings = (*result.warnings, partial_warning(self.uncounted)) if self.uncounted else result.warnings
-        return replace(result, flops_per_step=self.flops, flops_uncounted=self.uncounted, warnings=warnings)
+        return replace(result, flops_per_step=self.flops, flops_uncounted=self.uncounted, flops_method=self.method, warnings=warnings)

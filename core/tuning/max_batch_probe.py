@@ -24,6 +24,11 @@ needs root or a delegated hierarchy: the app does not assume one.
 On a GPU the device's memory is the limit: TensorFlow's allocator raises an
 out-of-memory error, optionally under a cap (`device_limit`, a logical device
 of that size); the host budget still guards the machine.
+
+A job on JAX or PyTorch trains in the probe's process itself, not in a child of
+its own as a run does (`core.tuning.backend_probe`): so the watch reads the
+backend's memory, not TensorFlow's, and a kill ends the training. There a
+device cap is checked against the allocator's peak once the probe has trained.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 
 from core.child_process import STOPPED, TIMEOUT, Child, ChildEnd, exit_description, listen_to_parent, reply
 from core.config import RunConfig
+from core.tuning.backend_probe import train_on_backend
 
 PROBE_STEPS = 3
 """Steps per probe, one per call: the warm-up call (tracing, first allocations) and two steady ones (Lightning's default)."""
@@ -172,6 +178,8 @@ def _verdict(
     if answer.get("status") == "completed":
         if host_peak > limits.host_bytes:
             return Probe(batch, False, peak, f"over the memory budget: peak {host_peak:,} bytes", **common)
+        if on_accelerator and limits.device_bytes and peak and peak > limits.device_bytes:
+            return Probe(batch, False, peak, f"over the device memory cap: peak {peak:,} bytes", **common)
         return Probe(batch, True, peak, **common)
     if any(marker in message for marker in OOM_MARKERS):
         return Probe(batch, False, peak, message.split(". ")[0][:200] or "out of memory", **common)
@@ -190,7 +198,12 @@ def _logical_cpus(config: RunConfig) -> int:
 
 
 def _train(config: RunConfig, limits: ProbeLimits) -> dict[str, Any]:
-    """In the child: set TensorFlow up, cap the data segment on a CPU job, train the probe, and say how it went."""
+    """In the child: set TensorFlow up, cap the data segment on a CPU job, train the probe, and say how it went.
+
+    A job on another backend trains here too, without TensorFlow (`backend_probe`).
+    """
+    if config.backend != "tensorflow":
+        return train_on_backend(config, limits.host_bytes)
     import tensorflow as tf
 
     from core.machine.runtime import RuntimeSettings, configure_runtime
@@ -232,9 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.name == "posix":
         import resource
 
-        # the children's too: a JAX or PyTorch probe trains in a child of this process (under the same RLIMIT_DATA)
-        peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-        answer["max_rss"] = peak * (1 if sys.platform == "darwin" else 1024)
+        answer["max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     reply(answer)
     return 0
 

@@ -308,6 +308,13 @@ def test_efficiency_only_compares_like_with_like():
     assert jax.speedup == 1.85 and jax.scaling_efficiency is None, "another backend on the same CPU is no scaling"
 
 
+def test_runs_that_counted_their_own_flops_name_their_counter_over_a_counter_that_did_not_count():
+    counted = {"flops_per_step": 1.8e7, "flops_method": "XLA's cost analysis of the JAX train step"}
+    rows = [(label, dataclasses.replace(_result(backend="jax"), **counted)) for label in ("jax:CPU:0", "jax:CPU:0 again")]
+    comparison = compare_results(rows, flops_method="not counted")
+    assert comparison.flops_per_step == 1.8e7 and comparison.flops_method == counted["flops_method"]
+
+
 def test_table_shows_dashes_for_missing_figures():
     comparison = compare_results(
         [("CPU:0", _result()), ("CPU:9", _result(status=RunStatus.FAILED, samples=None, median_ms=None, spread=None))]

@@ -224,6 +224,18 @@ def test_counter_adds_flops_and_a_partial_warning_to_the_result(two_cpus):
     assert partial.summary()["flops_uncounted"] == list(counter.uncounted)
 
 
+def test_counter_names_its_method_and_leaves_another_backends_run_to_its_own_count(two_cpus):
+    counter = FlopsCounter()
+    counter.on_run_start(RunContext(RunConfig(backend="jax"), 10, 1, ("CPU:0",), None))  # the model lives in the job's child
+    assert counter.flops is None and counter.method == "not counted"
+    model = MODELS["mlp"].build()
+    counter.on_run_start(RunContext(RunConfig(batch_size=16), 10, 1, ("CPU:0",), model))
+    assert counter.amend_result(RunResult(status=RunStatus.COMPLETED, config={})).flops_method == counter.method
+    jax_run = RunResult(status=RunStatus.COMPLETED, config={"backend": "jax"}, flops_per_step=1.0, flops_method="XLA's")
+    torch_run = RunResult(status=RunStatus.COMPLETED, config={"backend": "torch"}, flops_method="not counted: no counter")
+    assert counter.amend_result(jax_run) is jax_run and counter.amend_result(torch_run) is torch_run
+
+
 def test_the_fused_cudnn_lstm_keras_uses_on_a_gpu_is_counted_like_the_loop(two_cpus):
     # The op is only traced, never run, so no GPU is needed: the graph is what a GPU run would trace.
     import keras

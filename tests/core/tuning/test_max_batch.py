@@ -126,3 +126,38 @@ def test_a_probe_past_its_host_budget_is_killed_by_the_memory_watch() -> None:
     assert not probe.fits and not probe.stopped
     assert probe.reason == f"over the memory budget: the process passed {budget:,} bytes and was stopped"
     assert probe.peak_bytes is not None and probe.peak_bytes > budget
+
+
+@pytest.mark.slow
+def test_a_jax_probe_past_the_budget_is_killed_by_the_watch_and_the_search_still_answers() -> None:
+    job = RunConfig(model="cnn", backend="jax")  # about 1.2 MiB more per example: the budget is crossed within a few probes
+    base = run_probe(job, 16, ProbeLimits(4 * 2**30), timeout_s=120)
+    assert base.fits and base.peak_bytes, base
+    budget = base.peak_bytes + 160 * MiB
+    result = find_max_batch(job, budget, start=16, cap=1024, tolerance=0.2)
+    killed = [p for p in result.probes if p.reason == f"over the memory budget: the process passed {budget:,} bytes and was stopped"]
+    assert killed, result.probes
+    assert all(not p.fits and p.peak_bytes > budget for p in killed)
+    assert result.finished and result.smallest_failing and 16 <= result.max_batch < result.smallest_failing
+
+
+@pytest.mark.slow
+def test_a_budget_kills_a_jax_probe_in_flight_and_nothing_of_it_is_left() -> None:
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    outcome = {}
+
+    def search() -> None:
+        outcome["began"] = time.monotonic()
+        outcome["result"] = find_max_batch(RunConfig(model="mlp", backend="jax"), 2**30, budget_s=4.0)
+        outcome["took"] = time.monotonic() - outcome["began"]
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    seen: dict[int, psutil.Process] = {}
+    while thread.is_alive():  # every process the search starts, noted while it runs
+        seen |= {c.pid: c for c in psutil.Process().children(recursive=True) if c.pid not in before}
+        time.sleep(0.02)
+    thread.join()
+    result = outcome["result"]
+    assert outcome["took"] < 4.0 + 2.0 and result.stopped and not result.finished
+    assert seen and not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in seen.values())
