@@ -174,11 +174,16 @@ def check_baseline(index: int, count: int) -> None:
 def _judged(
     result: RunResult, results: Sequence[RunResult], flops_per_step: float | None, model_params: int | None, peaks: PeaksReport | None
 ) -> RunResult:
-    """The run with a verdict: its own, else one from the compared runs and the ceilings (no probe runs); as it is without steady state."""
+    """The run with a verdict: its own, else one from the compared runs and the ceilings (no probe runs); as it is without steady state.
+
+    A run that counted its own FLOPs (a JAX run: XLA's count of its own step) is judged by them, so its row
+    shows the FLOP/s the run shows on its own; `flops_per_step` serves the runs that counted none.
+    """
     if result.bound or result.samples_per_s is None:
         return result
     others = [other for other in results if other is not result]
-    evidence = evidence_from_runs(result, others, flops_per_step=flops_per_step, model_params=model_params, peaks=peaks)
+    own = result.flops_per_step if result.flops_per_step is not None else flops_per_step
+    evidence = evidence_from_runs(result, others, flops_per_step=own, model_params=model_params, peaks=peaks)
     found = verdict(evidence).to_dict()
     if found["bound"] == "unknown":
         found["bound_evidence"] = f"{found['bound_evidence']} {NO_PROBES_NOTE}"

@@ -315,6 +315,15 @@ def test_runs_that_counted_their_own_flops_name_their_counter_over_a_counter_tha
     assert comparison.flops_per_step == 1.8e7 and comparison.flops_method == counted["flops_method"]
 
 
+def test_a_run_that_counted_its_own_flops_shows_its_own_flop_rate_beside_a_run_counted_by_tensorflow():
+    tensorflow = dataclasses.replace(_result(), flops_per_step=2.0e7, flops_method="TensorFlow's graph count")
+    jax = dataclasses.replace(_result(backend="jax", samples=2000.0), flops_per_step=1.8e7, flops_method="XLA's cost analysis")
+    comparison = compare_results([("CPU:0", tensorflow), ("jax:CPU:0", jax)], flops_per_step=2.0e7)
+    tf_row, jax_row = comparison.rows
+    assert tf_row.achieved_flops == pytest.approx(2.0e7 * 1000.0 / 64)
+    assert jax_row.achieved_flops == pytest.approx(1.8e7 * 2000.0 / 64)  # its own count, as the run shows alone
+
+
 def test_table_shows_dashes_for_missing_figures():
     comparison = compare_results(
         [("CPU:0", _result()), ("CPU:9", _result(status=RunStatus.FAILED, samples=None, median_ms=None, spread=None))]
