@@ -161,8 +161,18 @@ def compare_results(
         methods = {result.flops_method for result in results if result.flops_per_step is not None and result.flops_method}
         flops_per_step, flops_method = recorded.pop(), methods.pop() if len(methods) == 1 else "as the runs recorded them"
     rows = tuple(_row(label, _judged(result, results, flops_per_step, model_params, peaks), peaks) for label, result in entries)
+    flops_method = flops_method + _own_counts(entries, flops_per_step)
     comparison = Comparison(_with_speedups(rows, baseline_index), baseline_index, (), flops_per_step, flops_method, model_params)
     return replace(comparison, warnings=tuple(fairness_warnings(comparison)))
+
+
+def _own_counts(entries: Sequence[tuple[str, RunResult]], flops_per_step: float | None) -> str:
+    """'; jax:CPU:0 counted its own: 1.8e+07 (XLA's …)' for each row judged by a count other than the comparison's."""
+    return "".join(
+        f"; {label} counted its own: {result.flops_per_step:.3g} ({result.flops_method or 'as the run recorded them'})"
+        for label, result in entries
+        if result.flops_per_step is not None and flops_per_step is not None and result.flops_per_step != flops_per_step
+    )
 
 
 def check_baseline(index: int, count: int) -> None:

@@ -318,10 +318,11 @@ def test_runs_that_counted_their_own_flops_name_their_counter_over_a_counter_tha
 def test_a_run_that_counted_its_own_flops_shows_its_own_flop_rate_beside_a_run_counted_by_tensorflow():
     tensorflow = dataclasses.replace(_result(), flops_per_step=2.0e7, flops_method="TensorFlow's graph count")
     jax = dataclasses.replace(_result(backend="jax", samples=2000.0), flops_per_step=1.8e7, flops_method="XLA's cost analysis")
-    comparison = compare_results([("CPU:0", tensorflow), ("jax:CPU:0", jax)], flops_per_step=2.0e7)
+    comparison = compare_results([("CPU:0", tensorflow), ("jax:CPU:0", jax)], flops_per_step=2.0e7, flops_method="TensorFlow's graph count")
     tf_row, jax_row = comparison.rows
     assert tf_row.achieved_flops == pytest.approx(2.0e7 * 1000.0 / 64)
     assert jax_row.achieved_flops == pytest.approx(1.8e7 * 2000.0 / 64)  # its own count, as the run shows alone
+    assert comparison.flops_method == "TensorFlow's graph count; jax:CPU:0 counted its own: 1.8e+07 (XLA's cost analysis)"
 
 
 def test_table_shows_dashes_for_missing_figures():
