@@ -167,9 +167,12 @@ def compare_results(
 
 
 def _own_counts(entries: Sequence[tuple[str, RunResult]], flops_per_step: float | None) -> str:
-    """'; jax:CPU:0 counted its own: 1.8e+07 (XLA's …)' for each row judged by a count other than the comparison's."""
+    """'; jax:CPU:0 counted its own: 1.8e+07 (XLA's cost analysis …)' for each row judged by a count other than the comparison's.
+
+    The counter is named without its parenthesised details: the line sits above the table, in a narrow window too.
+    """
     return "".join(
-        f"; {label} counted its own: {result.flops_per_step:.3g} ({result.flops_method or 'as the run recorded them'})"
+        f"; {label} counted its own: {result.flops_per_step:.3g} ({(result.flops_method or 'as the run recorded them').split(' (')[0]})"
         for label, result in entries
         if result.flops_per_step is not None and flops_per_step is not None and result.flops_per_step != flops_per_step
     )
