@@ -144,7 +144,9 @@ def format_peaks(report: PeaksReport, cache_file: str) -> str:
     ]
     lines = [format_columns(headers, rows)] if rows else ["No device was measured."]
     for device in report.devices:
-        lines.append(f"\n{device.device} {device.name}, measured {device.measured_at}")
+        lines.append(
+            f"\n{device.device} {device.name}, measured {device.measured_at} with TensorFlow {report.machine.get('tensorflow', '?')}"
+        )
         how, *figures = (part.strip() for part in device.method.split(";"))
         lines.append(f"  method: {how}")
         lines.extend(f"    {figure}" for figure in figures)

@@ -30,7 +30,10 @@ def estimate_share(result: RunResult) -> tuple[float | None, float | None]:
 
 
 def peak_text(result: RunResult) -> str:
-    """'6% of the measured 26.7 GFLOP/s ceiling (datasheet/ISA estimate 157 GFLOP/s: 1%)', or why there is no figure."""
+    """'6% of the measured 26.7 GFLOP/s ceiling (datasheet/ISA estimate 157 GFLOP/s: 1%)', or why there is no figure.
+
+    The ceilings are measured with TensorFlow's matmul: a run on another backend says so ("of TensorFlow's measured …").
+    """
     estimate, share = estimate_share(result)
     beside = f"datasheet/ISA estimate {format_si(estimate, 'FLOP/s')}: {format_value(share, 'fraction')}" if estimate else ""
     ceiling = measured_ceiling(result)
@@ -38,7 +41,8 @@ def peak_text(result: RunResult) -> str:
         text = "no measured ceiling" if result.achieved_flops is not None else "FLOP/s unknown"
         return f"{text} ({beside})" if beside else text
     bound = "at least " if result.flops_uncounted else ""
-    text = f"{bound}{format_value(result.pct_of_measured_peak, 'pct')} of the measured {format_si(ceiling, 'FLOP/s')} ceiling"
+    measured = "the measured" if result.config.get("backend", "tensorflow") == "tensorflow" else "TensorFlow's measured"
+    text = f"{bound}{format_value(result.pct_of_measured_peak, 'pct')} of {measured} {format_si(ceiling, 'FLOP/s')} ceiling"
     text = f"{text} ({beside})" if beside else text
     return f"{text}; FLOPs partial: {', '.join(result.flops_uncounted)} not counted" if result.flops_uncounted else text
 

@@ -63,6 +63,7 @@ def test_peaks_json_gives_each_device_its_ceilings_and_the_text_states_the_metho
     text = format_peaks(PeaksReport.from_dict({**document, "cached": True}), document["cache_file"])  # what `main.py peaks` prints
     assert "float32 matmul" in text and format_si(FLOAT32, "FLOP/s") in text and "20.00 GB/s" in text
     assert "method: written by the test" in text and "estimate: " in text and "read from the cache" in text
+    assert f"with TensorFlow {document['machine']['tensorflow']}" in text  # the framework that measured them
 
 
 def test_a_small_mlp_batch_is_overhead_bound_and_the_history_keeps_the_verdict(cli_env):

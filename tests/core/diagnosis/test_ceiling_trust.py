@@ -37,3 +37,20 @@ def test_a_contended_or_implausible_measurement_is_never_a_ceiling():
     assert odd.ceiling(["CPU:0"], "off") == (None, "CPU:0 float32: implausible (far under the estimate)")
     assert odd.ceiling(["CPU:0"], "bfloat16")[0] == 3e9  # a plausible figure of the same device stays usable
     assert PeaksReport.from_dict(busy.to_dict()) == busy  # kept as measured when written and read back
+
+
+def test_a_run_on_another_backend_says_its_ceiling_was_measured_with_tensorflow():
+    from core.diagnosis.readout import peak_text
+    from core.results import RunResult, RunStatus
+
+    def judged(backend: str) -> str:
+        result = RunResult(
+            status=RunStatus.COMPLETED,
+            config={"model": "mlp", "backend": backend},
+            achieved_flops=1.5e9,
+            pct_of_measured_peak=2.5,
+        )
+        return peak_text(result)
+
+    assert judged("tensorflow").startswith("2.5% of the measured 60.00 GFLOP/s ceiling")
+    assert judged("jax").startswith("2.5% of TensorFlow's measured 60.00 GFLOP/s ceiling")
