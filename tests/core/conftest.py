@@ -17,3 +17,14 @@ def two_cpus() -> list[str]:
     names = [short_name(d.name) for d in tf.config.list_logical_devices("CPU")]
     assert len(names) >= LOGICAL_CPUS, f"expected {LOGICAL_CPUS} logical CPUs, TF has {names}"
     return names[:LOGICAL_CPUS]
+
+
+@pytest.fixture(autouse=True)
+def _runtime_before_a_slow_test(request) -> None:
+    """Every slow core test (they start TensorFlow) finds the runtime split before its body can initialise it.
+
+    Without it, the first slow test of a worker that trains in this process (a TensorFlow run beside a JAX
+    job) left TensorFlow with one CPU, and a later test file that needs two failed on the same worker.
+    """
+    if request.node.get_closest_marker("slow"):
+        request.getfixturevalue("two_cpus")
