@@ -27,7 +27,7 @@ from typing import Any
 from core.backends.job_setup import peak_rss_bytes
 
 Send = Callable[[dict[str, Any]], None]
-SEND_INTERVAL_S = 0.01
+SEND_INTERVAL_S = 0.05
 """How often steps are sent to the parent at most (the live plots draw at 10 Hz)."""
 CALLS_IN_FLIGHT = 2
 """Calls dispatched and not yet read: the device has the next ones queued while the oldest is read."""
