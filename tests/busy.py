@@ -7,7 +7,9 @@ contention tests and by `benchmarks/contention.py`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,30 +19,56 @@ from contextlib import contextmanager
 LOOP = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
 
 
+LAUNCH = (
+    "import subprocess, sys\n"
+    "for _ in range({count}):\n"
+    "    devnull = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "    loop = subprocess.Popen([sys.executable, '-c', {loop!r}], start_new_session=True, **devnull)\n"
+    "    print(loop.pid, flush=True)\n"
+)
+
+
 @contextmanager
-def busy_cores(count: int | None = None, limit_s: float = 300.0) -> Iterator[list[subprocess.Popen]]:
-    """`count` (default: every core) processes spinning for at most `limit_s` seconds, killed when the block ends."""
-    processes = [
-        subprocess.Popen([sys.executable, "-c", LOOP.format(limit=limit_s)], stdin=subprocess.DEVNULL)
-        for _ in range(count or os.cpu_count() or 2)
-    ]
+def busy_cores(count: int | None = None, limit_s: float = 300.0) -> Iterator[list[int]]:
+    """`count` (default: every core) processes spinning for at most `limit_s` seconds, killed when the block ends; yields their pids.
+
+    The loops are other work, not this process's: a launcher starts them and exits, so they are not
+    this process's descendants (the app counts its own descendants, a backend job or cluster workers, as its own work).
+    """
+    launch = LAUNCH.format(count=count or os.cpu_count() or 2, loop=LOOP.format(limit=limit_s))
+    started = subprocess.run([sys.executable, "-c", launch], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True)
+    pids = [int(pid) for pid in started.stdout.split()]
     try:
-        _wait_spinning(processes)
-        yield processes
+        _wait_spinning(pids)
+        yield pids
     finally:
-        for process in processes:
-            process.kill()
-        for process in processes:
-            process.wait()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _wait_gone(pids)
 
 
-def _wait_spinning(processes: list[subprocess.Popen], timeout_s: float = 10.0) -> None:
+def _wait_spinning(pids: list[int], timeout_s: float = 10.0) -> None:
     """Until each loop has used some CPU time (it is running, not starting up), within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if all(_cpu_s(p.pid) > 0.05 for p in processes):
+        if all(_cpu_s(pid) > 0.05 for pid in pids):
             return
         time.sleep(0.02)
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """Until the killed loops are gone (their new parent reaps them), within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}/stat") and _state(pid) != "Z" for pid in pids):
+        time.sleep(0.01)
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 def _cpu_s(pid: int) -> float:

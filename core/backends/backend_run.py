@@ -26,6 +26,7 @@ from core.config import RunConfig
 from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.conditions_hook import ConditionsHook
 from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
 from core.workloads.workload import is_model_file
@@ -78,7 +79,7 @@ def run_in_backend_child(
     `stop_event` ends it with status "stopped" after the call in flight.
     """
     stop_event = stop_event or threading.Event()
-    listeners = list(callbacks)
+    listeners = [ConditionsHook(), *callbacks]  # as the engine does: every run records the conditions it was measured in
     started_at, start = utc_now(), time.perf_counter()
     tally = _Tally(config)
     status, message = RunStatus.COMPLETED, ""

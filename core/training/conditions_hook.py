@@ -13,12 +13,11 @@ its step times were spread so widely that one figure cannot stand for them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from core.machine.conditions import ConditionsSampler, contention_warning, gpu_conditions
+from core.machine.conditions import ConditionsSampler, contention_warning, gpu_conditions, own_pids
 from core.training.callbacks import RunCallback, RunContext
 from core.training.noise import noise_warning
 
@@ -69,7 +68,7 @@ class ConditionsHook(RunCallback):
             return result  # set-up failed: nothing was measured
         if self._sampler.end is self._sampler.steady_start or self._sampler.end is self._sampler.run_start:
             self._sampler.stop()  # stopped or failed before the last call
-        gpus = gpu_conditions(self._nvml, self._gpus, [os.getpid()]) if self._gpus else []
+        gpus = gpu_conditions(self._nvml, self._gpus, own_pids()) if self._gpus else []
         conditions = self._sampler.conditions(gpus)
         if conditions is None:
             return result

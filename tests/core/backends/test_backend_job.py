@@ -60,6 +60,8 @@ def test_a_jax_job_trains_in_a_child_without_tensorflow_and_streams_every_step()
     assert result.samples_per_s > 0 and result.step_time_median_ms > 0 and result.warmup_s > 0
     assert result.summary()["backend"] == "jax" and result.config["backend"] == "jax"
     assert result.peak_memory_bytes > 0 and "JAX" in result.peak_memory_source
+    # the conditions it was measured in, as every TensorFlow run has them (the job's child is the run's own work)
+    assert result.conditions["window"] in ("steady state", "whole run") and result.conditions["other_cpu_share"] is not None
 
 
 def test_tensorflow_and_jax_start_from_the_same_weights_and_their_loss_curves_overlap():

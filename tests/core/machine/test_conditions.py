@@ -8,6 +8,8 @@ workers, so another test may be using a core at any moment.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -80,6 +82,22 @@ def test_this_processes_own_work_is_never_counted_as_other_processes():
     own_share = spent / (found.window_s * os.cpu_count())
     # the machine's busy time minus this process's: own work and others' add up to at most all the cores' time
     assert own_share > 0 and found.other_cpu_share + own_share <= 1.05, (found, own_share)
+
+
+BURN = "import sys, time\nwhile time.process_time() < 0.5:\n    pass\nprint('done', flush=True)\nsys.stdin.read()\n"
+
+
+def test_a_live_child_s_work_is_the_app_s_own_not_other_processes():
+    """A backend job's child or a cluster worker is the run: its CPU time counts as the app's while it still runs."""
+    sampler = ConditionsSampler()
+    sampler.start()
+    child = subprocess.Popen([sys.executable, "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "done"  # it has used 0.5 s of CPU and waits, not yet waited for
+        sampler.stop()
+    finally:
+        child.communicate("")
+    assert sampler.end.own_s - sampler.run_start.own_s >= 0.45  # /proc counts in clock ticks (10 ms), the child its own clock
 
 
 def test_gpu_conditions_name_other_processes_clocks_and_throttle_reasons_from_fake_nvml():
