@@ -318,6 +318,7 @@ def test_multi_worker_run_shows_the_join_and_is_recorded_with_the_chiefs_steps(c
             "6",
             "--allow-network-workers",
             "--json",
+            "--no-verdict",  # the claim is the join and the record; the verdict is tested in test_cli_verdict
         ],
         cli_env,
         timeout=480,
