@@ -251,10 +251,12 @@ class FlopsCounter(RunCallback):
         self.method = "not counted"
         self.params: int | None = None
         self.uncounted: tuple[str, ...] = ()
+        self.tried = False  # a count was attempted: a run it never saw (set up failed) is left as it is
 
     def on_run_start(self, context: RunContext) -> None:
         if self.flops is not None or context.model is None:
             return
+        self.tried = True
         try:
             self.params = int(context.model.count_params())
             count = count_forward(context.model, context.config.batch_size)
@@ -267,6 +269,6 @@ class FlopsCounter(RunCallback):
         if result.config.get("backend", "tensorflow") != "tensorflow":
             return result
         if self.flops is None:
-            return replace(result, flops_method=self.method)
+            return replace(result, flops_method=self.method) if self.tried else result
         warnings = (*result.warnings, partial_warning(self.uncounted)) if self.uncounted else result.warnings
         return replace(result, flops_per_step=self.flops, flops_uncounted=self.uncounted, flops_method=self.method, warnings=warnings)

@@ -132,6 +132,21 @@ class MemoryWatch:
         return OVER_BUDGET if self.peak > self.host_bytes else ""
 
 
+def _own_peak_bytes() -> int:
+    """This probe's peak resident memory: VmHWM where Linux has it, which starts afresh at exec.
+
+    ru_maxrss does not: on Linux it keeps the resident size of the parent it was forked from (the app,
+    with TensorFlow loaded: 1.5 GB in a test worker), so every probe read the parent's size, not its own.
+    """
+    if os.path.exists("/proc/self/status"):
+        return peak_resident_bytes(os.getpid())
+    if os.name == "posix":
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+    return 0
+
+
 def peak_resident_bytes(pid: int) -> int:
     """The process's peak resident memory so far (Linux VmHWM), else its current resident memory; 0 once it is gone."""
     try:
@@ -242,10 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         answer = {"status": "failed", "message": f"MemoryError: {exc}"}
     except Exception as exc:  # a config this machine refuses: reported, not raised
         answer = {"status": "failed", "message": f"{type(exc).__name__}: {exc}"}
-    if os.name == "posix":
-        import resource
-
-        answer["max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    answer["max_rss"] = _own_peak_bytes()
     reply(answer)
     return 0
 

@@ -161,3 +161,14 @@ def test_a_budget_kills_a_jax_probe_in_flight_and_nothing_of_it_is_left() -> Non
     result = outcome["result"]
     assert outcome["took"] < 4.0 + 2.0 and result.stopped and not result.finished
     assert seen and not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in seen.values())
+
+
+@pytest.mark.slow
+def test_a_probe_reports_its_own_peak_not_the_size_of_the_big_process_that_started_it() -> None:
+    """Linux's ru_maxrss keeps a forked child's parent size across exec: the probe reads VmHWM, which starts afresh."""
+    import numpy as np
+
+    parent = np.ones(1_500_000_000, dtype=np.uint8)  # this process as big as the app with TensorFlow loaded
+    probe = run_probe(RunConfig(model="mlp", backend="jax"), 16, ProbeLimits(4 * 2**30), timeout_s=120)
+    assert probe.fits and probe.peak_bytes, probe
+    assert probe.peak_bytes < parent.nbytes, probe
