@@ -41,6 +41,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from core.backends.job_setup import peak_rss_bytes
 from core.child_process import STOPPED, TIMEOUT, Child, ChildEnd, exit_description, listen_to_parent, reply
 from core.config import RunConfig
 from core.tuning.backend_probe import train_on_backend
@@ -130,21 +131,6 @@ class MemoryWatch:
     def __call__(self, child: Child) -> str:
         self.peak = max(self.peak, peak_resident_bytes(child.pid))
         return OVER_BUDGET if self.peak > self.host_bytes else ""
-
-
-def _own_peak_bytes() -> int:
-    """This probe's peak resident memory: VmHWM where Linux has it, which starts afresh at exec.
-
-    ru_maxrss does not: on Linux it keeps the resident size of the parent it was forked from (the app,
-    with TensorFlow loaded: 1.5 GB in a test worker), so every probe read the parent's size, not its own.
-    """
-    if os.path.exists("/proc/self/status"):
-        return peak_resident_bytes(os.getpid())
-    if os.name == "posix":
-        import resource
-
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024))
-    return 0
 
 
 def peak_resident_bytes(pid: int) -> int:
@@ -257,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         answer = {"status": "failed", "message": f"MemoryError: {exc}"}
     except Exception as exc:  # a config this machine refuses: reported, not raised
         answer = {"status": "failed", "message": f"{type(exc).__name__}: {exc}"}
-    answer["max_rss"] = _own_peak_bytes()
+    answer["max_rss"] = peak_rss_bytes()  # VmHWM: not the size of the app it was forked from
     reply(answer)
     return 0
 

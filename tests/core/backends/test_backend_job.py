@@ -106,3 +106,13 @@ def test_a_model_the_job_cannot_build_fails_with_the_reason_not_a_hang(tmp_path)
     model_file.write_text("import keras\ndef build_model():\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n")
     result = run_training(RunConfig(model=str(model_file), dataset=str(broken), trust=True, backend="jax", steps=5))
     assert result.status == RunStatus.FAILED and "broken.npz" in result.message and result.steps_done == 0
+
+
+def test_a_jax_jobs_peak_memory_is_its_own_not_the_size_of_the_big_app_that_started_it():
+    """Linux's ru_maxrss keeps a forked child's parent size across exec: the job reads VmHWM, which starts afresh."""
+    import numpy as np
+
+    app = np.ones(1_500_000_000, dtype=np.uint8)  # this process as big as the app with TensorFlow loaded
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=8))
+    assert result.ok and result.peak_memory_bytes, result.message
+    assert result.peak_memory_bytes < app.nbytes, result.peak_memory_bytes
