@@ -95,14 +95,19 @@ def snapshot() -> Snapshot:
     return Snapshot(time.monotonic(), busy, total, steal, own_cpu_s(), _read_pressure())
 
 
-def own_pids() -> list[int]:
-    """This process and its live descendants: the processes a run's GPU may be used by without contending with it."""
+def _descendants() -> list[Any]:
+    """This process's live descendants (psutil processes); none where psutil or /proc cannot tell."""
     try:
         import psutil
 
-        return [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]
+        return list(psutil.Process().children(recursive=True))
     except Exception:  # no psutil or no /proc
-        return [os.getpid()]
+        return []
+
+
+def own_pids() -> list[int]:
+    """This process and its live descendants: the processes a run's GPU may be used by without contending with it."""
+    return [os.getpid(), *(child.pid for child in _descendants())]
 
 
 def own_cpu_s() -> float:
@@ -114,13 +119,7 @@ def own_cpu_s() -> float:
     """
     times = os.times()
     own = times.user + times.system + times.children_user + times.children_system
-    try:
-        import psutil
-
-        descendants = psutil.Process().children(recursive=True)
-    except Exception:  # no psutil or no /proc: this process and its waited-for children only
-        return own
-    for process in descendants:
+    for process in _descendants():
         try:
             cpu = process.cpu_times()
         except Exception:  # it ended meanwhile
