@@ -30,10 +30,11 @@ from core.config import RunConfig
 Send = Callable[[dict[str, Any]], None]
 
 
-def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None) -> None:
+def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None, count_flops: bool = True) -> None:
     """Build, compile and fit the run's model, sending the start, then each call's step records; `stop` ends it after a call.
 
-    `initial_weights` is the `.npz` of the weights the model starts from (`initial_weights.write_initial_weights`).
+    `initial_weights` is the `.npz` of the weights the model starts from (`initial_weights.write_initial_weights`);
+    `count_flops` off (a max-batch probe, which reports none) skips lowering the step for XLA's FLOP count.
     """
     import keras
 
@@ -68,7 +69,7 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 "replicas": replicas,
                 "devices": devices,
                 "memory_estimate": estimate,
-                "flops": step_flops(model, x, y, config.batch_size),
+                "flops": step_flops(model, x, y, config.batch_size) if count_flops else {},
                 "notes": notes,
                 "environment": environment(config, devices),
             }
