@@ -25,19 +25,27 @@ os.environ["DEVICE_LAB_SETTINGS_DIR"] = str(_SESSION_DIR / "settings")
 os.environ["DEVICE_LAB_LOG_DIR"] = str(_SESSION_DIR / "logs")
 os.environ["DEVICE_LAB_LOGICAL_CPUS"] = str(LOGICAL_CPUS)
 
-THREAD_GRACE_S = 1.0  # a thread that has emitted `finished` may need a moment to exit
+THREAD_GRACE_S = 60.0  # a thread that has emitted `finished` ends as soon as its `quit` is delivered; a busy machine may delay that
 
 
 @pytest.fixture(autouse=True)
 def no_thread_left_running():
-    """Fail a test that leaves a worker QThread running (started through gui.qt_threads)."""
+    """Fail a test that leaves a worker QThread running (started through gui.qt_threads).
+
+    Waits for the threads to end (the condition), delivering Qt events meanwhile: a worker's
+    `finished -> thread.quit` is queued to this thread. It never quits a thread itself, so a
+    worker still in its `run()` after the grace fails the test.
+    """
     yield
     workers = sys.modules.get("gui.qt_threads")
     if workers is None:
         return
+    from PySide6.QtCore import QCoreApplication
+
     deadline = time.monotonic() + THREAD_GRACE_S
     while workers.running_threads() and time.monotonic() < deadline:
-        time.sleep(0.05)
+        QCoreApplication.processEvents()
+        time.sleep(0.02)
     running = [thread.objectName() or "unnamed" for thread in workers.running_threads()]
     if running:
         workers.wait_for_threads(120)

@@ -21,7 +21,7 @@ import pytest
 from core.formatting import format_bytes
 from core.machine import gpu as gpu_info
 from core.machine import tpu
-from core.machine.cpu import _cpu_info_cached, cpu_info
+from core.machine.cpu import _cpu_info_cached, cpu_info, read_proc_cpuinfo
 from core.machine.inspect import device_table_rows, inspect_devices, list_devices, refresh_gpu_usage
 from core.machine.tpu import detect_tpu_cheaply, probe_tpu
 from core.machine.types import NA, DeviceInfo, NoteTopic, TpuProbe, memory_cells
@@ -162,6 +162,39 @@ def test_cpu_info_is_read_once_per_process_and_readable() -> None:
     assert info["AVX2"] in ("yes", "no", NA) and info["AMX"].startswith(("yes", "no", NA))
     info["Model"] = "changed"
     assert cpu_info()["Model"] != "changed"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="Linux only: elsewhere py-cpuinfo is the one reader")
+def test_proc_cpuinfo_gives_what_py_cpuinfo_gives_without_its_subprocess() -> None:
+    import cpuinfo
+
+    from_proc, from_library = read_proc_cpuinfo(), cpuinfo.get_cpu_info()
+    assert from_proc, "this Linux /proc/cpuinfo has a model name and flags"
+    for field in ("brand_raw", "vendor_id_raw", "family", "hz_advertised"):
+        assert from_proc.get(field) == from_library.get(field), field
+    proc_flags, library_flags = set(from_proc["flags"]), set(from_library["flags"])
+    assert proc_flags <= library_flags, "py-cpuinfo adds CPUID's own names (avx512vnni beside avx512_vnni)"
+    read_by_this_app = {"avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "neon"}
+    assert proc_flags & read_by_this_app == library_flags & read_by_this_app
+
+
+def test_a_proc_cpuinfo_without_a_model_name_leaves_the_cpu_to_py_cpuinfo(tmp_path: Path) -> None:
+    arm = tmp_path / "cpuinfo"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm\nCPU implementer\t: 0x41\n\n")
+    assert read_proc_cpuinfo(arm) == {}
+    x86 = tmp_path / "x86"
+    x86.write_text(
+        "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Xeon\ncpu MHz\t\t: 2200.000\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nmodel name\t: other\n"
+    )
+    read = read_proc_cpuinfo(x86)
+    assert (read["brand_raw"], read["vendor_id_raw"], read["family"], read["hz_advertised"]) == (
+        "Xeon",
+        "GenuineIntel",
+        6,
+        [2_200_000_000, 0],
+    )
+    assert read["flags"] == ["avx2", "fma", "fpu"]
 
 
 def test_without_a_tpu_hint_no_probe_starts(monkeypatch: pytest.MonkeyPatch) -> None:

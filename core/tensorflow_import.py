@@ -1,0 +1,54 @@
+"""TensorFlow's import without JAX's: `import tensorflow` loads JAX too where JAX is installed.
+
+Two modules that TensorFlow's import loads try `import jax` (inside a `try`):
+`tensorflow.lite.python.util`, for TFLite's JAX converter, and Keras's
+`keras.src.callbacks.orbax_checkpoint`, to patch old JAX versions. With the
+[jax] extra that is about 0.9 s of a 3.1 s TensorFlow start, in every process
+that imports TensorFlow: the window, each CLI command, each probe and worker
+(measured with `python -X importtime -c "import tensorflow"` on this
+project's 2-core VM). A TensorFlow process uses neither, so
+`skip_jax_in_tensorflow_import` (installed when `core` is imported) makes
+those two imports fail as if JAX were absent. Only theirs are refused:
+`import jax` anywhere else, in any thread, works as always, and a JAX-backend
+process has loaded JAX before either module runs.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import FrameType, ModuleType
+
+JAX_OPTIONAL_FOR = ("tensorflow.lite.python.util", "keras.src.callbacks.orbax_checkpoint")
+_FRAMES_TO_CALLER = 12  # find_spec is called a few importlib frames below the import statement
+
+
+class _NoOptionalJax(importlib.abc.MetaPathFinder):
+    """Refuses `jax` to the module bodies in JAX_OPTIONAL_FOR; stands aside for every other import."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
+        importer = _importing_module() if fullname == "jax" else None
+        if importer in JAX_OPTIONAL_FOR:
+            raise ModuleNotFoundError(f"JAX is not loaded for {importer} (see core.tensorflow_import)", name="jax")
+        return None
+
+
+def _importing_module() -> str | None:
+    """The first of JAX_OPTIONAL_FOR found among the frames above (those of the import machinery first)."""
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(_FRAMES_TO_CALLER):
+        if frame is None:
+            return None
+        name = frame.f_globals.get("__name__")
+        if name in JAX_OPTIONAL_FOR:
+            return name
+        frame = frame.f_back
+    return None
+
+
+def skip_jax_in_tensorflow_import() -> None:
+    """Put the finder first on `sys.meta_path` (once per process)."""
+    if not any(isinstance(finder, _NoOptionalJax) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _NoOptionalJax())
