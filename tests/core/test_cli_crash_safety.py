@@ -140,10 +140,10 @@ def test_sigterm_stops_like_ctrl_c_with_the_partial_result_saved(cli_env):
 
 @pytest.mark.slow
 def test_a_second_signal_ends_at_once_and_leaves_the_run_interrupted(cli_env):
-    # Calls of 1000 CNN steps: the second signal lands while a long call is in flight.
-    run = Running(["run", "--model", "cnn", "--steps", "1000000", "--steps-per-call", "1000", "--json"], cli_env)
+    # Calls of 2000 MLP steps (3 to 5 s on a quiet 2-core machine): the second signal lands while a long call is in flight.
+    run = Running(["run", "--model", "mlp", "--steps", "1000000", "--steps-per-call", "2000", "--json"], cli_env)
     try:
-        run.wait_for_step(1000, steady=False)  # the first call (warm-up) is done and stored
+        run.wait_for_step(2000, steady=False)  # the first call (warm-up) is done and stored
         run.process.send_signal(signal.SIGHUP)
         run.wait_for(lambda: "SIGHUP: stopping after the current step call" in run.stderr, "the first signal handled")
         run.process.send_signal(signal.SIGTERM)
@@ -157,7 +157,7 @@ def test_a_second_signal_ends_at_once_and_leaves_the_run_interrupted(cli_env):
     assert "SIGHUP: stopping after the current step call" in stderr and "SIGTERM again: stopping now" in stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     (stored,) = history(cli_env)
-    assert (stored["status"], stored["steps"]) == ("interrupted", 1000), stored
+    assert (stored["status"], stored["steps"]) == ("interrupted", 2000), stored
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-BUDGET_S = 30  # counted from the process's start: TensorFlow's start-up is part of it
+BUDGET_S = 15  # counted from the process's start: TensorFlow's start-up is part of it
 
 
 def main_py(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
