@@ -138,6 +138,11 @@ class RunResult:
         return self.achieved_flops / (self.pct_of_measured_peak / 100)
 
     @property
+    def backend(self) -> str:
+        """The framework the run trained with ("tensorflow" for runs recorded before there was a choice)."""
+        return self.config.get("backend", "tensorflow")
+
+    @property
     def contended(self) -> bool:
         """True when other work on the machine made this run's figures low and noisy (see `conditions["reason"]`)."""
         return bool(self.conditions.get("contended"))
@@ -153,7 +158,7 @@ class RunResult:
             "status": self.status.value,
             "message": self.message,
             **{key: cfg.get(key) for key in ("model", "dataset", "strategy")},
-            "backend": cfg.get("backend", "tensorflow"),
+            "backend": self.backend,
             "devices": list(cfg.get("devices", [])),
             **{key: cfg.get(key) for key in ("batch_size", "steps_per_call", "precision", "xla")},
             "replicas": self.replicas,

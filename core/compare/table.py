@@ -236,8 +236,7 @@ def _ceiling_how(result: RunResult, peaks: PeaksReport | None) -> str:
 
 def _same_scaling_axis(row: CompareRow, base: CompareRow) -> bool:
     """Scaling efficiency means something only between runs on one kind of device with one backend."""
-    backend = row.result.config.get("backend", "tensorflow"), base.result.config.get("backend", "tensorflow")
-    return bool(row.device_kinds) and row.device_kinds == base.device_kinds and backend[0] == backend[1]
+    return bool(row.device_kinds) and row.device_kinds == base.device_kinds and row.result.backend == base.result.backend
 
 
 def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[CompareRow, ...]:

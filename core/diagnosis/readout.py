@@ -41,7 +41,7 @@ def peak_text(result: RunResult) -> str:
         text = "no measured ceiling" if result.achieved_flops is not None else "FLOP/s unknown"
         return f"{text} ({beside})" if beside else text
     bound = "at least " if result.flops_uncounted else ""
-    measured = "the measured" if result.config.get("backend", "tensorflow") == "tensorflow" else "TensorFlow's measured"
+    measured = "the measured" if result.backend == "tensorflow" else "TensorFlow's measured"
     text = f"{bound}{format_value(result.pct_of_measured_peak, 'pct')} of {measured} {format_si(ceiling, 'FLOP/s')} ceiling"
     text = f"{text} ({beside})" if beside else text
     return f"{text}; FLOPs partial: {', '.join(result.flops_uncounted)} not counted" if result.flops_uncounted else text

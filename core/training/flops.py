@@ -266,7 +266,7 @@ class FlopsCounter(RunCallback):
         self.flops, self.method, self.uncounted = TRAINING_TO_FORWARD * count.flops, METHOD, count.uncounted
 
     def amend_result(self, result: RunResult) -> RunResult:
-        if result.config.get("backend", "tensorflow") != "tensorflow":
+        if result.backend != "tensorflow":
             return result
         if self.flops is None:
             return replace(result, flops_method=self.method) if self.tried else result
