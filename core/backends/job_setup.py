@@ -102,20 +102,34 @@ def backend_devices(config: RunConfig, replicas: int) -> list[str]:
     return [name.upper() for name in first]
 
 
+def process_memory(pid: int | str = "self") -> dict[str, int]:
+    """A process's memory figures from Linux's /proc/PID/status, in bytes ("VmHWM", "VmRSS", "VmData", ...).
+
+    {} where there is no such file (macOS, Windows, a process that has ended) or it cannot be read.
+    """
+    sizes = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                number, _, unit = value.strip().partition(" ")
+                if name.startswith("Vm") and unit == "kB":
+                    sizes[name] = int(number) * 1024
+    except (OSError, ValueError):
+        return {}
+    return sizes
+
+
 def peak_rss_bytes() -> int:
     """This process's peak resident memory: VmHWM where Linux has it, which starts afresh at exec.
 
     Linux's ru_maxrss does not: it keeps the resident size of the process this one was forked from (the
     app, TensorFlow loaded), so a JAX job started from a 1.5 GB parent read 2.2 GB for a small MLP.
     """
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):  # no /proc (macOS): the kernel's own peak
-        pass
-    import resource
+    peak = process_memory().get("VmHWM")
+    if peak is not None:
+        return peak
+    import resource  # no /proc (macOS): the kernel's own peak
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(maxrss if sys.platform == "darwin" else maxrss * 1024)

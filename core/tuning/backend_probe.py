@@ -27,6 +27,7 @@ import os
 import threading
 from typing import Any
 
+from core.backends.job_setup import process_memory
 from core.config import RunConfig
 
 DATA_MARGIN = 256 * 2**20
@@ -83,13 +84,5 @@ def device_peak(backend: str) -> int | None:
 
 def data_limit(host_bytes: int) -> int:
     """RLIMIT_DATA for a budget of `host_bytes`: past it by the data segment's lead over resident memory now, and DATA_MARGIN."""
-    sizes = {}
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                name, _, value = line.partition(":")
-                if name in ("VmData", "VmRSS"):
-                    sizes[name] = int(value.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):  # no /proc (macOS): the margin alone
-        sizes = {}
+    sizes = process_memory()  # {} without /proc (macOS): the margin alone
     return host_bytes + max(0, sizes.get("VmData", 0) - sizes.get("VmRSS", 0)) + DATA_MARGIN

@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from core.backends.job_setup import peak_rss_bytes
+from core.backends.job_setup import peak_rss_bytes, process_memory
 from core.child_process import STOPPED, TIMEOUT, Child, ChildEnd, exit_description, listen_to_parent, reply
 from core.config import RunConfig
 from core.tuning.backend_probe import train_on_backend
@@ -135,13 +135,9 @@ class MemoryWatch:
 
 def peak_resident_bytes(pid: int) -> int:
     """The process's peak resident memory so far (Linux VmHWM), else its current resident memory; 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    peak = process_memory(pid).get("VmHWM")
+    if peak is not None:
+        return peak
     import psutil
 
     try:
