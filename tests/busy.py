@@ -60,20 +60,23 @@ def _wait_spinning(pids: list[int], timeout_s: float = 10.0) -> None:
 def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
     """Until the killed loops are gone (their new parent reaps them), within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}/stat") and _state(pid) != "Z" for pid in pids):
+    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
         time.sleep(0.01)
 
 
-def _state(pid: int) -> str:
+def _gone(pid: int) -> bool:
+    """Ended: reaped, or a zombie its new parent has yet to reap."""
+    return _stat(pid)[:1] in ([], ["Z"])
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first); [] once the process is gone."""
     try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     except OSError:
-        return "Z"
+        return []
 
 
 def _cpu_s(pid: int) -> float:
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
