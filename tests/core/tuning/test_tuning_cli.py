@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from core.tuning.backend_stage import BACKENDS_OFF_NOTE
+
 ROOT = Path(__file__).resolve().parents[3]
 BUDGET_S = 15  # counted from the process's start: TensorFlow's start-up is part of it
 
@@ -56,6 +58,8 @@ def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_p
     assert data["points"][0]["stage"] == "start" and data["points"][0]["status"] == "measured"
     assert data["elapsed_s"] <= BUDGET_S + data["slack_s"] and not data["stopped"]
     assert any(item["precision"] == "float16" for item in data["left_out"])
+    # no --backends: the backend is not tuned, and the result says how to ask for it
+    assert BACKENDS_OFF_NOTE in data["notes"] and not [p for p in data["points"] if p["stage"] == "backend"]
 
 
 @pytest.mark.slow
