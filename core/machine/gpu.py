@@ -221,8 +221,11 @@ def _physical_index(physical: Any) -> int:
 def _physical_bus_id(physical: Any, cuda_ids: dict[int, str], driver_buses: Sequence[str]) -> str:
     """The PCI bus id of a TF physical GPU: the CUDA driver's numbering, else NVML index order; "" when unknown."""
     index = try_read(lambda: _physical_index(physical))
-    if index is None:
-        return ""
+    return "" if index is None else _ordinal_bus_id(index, cuda_ids, driver_buses)
+
+
+def _ordinal_bus_id(index: int, cuda_ids: dict[int, str], driver_buses: Sequence[str]) -> str:
+    """The PCI bus id of CUDA device `index`: the CUDA driver's numbering, else NVML index order; "" when unknown."""
     if cuda_ids:
         return cuda_ids.get(index, "")
     return driver_buses[index] if index < len(driver_buses) else ""
@@ -231,23 +234,31 @@ def _physical_bus_id(physical: Any, cuda_ids: dict[int, str], driver_buses: Sequ
 def run_gpu_handles(nvml: Any, device_names: Sequence[str]) -> list[tuple[str, Any]]:
     """(TF name, NVML handle) for each physical GPU among a run's devices ("GPU:0", …), matched as the device list matches them.
 
-    Logical GPUs carved from one physical GPU share its handle, listed once.
+    Logical GPUs carved from one physical GPU share its handle, listed once. Where TensorFlow is not
+    installed (JAX or PyTorch only), "GPU:i" is CUDA device i, as those backends number their GPUs.
     """
     if not any(name.startswith("GPU") for name in device_names):
         return []
-    import tensorflow as tf
-
-    slots = {slot.tf_name: slot for slot in logical_layout(tf, "GPU")}
+    try:
+        import tensorflow as tf
+    except ImportError:
+        tf = None
+    slots = {slot.tf_name: slot for slot in logical_layout(tf, "GPU")} if tf is not None else {}
     driver = _driver_handles(nvml)
     by_bus = {bus_id: handle for bus_id, handle in driver if bus_id}
     cuda_ids = cuda_bus_ids()
+    driver_buses = [bus for bus, _ in driver]
     found: list[tuple[str, Any]] = []
     seen: set[str] = set()
     for name in device_names:
-        slot = slots.get(name)
-        if slot is None or slot.physical is None:
-            continue
-        bus_id = _physical_bus_id(slot.physical, cuda_ids, [bus for bus, _ in driver])
+        if tf is None:
+            kind, _, index = name.partition(":")
+            bus_id = _ordinal_bus_id(int(index), cuda_ids, driver_buses) if kind == "GPU" and index.isascii() and index.isdigit() else ""
+        else:
+            slot = slots.get(name)
+            if slot is None or slot.physical is None:
+                continue
+            bus_id = _physical_bus_id(slot.physical, cuda_ids, driver_buses)
         if bus_id and bus_id not in seen and bus_id in by_bus:
             seen.add(bus_id)
             found.append((name, by_bus[bus_id]))

@@ -7,6 +7,7 @@ the same paragraph (what happened and the likely fix) through `explain_failure`.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 
 from core.config import ConfigError, RunConfig
@@ -32,11 +33,12 @@ def divergence_message(records: Sequence[StepRecord], config: RunConfig) -> str:
 
 def explain_failure(exc: BaseException) -> str:
     """One readable paragraph: what happened and the likely fix."""
-    import tensorflow as tf
-
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
     if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss, TpuUnavailable, ModelFileError)):
         return str(exc)
+    tf = sys.modules.get("tensorflow")  # a TensorFlow error comes from a loaded TensorFlow: a JAX or PyTorch job's app may have none
+    if tf is None or not hasattr(tf, "errors"):
+        return f"{type(exc).__name__}: {first_line}"
     if isinstance(exc, tf.errors.ResourceExhaustedError):
         return f"Out of memory on the device: {first_line}. Lower the batch size, pick a smaller model, or use mixed precision."
     if isinstance(exc, tf.errors.InvalidArgumentError):

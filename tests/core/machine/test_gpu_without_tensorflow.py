@@ -1,0 +1,63 @@
+"""A JAX or PyTorch run on a GPU where TensorFlow is not installed: its GPUs are still found, its failures still explained.
+
+Such a machine (the GPU machine of `benchmarks/gpu_check.py`: JAX and PyTorch with CUDA, no
+TensorFlow) runs the app's backend jobs; the parent's conditions hook asks NVML about the run's
+GPUs. "Not installed" is `sys.modules["tensorflow"] = None` here: `import tensorflow` then
+raises ModuleNotFoundError, as it does there. The GPUs are `FakeNvml`'s (none is here).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from core.config import RunConfig
+from core.machine import gpu as gpu_info
+from core.results import RunResult, RunStatus, StepRecord
+from core.training.callbacks import RunContext
+from core.training.conditions_hook import ConditionsHook
+from core.training.failures import explain_failure
+from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+
+
+@pytest.fixture
+def no_tensorflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+
+
+def two_gpus() -> FakeNvml:
+    """NVML lists GPUs in PCI order: 01 first, 41 second."""
+    return FakeNvml(FakeGpu(bus="00000000:01:00.0"), FakeGpu(bus="00000000:41:00.0", sm_clock_mhz=1410))
+
+
+@pytest.mark.usefixtures("no_tensorflow")
+def test_a_run_gpu_is_cuda_device_i_where_tensorflow_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = two_gpus()
+    monkeypatch.setattr(gpu_info, "cuda_bus_ids", lambda: {0: "0000:41:00.0", 1: "0000:01:00.0"})  # CUDA numbers them the other way round
+    assert gpu_info.run_gpu_handles(nvml, ["GPU:0"]) == [("GPU:0", nvml.gpus[1])]
+    assert gpu_info.run_gpu_handles(nvml, ["CPU:0", "GPU:1", "GPU:0"]) == [("GPU:1", nvml.gpus[0]), ("GPU:0", nvml.gpus[1])]
+    monkeypatch.setattr(gpu_info, "cuda_bus_ids", dict)  # no CUDA driver library: NVML index order
+    assert gpu_info.run_gpu_handles(nvml, ["GPU:1"]) == [("GPU:1", nvml.gpus[1])]
+    assert gpu_info.run_gpu_handles(nvml, ["GPU:2"]) == []  # a GPU the driver does not list
+
+
+@pytest.mark.usefixtures("no_tensorflow")
+def test_the_conditions_of_a_jax_gpu_run_name_its_gpu_without_tensorflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = two_gpus()
+    monkeypatch.setattr(gpu_info, "load_nvml", lambda: (nvml, ""))
+    monkeypatch.setattr(gpu_info, "cuda_bus_ids", lambda: {0: "0000:41:00.0", 1: "0000:01:00.0"})
+    config = RunConfig(model="mlp", backend="jax", strategy="one-device", devices=("GPU:0",))
+    hook = ConditionsHook()
+    hook.on_run_start(RunContext(config, 2, 1, ("GPU:0",), None))  # raised ModuleNotFoundError before: every such GPU job failed
+    hook.on_steps([StepRecord(1, 2.3, 0.5, True)])
+    hook.on_steps([StepRecord(2, 2.2, 0.01, False)])
+    result = hook.amend_result(RunResult(status=RunStatus.COMPLETED, config=config.to_dict()))
+    [gpu] = result.conditions["gpus"]
+    assert gpu["device"] == "GPU:0" and gpu["sm_clock_mhz"] == 1410  # CUDA device 0: the GPU at bus 41
+
+
+@pytest.mark.usefixtures("no_tensorflow")
+def test_a_failure_is_explained_without_tensorflow() -> None:
+    assert explain_failure(RuntimeError("the device went away\nmore detail")) == "RuntimeError: the device went away"
+    assert explain_failure(ValueError("")) == "ValueError: ValueError"
