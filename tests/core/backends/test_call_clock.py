@@ -24,8 +24,8 @@ def records(sent: list[dict]) -> list[list]:
 def test_each_calls_time_is_shared_by_its_steps_and_the_first_call_is_the_warmup() -> None:
     sent: list[dict] = []
     clock = clock_with(sent)
-    clock.call_ended(1, 4.0, 101.0)
-    clock.call_ended(3, 3.5, 101.4)
+    clock.calls_ended([(1, 4.0)], 101.0)
+    clock.calls_ended([(3, 3.5)], 101.4)
     clock.flush()
     steps = records(sent)
     assert [r[0] for r in steps] == [1, 2, 3, 4]
@@ -36,9 +36,9 @@ def test_each_calls_time_is_shared_by_its_steps_and_the_first_call_is_the_warmup
 def test_a_calls_loss_is_its_own_mean_taken_from_the_epochs_running_mean_and_reset_each_epoch() -> None:
     sent: list[dict] = []
     clock = clock_with(sent, steps_per_call=2)
-    clock.call_ended(1, 4.0, 101.0)  # steps 1-2 mean 4
-    clock.call_ended(3, 3.0, 102.0)  # running mean 3 over 4 steps: this call's mean is (12 - 8) / 2 = 2
-    clock.call_ended(1, 1.5, 103.0)  # a new epoch: Keras's running mean starts again
+    clock.calls_ended([(1, 4.0)], 101.0)  # steps 1-2 mean 4
+    clock.calls_ended([(3, 3.0)], 102.0)  # running mean 3 over 4 steps: this call's mean is (12 - 8) / 2 = 2
+    clock.calls_ended([(1, 1.5)], 103.0)  # a new epoch: Keras's running mean starts again
     clock.flush()
     assert [r[1] for r in records(sent)] == pytest.approx([4.0, 4.0, 2.0, 2.0, 1.5, 1.5])
 
@@ -46,24 +46,34 @@ def test_a_calls_loss_is_its_own_mean_taken_from_the_epochs_running_mean_and_res
 def test_steps_are_sent_together_between_intervals_and_all_of_them_at_the_flush() -> None:
     sent: list[dict] = []
     clock = clock_with(sent, steps_per_call=1)
-    clock.call_ended(0, 1.0, 101.0)  # the warm-up goes at once
+    clock.calls_ended([(0, 1.0)], 101.0)  # the warm-up goes at once
     assert len(sent) == 1
     clock._last_send = 101.0
     for step in range(1, 6):
-        clock.call_ended(step, 1.0, 101.0 + step * 0.001)  # 1 ms apart: under the send interval
+        clock.calls_ended([(step, 1.0)], 101.0 + step * 0.001)  # 1 ms apart: under the send interval
     assert len(sent) == 1
     clock.flush()
     assert len(sent) == 2 and [r[0] for r in sent[1]["records"]] == [2, 3, 4, 5, 6]
     assert sent[1]["peak_rss_bytes"] > 0
 
 
+def test_calls_seen_done_together_share_the_time_since_the_last_ones_evenly() -> None:
+    """Nothing tells when each of several calls read at one moment ended: none reads ~0 ms beside one that carries all."""
+    sent: list[dict] = []
+    clock = clock_with(sent, steps_per_call=1)
+    clock.calls_ended([(0, 1.0)], 101.0)  # the warm-up, read alone
+    clock.calls_ended([(1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0)], 101.008)
+    clock.flush()
+    assert [r[2] for r in records(sent)[1:]] == pytest.approx([0.002] * 4)
+
+
 def test_a_stop_sends_the_steps_at_once() -> None:
     sent: list[dict] = []
     clock = clock_with(sent, steps_per_call=1)
-    clock.call_ended(0, 1.0, 101.0)
+    clock.calls_ended([(0, 1.0)], 101.0)
     clock._last_send = 101.0
     clock.stop.set()
-    clock.call_ended(1, 1.0, 101.001)
+    clock.calls_ended([(1, 1.0)], 101.001)
     assert len(sent) == 2
 
 
