@@ -431,3 +431,74 @@ def fit_rate(model: str, steps: int, batch_size: int, **compile_options: object)
     net.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[clock])
     per_call = int(compile_options.get("steps_per_execution", 1))
     return cycle_rate(clock.begins, [per_call] * len(clock.begins), batch_size)
+
+
+class DriftingLoad:
+    """A load that switches on and off at random, as `../shared/tools/drift.sh` makes it: one busy loop per core, on for 1-6 s,
+    off for 1-6 s (a build, a second job), the pattern fixed by `seed`. A context manager; the loops are this process's
+    children, so a measured app (another child) counts them as other processes' work."""
+
+    def __init__(self, seed: int, cores: int | None = None) -> None:
+        import multiprocessing
+
+        self._context = multiprocessing.get_context("spawn")
+        self._seed, self._cores = seed, cores or os.cpu_count() or 1
+        self._on = self._context.Event()
+        self._stop = self._context.Event()
+        self._loops: list[Any] = []
+        self._driver: Any = None
+
+    def __enter__(self) -> DriftingLoad:
+        import threading
+
+        self._loops = [self._context.Process(target=_busy_while, args=(self._on, self._stop), daemon=True) for _ in range(self._cores)]
+        for loop in self._loops:
+            loop.start()
+        self._driver = threading.Thread(target=self._drive, name="drifting load", daemon=True)
+        self._driver.start()
+        return self
+
+    def _drive(self) -> None:
+        import random
+
+        rng = random.Random(self._seed)
+        while not self._stop.is_set():
+            self._on.set()
+            if self._stop.wait(rng.uniform(1, 6)):
+                break
+            self._on.clear()
+            self._stop.wait(rng.uniform(1, 6))
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._on.clear()
+        if self._driver is not None:
+            self._driver.join()
+        for loop in self._loops:
+            loop.join(5)
+            if loop.is_alive():
+                loop.terminate()
+
+
+def _busy_while(on: Any, stop: Any) -> None:
+    """One core's busy loop: spins while `on` is set, sleeps while it is clear, ends at `stop`."""
+    while not stop.is_set():
+        if on.wait(0.2):
+            end = time.perf_counter() + 0.01
+            while time.perf_counter() < end:
+                pass
+
+
+def main_py_json(args: Sequence[str], timeout_s: float = 600) -> tuple[Any, float]:
+    """`python main.py ARGS` (with --json) in a fresh process with its own history; (its JSON document, wall seconds)."""
+    began = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, "main.py", *args], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        raise BenchmarkError(f"main.py {' '.join(args)}: no answer within {timeout_s:.0f} s") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise BenchmarkError(f"main.py {' '.join(args)} exited {done.returncode}:\n{tail}")
+    return json.loads(done.stdout), time.perf_counter() - began

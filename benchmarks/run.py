@@ -41,6 +41,9 @@ BENCHMARKS = (
     "max_batch",
     "contention",
     "backend_overhead",
+    "aa_drift",
+    "ab_power",
+    "rounds_cost",
 )
 
 

@@ -122,6 +122,7 @@ class RunResult:
     flops_per_step: float | None = None  # training FLOPs of one step (core.training.flops), None when not counted
     flops_uncounted: tuple[str, ...] = ()  # layers whose FLOPs the count could not include: then FLOP/s is a lower bound
     flops_method: str = ""  # which counter counted flops_per_step (TF graph count, XLA cost analysis), or why none did
+    rounds: dict[str, Any] = field(default_factory=dict)  # the interleaved rounds it was measured in (core.jobs.rounds); {} alone
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))

@@ -12,6 +12,7 @@ from typing import Any
 
 from core.compare.targets import CompareTarget
 from core.config import MAX_BATCH_SIZE, RunConfig
+from core.jobs.rounds import DEFAULT_ROUNDS
 from core.results import RunResult
 from core.tuning.sweep import Sweep
 
@@ -46,6 +47,7 @@ class CompareJob:
     targets: tuple[CompareTarget, ...] = ()
     baseline_index: int = 0
     sweep_kind: str = ""
+    rounds: int = DEFAULT_ROUNDS  # interleaved rounds (core.jobs.rounds)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class SweepJob:
     base: RunConfig
     values: Mapping[str, Sequence[Any]]
     keep_slow: bool = False
+    rounds: int = DEFAULT_ROUNDS  # interleaved rounds (core.jobs.rounds)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from core.compare.targets import CompareTarget
 from core.config import BACKENDS, FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
 from core.formatting import format_bytes
+from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.machine.runtime import MAX_LOGICAL_CPUS
 from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.workload import is_model_file, model_title
@@ -51,6 +52,18 @@ SETTING_OPTIONS = {
 }
 """RunConfig fields read from the option of that `dest` where a command has one; a command whose option of that
 name says something else (a sweep's comma-separated values) passes the field to `job_config` instead."""
+
+
+def add_rounds_argument(parser: argparse.ArgumentParser) -> None:
+    """`--rounds`: how many interleaved rounds the candidates are measured in (`core.jobs.rounds`)."""
+    parser.add_argument(
+        "--rounds",
+        type=whole_number("--rounds", 1, MAX_ROUNDS, f"a whole number from 1 to {MAX_ROUNDS}"),
+        default=DEFAULT_ROUNDS,
+        metavar="N",
+        help=f"interleaved rounds: each runs every candidate once, in a new random order, and the intervals come from them "
+        f"(default {DEFAULT_ROUNDS}; 1 round claims no difference across runs)",
+    )
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True, records: bool = True) -> None:
@@ -223,7 +236,8 @@ def whole_number(option: str, low: int, high: int, rule: str) -> Callable[[str],
 
     def check(text: str) -> int:
         value = text.strip()
-        number = int(value) if value.lstrip("-").isdigit() else None
+        digits = value.removeprefix("-")
+        number = int(value) if digits.isascii() and digits.isdigit() else None  # "²" is a digit to isdigit(), not to int()
         if number is None or not low <= number <= high:
             raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule}")
         return number

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory
-from core.cli.job_options import add_job_arguments, job_config
+from core.cli.job_options import add_job_arguments, add_rounds_argument, job_config
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
@@ -27,6 +27,7 @@ from core.compare.targets import parse_target_option
 from core.config import ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
+from core.jobs.rounds import rounds_measured
 from core.results import StepRecord
 from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, tied_with_best
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
@@ -64,6 +65,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
     )
     parser.add_argument("--steps", type=int, default=100, help="steps of every point (the first call is warm-up, reported apart)")
+    add_rounds_argument(parser)
 
 
 def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
@@ -110,7 +112,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         group = _sweep_group(history, plan)
         options = history.options(group=group, listener=SweepProgress(plan, history))
         with stdout_to_stderr():
-            sweep = run_interruptibly(lambda: run_sweep(plan, history.store, options, stop_event))
+            sweep = run_interruptibly(lambda: run_sweep(plan, history.store, options, stop_event, args.rounds))
     saved = [row.run_id for row in sweep.rows if row.run_id is not None]
     if saved:
         say(f"saved {len(saved)} run(s) in the history as group '{group}'")
@@ -136,22 +138,31 @@ class SweepProgress(SweepListener):
     def __init__(self, plan: SweepPlan, history: CliHistory):
         self._plan = plan
         self._history = history
-        self._printer: ProgressPrinter | None = None
+        self._printers: dict[int, ProgressPrinter] = {}
+        self._current = -1
+        self._round = -1
 
     def on_job_start(self, index: int, total: int, label: str) -> None:
         settings = self._plan.points()[index]
         batch = settings.get("batch_size", self._plan.base.batch_size)
         say(f"point {index + 1} of {total}: {label}")
-        self._printer = ProgressPrinter(self._plan.base.steps, batch)
+        self._printers[index] = ProgressPrinter(self._plan.base.steps, batch)
+
+    def on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        self._current = index
+        if round_index > self._round:
+            self._round = round_index
+            say(f"round {round_index + 1} of {rounds}")
 
     def on_steps(self, records: Sequence[StepRecord]) -> None:
-        if self._printer is not None:
-            self._printer(records)
+        printer = self._printers.get(self._current)
+        if printer is not None:
+            printer(records)
 
     def on_row(self, index: int, row: SweepRow) -> None:
-        if self._printer is not None:
-            self._printer.finish()
-            self._printer = None
+        printer = self._printers.pop(index, None)
+        if printer is not None:
+            printer.finish()
         if row.result.message:
             say(f"  {row.status}: {row.result.message}")
         self._history.say_error(row.history_error)
@@ -185,8 +196,14 @@ def format_sweep(sweep: Sweep) -> str:
         table.append(cells)
     lines = [format_columns(headers, table)]
     lines += [f"{row.label}: {row.status}: {row.result.message}" for row in sweep.rows if row.result.message]
+    rounds = max((rounds_measured(row.result) for row in sweep.rows), default=0)
+    if rounds:
+        lines.append(f"measured in {rounds} interleaved round{'s' if rounds != 1 else ''}: every point once a round, in a new random order")
     if tied:
-        lines.append("(tied): no difference from the fastest beyond noise (the 95% interval of their samples/s ratio holds 1)")
+        lines.append(
+            "(tied): no difference from the fastest beyond noise (the 95% interval of their samples/s ratio over the rounds holds 1"
+            + ("; one round tells no points apart)" if rounds < 2 else ")")
+        )
     if any(row.result.contended for row in sweep.rows):
         lines.append("(busy): measured while other processes used the machine: figures are low and noisy; re-run on a quiet machine")
     lines += [f"left out {format_setting(item.axis, item.value)}: {item.reason}" for item in sweep.plan.left_out]

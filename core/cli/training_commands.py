@@ -125,11 +125,17 @@ class CompareProgress(JobListener):
 
     def __init__(self, history: CliHistory):
         self._history = history
+        self._round = -1
 
     def on_job_start(self, index: int, total: int, label: str) -> None:
         from core.compare.runner import progress_line
 
         print(progress_line(index, total, label), file=sys.stderr)
+
+    def on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        if round_index > self._round:
+            self._round = round_index
+            print(f"round {round_index + 1} of {rounds}", file=sys.stderr)
 
     def on_job_end(self, index: int, recorded: RecordedRun) -> None:
         self._history.report(recorded)
@@ -155,7 +161,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         history = CliHistory(args.no_save)
         options = history.options(listener=CompareProgress(history))
         with stdout_to_stderr():
-            comparison = run_interruptibly(lambda: run_comparison(base, targets, args.baseline, history.store, options, stop_event))
+            comparison = run_interruptibly(
+                lambda: run_comparison(base, targets, args.baseline, history.store, options, stop_event, args.rounds)
+            )
     if args.json:
         print(json.dumps(comparison.to_rows_dict(), indent=2))
     else:

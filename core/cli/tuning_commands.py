@@ -20,7 +20,7 @@ import time
 import psutil
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import add_job_arguments, job_config
+from core.cli.job_options import add_job_arguments, add_rounds_argument, job_config
 from core.cli.output import format_columns
 from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
@@ -92,6 +92,7 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         help="also try these Keras backends, e.g. tensorflow,jax (off by default: each such point starts a child process)",
     )
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
+    add_rounds_argument(parser)
 
 
 def job_for(args: argparse.Namespace, batch_size: int, steps_per_call: int = 1) -> RunConfig:
@@ -219,6 +220,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
                 limit,
                 started=started,
                 backends=backends,
+                rounds=args.rounds,
             )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))

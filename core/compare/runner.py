@@ -1,7 +1,8 @@
 """Device comparison, headless: one job on several devices or strategies, side by side.
 
 Every target trains the same model, data, global batch size, steps and seed,
-one after another, so the rows differ only in where the job ran. Speed-ups are
+in interleaved rounds (`core.jobs.rounds`: a load that comes and goes hits every
+target alike), so the rows differ only in where the job ran. Speed-ups are
 relative to a baseline row the user picks and can change without re-running
 (`core.compare.table`).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ from core.compare.table import Comparison, check_baseline, compare_results
 from core.compare.targets import TARGET_FORMS, CompareTarget, sweep_targets
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
+from core.jobs.rounds import DEFAULT_ROUNDS, WARMUP_ROUND, RoundGate, run_in_rounds
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus
 from core.training.flops import FlopsCounter
@@ -25,6 +27,9 @@ from core.workloads.workload import model_title
 
 if TYPE_CHECKING:
     from core.history.store import RunStore
+
+
+SKIPPED_MESSAGE = "Not run: the comparison was stopped first."
 
 
 def progress_line(index: int, total: int, label: str) -> str:
@@ -49,15 +54,21 @@ def run_comparison(
     store: RunStore | None = None,
     options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int | None = None,
 ) -> Comparison:
-    """Run `base` on each target in turn, each recorded in `store` as it trains (None: not recorded), side by side.
+    """Run `base` on each target in interleaved rounds (`core.jobs.rounds`), each recorded in `store` as it trains.
 
-    `options.listener` hears on_job_start(index, total, label) before a target
-    trains, its steps while it trains, and on_job_end(index, recorded) after
-    every target that was not skipped. Setting `stop_event` ends the current
-    run and skips the rest (rows with status "skipped", not recorded). A target
-    that cannot run here (an invalid config, a missing device) becomes a
-    failed row with the reason, recorded, and the others still run.
+    `store` None: not recorded. Each target is set up and warmed up alone, then
+    `rounds` rounds each run every target for its share of the steps, in a new
+    random order (`seed`, recorded with the runs); the speed-ups' intervals come
+    from the rounds. `options.listener` hears on_job_start(index, total, label)
+    before a target is set up, on_turn(index, round, rounds) before each of its
+    turns, its steps while it trains, and on_job_end(index, recorded) after
+    every target that was not skipped. Setting `stop_event` ends the turn in
+    flight and skips the targets not started (rows with status "skipped", not
+    recorded). A target that cannot run here (an invalid config, a missing
+    device) becomes a failed row with the reason, recorded, and the others still run.
     """
     targets = list(targets)
     if not targets:
@@ -66,17 +77,28 @@ def run_comparison(
     stop_event = stop_event or threading.Event()
     counter = FlopsCounter()
     listener = options.listener
-    entries: list[tuple[str, RunResult]] = []
-    for index, target in enumerate(targets):
-        if stop_event.is_set():  # a skipped target never ran: it is a row, not a run in the history
-            entries.append((target.label, _unrun(base, target, RunStatus.SKIPPED, "Not run: the comparison was stopped first.")))
-            continue
-        if listener is not None:
-            listener.on_job_start(index, len(targets), target.label)
-        recorded = _run_target(base, target, store, replace(options, hooks=(counter, *options.hooks)), stop_event)
-        if listener is not None:
+
+    def starter(target: CompareTarget) -> Callable[[RoundGate], RecordedRun]:
+        return lambda gate: _run_target(base, target, store, replace(options, hooks=(gate, counter, *options.hooks)), stop_event)
+
+    def on_turn(index: int, round_index: int, count: int) -> None:
+        if listener is None:
+            return
+        if round_index == WARMUP_ROUND and index not in started:
+            started.add(index)
+            listener.on_job_start(index, len(targets), targets[index].label)
+        listener.on_turn(index, round_index, count)
+
+    def on_ended(index: int, recorded: RecordedRun | None) -> None:
+        if listener is not None and recorded is not None:
             listener.on_job_end(index, recorded)
-        entries.append((target.label, recorded.result))
+
+    started: set[int] = set()
+    recorded_runs = run_in_rounds([starter(target) for target in targets], rounds, stop_event, seed, on_turn, on_ended=on_ended)
+    entries = [
+        (target.label, recorded.result if recorded is not None else _unrun(base, target, RunStatus.SKIPPED, SKIPPED_MESSAGE))
+        for target, recorded in zip(targets, recorded_runs, strict=True)
+    ]
     return compare_results(entries, baseline_index, counter.flops, counter.method, counter.params)
 
 
@@ -111,11 +133,12 @@ def scaling_sweep(
     store: RunStore | None = None,
     options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
+    rounds: int = DEFAULT_ROUNDS,
 ) -> Comparison:
     """The same job on 1, 2, ..., N devices of one kind (strong scaling: the global batch stays fixed).
 
     The batch size must divide by every count; a count it does not divide
-    becomes a failed row saying so. `store`, `options` as in `run_comparison`.
+    becomes a failed row saying so. `store`, `options`, `rounds` as in `run_comparison`.
     """
     kind = str(device_kind).upper()
     if kind not in ("CPU", "GPU"):
@@ -130,4 +153,4 @@ def scaling_sweep(
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(names):
             raise ConfigError("counts", count, f"whole numbers from 1 to {len(names)} (the {kind} devices here)")
     targets = sweep_targets(names, counts)
-    return run_comparison(base, targets, baseline_index, store, options, stop_event)
+    return run_comparison(base, targets, baseline_index, store, options, stop_event, rounds)

@@ -1,9 +1,12 @@
 """Whether a comparison's differences are real: each speed-up's 95% interval, and the rows measured under contention.
 
-The interval is a block bootstrap over the two runs' steady-state calls
-(`core.training.noise`); a speed-up whose interval holds 1 is "no difference
-beyond noise", whichever number is bigger. A row whose run was measured while
-other work used the machine says so (`core.machine.conditions`).
+The interval comes from the interleaved rounds the runs were measured in,
+never narrower than the block bootstrap over their steady-state calls
+(`core.training.noise.between_runs`); a speed-up whose interval holds 1 is "no
+difference beyond noise", whichever number is bigger, and runs measured one
+after another (one round) are never told apart. A row whose run was measured
+while other work used the machine says so (`core.machine.conditions`), and a
+load that changed between rounds is named when it leaves the answer open.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from typing import Protocol
 
 from core.formatting import MISSING
 from core.results import RunResult
-from core.training.noise import Interval, runs_ratio
+from core.training.noise import Interval, between_runs
 
 NO_DIFFERENCE = "no difference beyond noise"
+LOAD_CHANGE = 0.25
+"""Other processes' CPU share differing by this much between rounds: the load changed while the rounds ran."""
 CONTENDED_MARK = "(busy)"
 """Beside a target, label or point measured while other processes used the machine."""
 
@@ -29,13 +34,20 @@ class _Row(Protocol):
     def speedup_ci(self) -> tuple[float, float] | None: ...
     @property
     def beyond_noise(self) -> bool | None: ...
+    @property
+    def interval_rounds(self) -> int | None: ...
 
 
 def speedup_interval(result: RunResult, base: RunResult) -> Interval | None:
-    """`result`'s samples/s over `base`'s with its 95% interval; None without enough steady-state calls in either."""
+    """`result`'s samples/s over `base`'s with its 95% interval (from rounds); None without enough steady-state calls in either."""
     if result is base or not result.step_times_s or not base.step_times_s:
         return None
-    return runs_ratio(base, result)
+    return between_runs(base, result)
+
+
+def round_loads(result: RunResult) -> list[float]:
+    """Other processes' CPU share during each of the run's turns (the readable ones)."""
+    return [share for share in result.rounds.get("other_share") or [] if share is not None]
 
 
 def interval_cell(row: _Row, is_base: bool) -> str:
@@ -61,10 +73,29 @@ def noise_warnings(rows: Sequence[_Row], base: _Row | None) -> list[str]:
         if row.result.contended
     ]
     if base is not None:
-        notes += [
-            f"{row.label} against {base.label}: {NO_DIFFERENCE} (the speed-up's 95% interval {row.speedup_ci[0]:.2f}–"
-            f"{row.speedup_ci[1]:.2f} holds 1)."
-            for row in rows
-            if row is not base and row.speedup_ci is not None and not row.beyond_noise
-        ]
+        for row in rows:
+            if row is base or row.speedup_ci is None or row.beyond_noise:
+                continue
+            if (row.interval_rounds or 1) < 2:
+                notes.append(
+                    f"{row.label} against {base.label}: measured one after another, not in interleaved rounds: a load that "
+                    "changed between the runs would read as a difference, so none is claimed; compare them in rounds (--rounds 6)."
+                )
+                continue
+            notes.append(
+                f"{row.label} against {base.label}: {NO_DIFFERENCE} (the speed-up's 95% interval {row.speedup_ci[0]:.2f}–"
+                f"{row.speedup_ci[1]:.2f} over {row.interval_rounds} rounds holds 1)."
+            )
+            notes.extend(load_change_note(row.result, base.result, row.interval_rounds or 1))
     return notes
+
+
+def load_change_note(result: RunResult, base: RunResult, rounds: int) -> list[str]:
+    """Words for a load that changed between the rounds two runs shared, when it left their difference open."""
+    loads = round_loads(result) + round_loads(base)
+    if not loads or max(loads) - min(loads) < LOAD_CHANGE:
+        return []
+    return [
+        f"The load changed between rounds (other processes used {min(loads):.0%}–{max(loads):.0%} of the CPU): {rounds} rounds "
+        f"are not enough to tell; re-run with --rounds {min(rounds * 2, 100)} or on a quiet machine."
+    ]

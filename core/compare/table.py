@@ -29,6 +29,7 @@ from core.diagnosis.readout import measured_ceiling
 from core.diagnosis.verdict import verdict
 from core.formatting import format_value
 from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
+from core.jobs.rounds import rounds_measured
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
 
@@ -59,8 +60,10 @@ class CompareRow:
     datasheet/ISA estimate the run recorded; each fraction is achieved FLOP/s
     over it, None when the FLOPs per step or the ceiling are unknown.
     `result` is the run with its verdict (its own, or the comparison's).
-    `speedup_ci` is the speed-up's 95% interval from the per-call timings,
-    `beyond_noise` False when it holds 1 (None: no interval, or the baseline).
+    `speedup_ci` is the speed-up's 95% interval from the interleaved rounds
+    (never narrower than the one from the per-call timings), `beyond_noise`
+    False when it holds 1 or the runs shared fewer than two rounds (None: no
+    interval, or the baseline). `rounds` is how many rounds the run measured.
     """
 
     label: str
@@ -80,6 +83,11 @@ class CompareRow:
     result: RunResult = field(compare=False, repr=False)
     speedup_ci: tuple[float, float] | None = None
     beyond_noise: bool | None = None
+    interval_rounds: int | None = None  # the rounds the interval comes from: 1, runs one after another; None, no interval
+
+    @property
+    def rounds(self) -> int:
+        return rounds_measured(self.result)
 
     def __getattr__(self, name: str) -> Any:
         """A headline figure of the row's run, by its `FIGURES` name."""
@@ -123,6 +131,9 @@ class Comparison:
                 "speedup": row.speedup,
                 "speedup_ci": list(row.speedup_ci) if row.speedup_ci else None,
                 "beyond_noise": row.beyond_noise,
+                "rounds": row.rounds,
+                "interval_rounds": row.interval_rounds,
+                "round_order_seed": row.result.rounds.get("seed"),
                 "contended": row.result.contended,
                 "scaling_efficiency": row.scaling_efficiency,
                 "flops_per_step": self.flops_per_step,
@@ -251,7 +262,10 @@ def _with_speedups(rows: Sequence[CompareRow], baseline_index: int) -> tuple[Com
                 efficiency = speedup / (row.replicas / base.replicas)
         ci = (interval.low, interval.high) if interval is not None else None
         beyond = interval.beyond_noise if interval is not None else None
-        updated.append(replace(row, speedup=speedup, scaling_efficiency=efficiency, speedup_ci=ci, beyond_noise=beyond))
+        shared = interval.rounds if interval is not None else None
+        updated.append(
+            replace(row, speedup=speedup, scaling_efficiency=efficiency, speedup_ci=ci, beyond_noise=beyond, interval_rounds=shared)
+        )
     return tuple(updated)
 
 
@@ -387,7 +401,7 @@ def _hooks_on(result: RunResult) -> str:
     return hooks_in_words(recorded_hooks(result.config))
 
 
-COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "95% interval", "efficiency", "% of estimate")
+COLUMNS = ("target", "replicas", *(figure.title for figure in FIGURES), "speed-up", "95% interval", "rounds", "efficiency", "% of estimate")
 """The figures' "% of peak" is against the measured ceiling; "% of estimate" keeps the datasheet/ISA estimate beside it."""
 
 
@@ -405,6 +419,7 @@ def format_table(comparison: Comparison) -> str:
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     lines.append("* baseline for speed-ups; (noise): the speed-up's 95% interval holds 1, no difference beyond noise")
+    lines.append("rounds: interleaved rounds each target was measured in; the interval comes from them (one round claims nothing)")
     if any(row.result.contended for row in comparison.rows):
         lines.append("(busy): measured while other processes used the machine: figures are low and noisy (see the warnings)")
     if comparison.flops_per_step is not None:
@@ -433,6 +448,7 @@ def _cells(row: CompareRow, base: CompareRow | None) -> tuple[str, ...]:
         *(figure.format(figures[figure.name]) for figure in FIGURES),
         format_value(row.speedup, "ratio"),
         interval_cell(row, row is base),
+        str(row.rounds) if row.status.ran else "-",
         format_value(row.scaling_efficiency, "percent") + ("!" if over_linear(row, base) else ""),
         format_value(row.fraction_of_estimate, "fraction"),
     )

@@ -31,6 +31,12 @@ class JobListener(RunCallback):
     def on_job_start(self, index: int, total: int, label: str) -> None:
         """Run `index` (0-based) of `total` is about to start: a comparison's target, a sweep's point."""
 
+    def on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        """Run `index` has the turn in interleaved rounds (`core.jobs.rounds`): the steps that follow are its own.
+
+        `round_index` is -1 (`WARMUP_ROUND`) for its set-up and warm-up call, else 0 .. rounds - 1.
+        """
+
     def on_diagnosing(self, what: str) -> None:
         """The completed run is being diagnosed: what the diagnosis does now ("" as it begins)."""
 

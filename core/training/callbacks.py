@@ -10,6 +10,7 @@ measured something of its own (device use) or disturbed some steps on purpose
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,12 @@ class RunCallback:
     def on_run_start(self, context: RunContext) -> None:
         """Model, strategy and data are ready; no step has run yet."""
 
+    def wait_turn(self, next_step: int) -> None:
+        """Before the call that starts at `next_step`: a hook may hold the run here (its turn in interleaved rounds).
+
+        The run's clock does not count the time spent here: a step's time is its training only.
+        """
+
     def on_call_begin(self, first_step: int, steps: int) -> None:
         """The next call will run steps first_step .. first_step + steps - 1 (1-based)."""
 
@@ -50,6 +57,14 @@ class RunCallback:
 
     def on_run_end(self, result: RunResult) -> None:
         """The run ended (completed, stopped or failed); called even after a failure."""
+
+
+def waited_for_turn(listeners: Sequence[RunCallback], next_step: int) -> float:
+    """Let every hook hold the run before the call starting at `next_step`; the seconds they held it (left out of step times)."""
+    start = time.perf_counter()
+    for listener in listeners:
+        listener.wait_turn(next_step)
+    return time.perf_counter() - start
 
 
 def amended_result(result: RunResult, listeners: Sequence[RunCallback]) -> RunResult:

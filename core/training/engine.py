@@ -26,7 +26,7 @@ from core.formatting import utc_now
 from core.logs import quiet_native_stderr
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.callbacks import RunCallback, RunContext, amended_result, waited_for_turn
 from core.training.conditions_hook import ConditionsHook
 from core.training.environment import environment
 from core.training.failures import NonFiniteLoss, divergence_message, explain_failure
@@ -164,7 +164,8 @@ def _run_calls(
     """Call the compiled function until every step ran or `stop_event` is set.
 
     A call's steps each take (end of this call - end of the call before) /
-    steps: the time between calls (hooks, bookkeeping) is part of the step time.
+    steps: the time between calls (hooks, bookkeeping) is part of the step time,
+    the time a hook held the run for its turn in interleaved rounds is not.
     The first call (tracing, graph rewrites, compilation) runs with TF's C++
     log lines kept off the terminal (`quiet_native_stderr`).
     """
@@ -173,6 +174,9 @@ def _run_calls(
         raise RuntimeError("the session's compiled function was released before its run")
     previous_end = time.perf_counter()
     while len(tally.losses) < session.total_steps and not stop_event.is_set():
+        previous_end += waited_for_turn(listeners, len(tally.losses) + 1)
+        if stop_event.is_set():
+            break
         count = min(config.steps_per_call, session.total_steps - len(tally.losses))
         for listener in listeners:
             listener.on_call_begin(len(tally.losses) + 1, count)

@@ -11,13 +11,22 @@ speed-up's. The generator is seeded: the same runs give the same interval.
 
 "No difference beyond noise" when the interval holds 1; `beyond_noise` otherwise.
 Cost: see the `contention` benchmark, which times `bootstrap_ratio` on 2 x 1000 calls.
+
+Calls inside two runs cannot see a load that changed *between* the runs: two
+runs of the same job measured one after another read as different, with a tight
+interval. So a decision between runs (`between_runs`) takes its interval from
+interleaved rounds (`core.jobs.rounds`): the ratio of the two runs' samples/s in
+each round they shared, a t-interval over the rounds of its logarithm, never
+narrower than the calls' own noise within the rounds (`rounds_ratio`). Runs
+measured in fewer than two shared rounds get the calls' interval with `rounds`
+1, and one round claims nothing: their difference is never "beyond noise".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,21 +61,31 @@ class Interval:
     low: float
     high: float
     calls: tuple[int, int]  # steady-state calls resampled in A and B
+    rounds: int | None = None  # interleaved rounds the interval is built from; 1: runs one after another; None: calls only
+    round_ratios: tuple[float, ...] = ()
 
     @property
     def beyond_noise(self) -> bool:
-        return not self.low <= 1.0 <= self.high
+        """The interval excludes 1, and (between runs) it comes from two rounds or more."""
+        return not self.low <= 1.0 <= self.high and self.rounds != 1
 
     def to_list(self) -> list[float]:
         return [self.low, self.high]
 
     def text(self) -> str:
-        """ "1.82× (95% interval 1.71–1.94×)", or the same ending in ": no difference beyond noise"."""
-        base = f"{self.ratio:.2f}× (95% interval {self.low:.2f}–{self.high:.2f}×)"
+        """ "1.82× (95% interval 1.71–1.94×, 6 rounds)", or the same ending in ": no difference beyond noise"."""
+        base = f"{self.ratio:.2f}× (95% interval {self.low:.2f}–{self.high:.2f}×{self._rounds_text()})"
         return base if self.beyond_noise else f"{base}: no difference beyond noise"
+
+    def _rounds_text(self) -> str:
+        if self.rounds is None:
+            return ""
+        return ", 1 round: measured one after another" if self.rounds == 1 else f", {self.rounds} rounds"
 
     def sureness(self) -> str:
         """How sure a "faster" is, in words: the interval's lower end as the least gain."""
+        if self.rounds == 1:
+            return "not told apart: measured one after another (one round claims nothing across runs)"
         if not self.beyond_noise:
             return "not beyond noise (the 95% interval holds 1)"
         if self.low > 1:
@@ -138,3 +157,80 @@ def runs_ratio(a: object, b: object) -> Interval | None:
     batch_a = (getattr(a, "config", {}) or {}).get("batch_size") or 1
     batch_b = (getattr(b, "config", {}) or {}).get("batch_size") or 1
     return bootstrap_ratio(series[0], series[1], batch_b / batch_a)
+
+
+def _round_calls(run: object) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each interleaved round's steady-state calls of a run (round index -> `call_times`); {} without rounds."""
+    rounds = getattr(run, "rounds", None) or {}
+    spans = rounds.get("spans") or []
+    indices = rounds.get("round_index") or list(range(len(spans)))
+    per_call = int((getattr(run, "config", {}) or {}).get("steps_per_call") or 1)
+    times = getattr(run, "step_times_s", ())
+    found = {}
+    for index, (first, last) in zip(indices, spans, strict=False):
+        seconds, steps = call_times(times[first - 1 : last], 0, per_call)
+        if len(seconds) and seconds.sum() > 0:
+            found[int(index)] = (seconds, steps)
+    return found
+
+
+def round_rates(run: object) -> dict[int, float]:
+    """Samples/s of each interleaved round a run measured (round index -> rate), from its step times; {} without rounds."""
+    batch = (getattr(run, "config", {}) or {}).get("batch_size") or 1
+    return {index: batch * steps.sum() / seconds.sum() for index, (seconds, steps) in _round_calls(run).items()}
+
+
+def rounds_ratio(a: object, b: object) -> Interval | None:
+    """B's samples/s over A's from the interleaved rounds both measured; None without two shared rounds of the same id.
+
+    The ratio is the geometric mean of the per-round ratios. Its interval is the wider of two: a t-interval over
+    the rounds of the per-round log ratio (what varies between rounds: the load, the order), and a bootstrap of the
+    same statistic that resamples each run's calls within each round (the calls' own noise, a floor that a few
+    rounds agreeing by chance cannot undercut). A load that changed between rounds moves both runs' rates in the
+    round alike and drops out of the ratio; within-run intervals over all calls would count it as noise.
+    """
+    rounds_a, rounds_b = (getattr(run, "rounds", None) or {} for run in (a, b))
+    if not rounds_a or rounds_a.get("id") != rounds_b.get("id"):
+        return None
+    calls_a, calls_b = _round_calls(a), _round_calls(b)
+    shared = sorted(set(calls_a) & set(calls_b))
+    if len(shared) < 2:
+        return None
+    from scipy.special import stdtrit  # 0.1-0.5 s to load: only where rounds are compared
+
+    batch_ratio = ((getattr(b, "config", {}) or {}).get("batch_size") or 1) / ((getattr(a, "config", {}) or {}).get("batch_size") or 1)
+    logs = np.log([batch_ratio * _rate(calls_b[k]) / _rate(calls_a[k]) for k in shared])
+    mean = float(np.mean(logs))
+    half = float(stdtrit(len(logs) - 1, 1 - (1 - CONFIDENCE) / 2)) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    rng = np.random.default_rng(SEED)
+    resampled = np.mean([np.log(batch_ratio * _resampled(calls_b[k], rng) / _resampled(calls_a[k], rng)) for k in shared], axis=0)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    floor_low, floor_high = np.percentile(resampled, [tail, 100 - tail])
+    low, high = min(mean - half, float(floor_low)), max(mean + half, float(floor_high))
+    calls = (sum(len(calls_a[k][0]) for k in shared), sum(len(calls_b[k][0]) for k in shared))
+    return Interval(math.exp(mean), math.exp(low), math.exp(high), calls, len(shared), tuple(float(r) for r in np.exp(logs)))
+
+
+def _rate(calls: tuple[np.ndarray, np.ndarray]) -> float:
+    seconds, steps = calls
+    return float(steps.sum() / seconds.sum())
+
+
+def _resampled(calls: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """Steps per second of RESAMPLES resamples (single calls, with replacement) of one round's calls."""
+    seconds, steps = calls
+    index = rng.integers(0, len(seconds), size=(RESAMPLES, len(seconds)))
+    return steps[index].sum(axis=1) / seconds[index].sum(axis=1)
+
+
+def between_runs(a: object, b: object) -> Interval | None:
+    """The decision interval of B's samples/s over A's, for two runs: from their shared interleaved rounds (`rounds_ratio`).
+
+    Runs without two shared rounds get the calls' interval (`runs_ratio`) with `rounds` 1: measured one after
+    another, nothing is claimed across them. None without enough steady-state calls in either run.
+    """
+    over_rounds = rounds_ratio(a, b)
+    if over_rounds is not None:
+        return over_rounds
+    calls = runs_ratio(a, b)
+    return None if calls is None else replace(calls, rounds=1)

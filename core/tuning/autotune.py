@@ -12,10 +12,15 @@ over only when it is faster beyond noise: the 95% block-bootstrap interval of
 its samples/s over the best's (from the per-call timings, `core.training.noise`)
 lies above 1 (with no timings, by GAIN_THRESHOLD). The result says how sure
 (`gain_ci`, `sureness`). The start settings and Keras's defaults (one step per execution,
-float32, no XLA) are measured too, so the gain over both is known, and at the
-end the start and the best are measured again (each figure is then the mean of
-its two measurements): the first run in a process pays for thread pools and
-caches that later runs find warm.
+float32, no XLA) are measured too, so the gain over both is known.
+
+Those points ran one after another, and a load that changed between them can
+fake a winner. So the search keeps CONFIRM_SHARE of the budget for a last check:
+the start, the best and the runner-up again, in interleaved rounds
+(`core.jobs.rounds`: every round runs each for a turn of the same seconds, in a
+new random order). The best is adopted only when it is faster than the start
+beyond noise over those rounds; otherwise the start stays, and the result says
+it could not tell. The reported figures and "how sure" come from the rounds.
 
 Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
@@ -45,12 +50,13 @@ import numpy as np
 
 from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
 from core.jobs import JobOptions, RecordedRun, run_job
-from core.results import RunStatus
-from core.training.noise import Interval, bootstrap_ratio, call_times
+from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, rounds_measured, run_in_rounds
+from core.results import RunResult, RunStatus
+from core.training.noise import Interval, between_runs, bootstrap_ratio, call_times
 from core.tuning.backend_stage import backends_note, other_backends, setup_guess, setup_key
 from core.tuning.max_batch import default_memory_limit
 from core.tuning.point_clock import PointClock, bounded_run
-from core.tuning.sweep_plan import settings_text  # noqa: F401 (read from here by the CLI, the window and the benchmarks)
+from core.tuning.sweep_plan import settings_text
 
 DEFAULT_BUDGET_S = 120.0
 MIN_BUDGET_S = 5.0
@@ -60,6 +66,10 @@ MAX_CALL_S = 1.0
 """Larger call sizes are tried only while one call stays under a second: Stop and the budget act between calls."""
 MIN_MEASURE_S = 1.0
 MAX_MEASURE_S = 8.0
+CONFIRM_SHARE = 0.3
+"""The share of the budget kept for the last check: the start, the best and the runner-up again, in interleaved rounds."""
+MIN_TURN_S = 0.3
+"""The shortest turn of the last check's rounds: a few calls of steady steps."""
 GAIN_THRESHOLD = 0.02
 SETUP_GUESS_S = 2.0
 """Set-up and warm-up of a point before any was timed (XLA: XLA_SETUP_GUESS_S, compilation is slower)."""
@@ -89,6 +99,11 @@ class TunePoint:
     peak_bytes: int | None = None
     calls: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)  # core.training.noise.call_times of the run
     contended: bool = False
+    rounds: int | None = None  # the interleaved rounds it was measured in (the last check); None: a run of its own
+
+    @property
+    def in_rounds(self) -> bool:
+        return self.stage == "rounds"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +116,7 @@ class TunePoint:
             "message": self.message,
             "peak_bytes": self.peak_bytes,
             "contended": self.contended,
+            "rounds": self.rounds,
         }
 
 
@@ -121,8 +137,9 @@ class AutotuneResult:
     left_out: tuple[tuple[str, str], ...] = ()
     learning_rate: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
-    gain_interval: Interval | None = None  # best over start, 95% interval from the per-call timings
+    gain_interval: Interval | None = None  # best over start, 95% interval from the interleaved rounds of the last check
     abandoned: bool = False  # a point's call was still running past the deadline plus the slack (left in its thread)
+    confirmed: bool | None = None  # the interleaved rounds found the best faster than the start beyond noise (None: not run)
 
     @property
     def measured(self) -> bool:
@@ -153,6 +170,8 @@ class AutotuneResult:
             "gain_ci": self.gain_interval.to_list() if self.gain_interval is not None else None,
             "beyond_noise": self.gain_interval.beyond_noise if self.gain_interval is not None else None,
             "sureness": self.gain_interval.sureness() if self.gain_interval is not None else "",
+            "rounds": self.gain_interval.rounds if self.gain_interval is not None else None,
+            "confirmed": self.confirmed,
             "slack_s": BUDGET_SLACK_S,
             "abandoned": self.abandoned,
             "keras_defaults_samples_per_s": self.keras_defaults_samples_per_s,
@@ -202,6 +221,7 @@ def autotune(
     run: Runner = run_job,
     started: float | None = None,
     backends: Sequence[str] = (),
+    rounds: int = DEFAULT_ROUNDS,
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
 
@@ -210,7 +230,8 @@ def autotune(
     last point's peak memory stays under `memory_limit` (default: half of the
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
     decide the precisions; `run` is the job service (`core.jobs.run_job`);
-    `started` the time.monotonic() the budget counts from (default: now); `backends` others to try (none: said so).
+    `started` the time.monotonic() the budget counts from (default: now); `backends` others to try (none: said so);
+    `rounds` the interleaved rounds of the last check, which decides whether the best is adopted.
     """
     from core.tuning.sweep_plan import target_has_accelerator
 
@@ -226,7 +247,7 @@ def autotune(
         tuner.search(precisions)
         if allow_batch_change:
             tuner.batches(max_batch, None if accelerated else (memory_limit or default_memory_limit()))
-        tuner.measure_again()
+        tuner.confirm_in_rounds(rounds)
     return tuner.result(left_out)
 
 
@@ -246,11 +267,17 @@ class _Tuner:
         self.notes: list[str] = []
         self.abandoned = False  # a point's call outlived the deadline plus the slack: nothing more runs
         self.backends: tuple[str, ...] = ()
+        self.search_deadline = self.started + self.budget_s * (1 - CONFIRM_SHARE)  # the rest is the interleaved check's
+        self.chosen: dict[str, Any] | None = None  # what the interleaved rounds chose (None: they did not run)
+        self.chosen_interval: Interval | None = None
+        self.confirmed: bool | None = None  # the best was faster than the start beyond noise over the rounds
+        self.round_results: dict[str, RunResult | None] = {}
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
-        expected = 1 + 1 + (len(CALL_SIZES) - 1) + (precisions - 1) + 1 + (3 if allow_batch_change else 0) + 2
-        self.measure_s = min(MAX_MEASURE_S, max(MIN_MEASURE_S, self.budget_s / expected - SETUP_GUESS_S))
+        expected = 1 + 1 + (len(CALL_SIZES) - 1) + (precisions - 1) + 1 + (3 if allow_batch_change else 0)
+        search_s = self.budget_s * (1 - CONFIRM_SHARE)
+        self.measure_s = min(MAX_MEASURE_S, max(MIN_MEASURE_S, search_s / expected - SETUP_GUESS_S))
 
     def measure(self, settings: dict[str, Any], stage: str) -> TunePoint:
         """Run one point (or skip it when it cannot finish in time) and record it."""
@@ -275,7 +302,7 @@ class _Tuner:
             )
         key = setup_key(settings, self.config.backend)
         needed = self.overheads.get(key, setup_guess(key, XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S)) + MIN_MEASURE_S
-        left = self.deadline - time.monotonic()
+        left = self.search_deadline - time.monotonic()
         if left < needed + END_RESERVE_S:
             return TunePoint(stage, settings, "skipped", message=f"not enough time left ({left:.1f} s; it needs about {needed:.1f} s)")
         return None
@@ -286,7 +313,8 @@ class _Tuner:
         except ConfigError as exc:
             return TunePoint(stage, settings, "failed", message=str(exc))
         point_stop = threading.Event()
-        clock = PointClock(point_stop, self.stop_event, self.measure_s, self.deadline - END_RESERVE_S)
+        deadline = (self.search_deadline if self.points else self.deadline) - END_RESERVE_S  # the start point may use the whole budget
+        clock = PointClock(point_stop, self.stop_event, self.measure_s, deadline)
         began = time.monotonic()
         result = bounded_run(
             lambda: self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result,
@@ -301,6 +329,13 @@ class _Tuner:
             return TunePoint(stage, settings, "stopped", seconds=seconds, message=message)
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
         self.overheads[setup_key(settings, self.config.backend)] = seconds - steady_s  # the latest: start-up included
+        return self._point_of(settings, stage, result, seconds)
+
+    def _point_of(self, settings: dict[str, Any], stage: str, result: RunResult | None, seconds: float | None = None) -> TunePoint:
+        """The point a run of `settings` makes: measured with its figures, or why not."""
+        seconds = result.wall_s if seconds is None and result is not None else seconds or 0.0
+        if result is None:
+            return TunePoint(stage, settings, "failed", message="could not run")
         if result.status == RunStatus.FAILED:
             return TunePoint(stage, settings, "failed", seconds=seconds, message=result.message)
         if result.samples_per_s is None:
@@ -308,6 +343,7 @@ class _Tuner:
             return TunePoint(stage, settings, status, seconds=seconds, message="no steady-state step was timed")
         calls = call_times(result.step_times_s, result.warmup_steps, int(result.config.get("steps_per_call") or 1))
         busy = f"measured while {result.conditions.get('reason')}" if result.contended else ""
+        rounds = rounds_measured(result) if stage == "rounds" else None
         return TunePoint(
             stage,
             settings,
@@ -319,6 +355,7 @@ class _Tuner:
             result.peak_memory_bytes,
             calls,
             result.contended,
+            rounds,
         )
 
     def rate(self, settings: dict[str, Any]) -> float | None:
@@ -373,12 +410,95 @@ class _Tuner:
         self._call_sizes()
         self.try_point({"xla": not self.best()["xla"]}, "XLA")
 
-    def measure_again(self) -> None:
-        """The start and the best once more, when they differ: each figure becomes the mean of two measurements."""
+    def confirm_in_rounds(self, rounds: int) -> None:
+        """The start, the best and the runner-up measured again in interleaved rounds, within what is left of the budget.
+
+        The search picked the best from runs measured one after another; a load that changed between them could have
+        made it. The rounds decide: the best is adopted only when it is faster than the start beyond noise over them
+        (`confirmed`), and their figures replace the search's.
+        """
         start, best = settings_of(self.config), self.best()
-        if best != start:
-            self.measure(start, "start again")
-            self.measure(best, "best again")
+        if best == start or self.stop_event.is_set() or self.abandoned:
+            return
+        candidates = [start, best, *self._runner_up(start, best)]
+        setups = sum(self.overheads.get(setup_key(c, self.config.backend), SETUP_GUESS_S) for c in candidates)
+        left = self.deadline - time.monotonic() - END_RESERVE_S - setups
+        rounds = min(rounds, max(int(left / (len(candidates) * MIN_TURN_S)), 0))
+        if rounds < 2:
+            self.confirmed = False
+            self.notes.append(
+                f"not adopted: too little of the budget was left to measure {settings_text(best)} against the start in interleaved "
+                f"rounds ({max(left, 0):.1f} s); give it a larger --budget-s"
+            )
+            return
+        turn_s = min(left / (rounds * len(candidates)), MAX_MEASURE_S)
+        results = self._rounds(candidates, rounds, turn_s)
+        for settings, result in zip(candidates, results, strict=True):
+            self.points.append(self._point_of(settings, "rounds", result))
+            if self.on_point is not None:
+                self.on_point(self.points[-1])
+        self.round_results = {settings_text(settings): result for settings, result in zip(candidates, results, strict=True)}
+        start_result = results[0]
+        faster = {
+            index: interval
+            for index in range(1, len(candidates))
+            if start_result is not None
+            and results[index] is not None
+            and (interval := between_runs(start_result, results[index])) is not None
+            and interval.beyond_noise
+            and interval.low > 1
+        }
+        if faster:
+            index = 1 if 1 in faster else min(faster)
+            best_result, runner_result = results[1], results[-1]
+            over_best = between_runs(best_result, runner_result) if len(candidates) > 2 and best_result and runner_result else None
+            if index == 1 and 2 in faster and over_best is not None and over_best.beyond_noise and over_best.low > 1:
+                index = 2  # the runner-up beat the best beyond noise in the rounds
+            self.chosen, self.chosen_interval, self.confirmed = candidates[index], faster[index], True
+        else:
+            self.chosen, self.confirmed = start, False
+            shown = between_runs(start_result, results[1]) if start_result is not None and results[1] is not None else None
+            self.chosen_interval = shown
+            self.notes.append(
+                f"not adopted: {settings_text(best)} was not faster than the start beyond noise over {rounds} interleaved rounds"
+                + (f" ({shown.text()})" if shown is not None else "")
+                + "; the load may have changed between the search's runs: re-run on a quiet machine or with a larger --budget-s"
+            )
+
+    def _runner_up(self, start: dict[str, Any], best: dict[str, Any]) -> list[dict[str, Any]]:
+        """The fastest other measured setting (by mean samples/s), if any."""
+        others = [(self.rate(p.settings) or 0, i, p.settings) for i, p in enumerate(self.points) if p.status == "measured"]
+        others = [item for item in others if item[2] not in (start, best)]
+        return [max(others, key=lambda item: (item[0], -item[1]))[2]] if others else []
+
+    def _rounds(self, candidates: list[dict[str, Any]], rounds: int, turn_s: float) -> list[RunResult | None]:
+        """Each candidate as a run of its own, in `rounds` interleaved turns of `turn_s` seconds; None where one could not run."""
+        rounds_stop = threading.Event()
+        watcher = threading.Thread(target=self._stop_at_deadline, args=(rounds_stop,), name="autotune-rounds-deadline", daemon=True)
+        watcher.start()
+
+        def starter(settings: dict[str, Any]) -> Callable[[RoundGate], RunResult | None]:
+            def start(gate: RoundGate) -> RunResult | None:
+                try:
+                    job = self.config.with_changes(**settings, steps=MAX_STEPS, epochs=None)
+                except ConfigError:
+                    return None
+                return self.run(job, None, JobOptions(hooks=(gate,)), gate.end_event).result
+
+            return start
+
+        try:
+            return run_in_rounds([starter(c) for c in candidates], rounds, rounds_stop, turn_s=turn_s)
+        finally:
+            rounds_stop.set()
+            watcher.join()
+
+    def _stop_at_deadline(self, rounds_stop: threading.Event) -> None:
+        """Set `rounds_stop` at the deadline or on Stop, whichever comes first (or when the rounds end)."""
+        while not rounds_stop.is_set() and time.monotonic() < self.deadline:
+            if self.stop_event.wait(min(0.1, max(self.deadline - time.monotonic(), 0.0))):
+                break
+        rounds_stop.set()
 
     def _call_sizes(self) -> None:
         """Steps per call, upwards from 1, while a call stays under MAX_CALL_S and larger calls keep gaining."""
@@ -410,9 +530,14 @@ class _Tuner:
             if not self.try_point({"batch_size": batch}, "batch"):
                 break
 
+    def final_rate(self, settings: dict[str, Any]) -> float | None:
+        """Samples/s of `settings` from the interleaved rounds where they were measured there, else the search's mean."""
+        rounds = [p.samples_per_s for p in self.points if p.in_rounds and p.settings == settings and p.samples_per_s is not None]
+        return rounds[-1] if rounds else self.rate(settings)
+
     def result(self, left_out: tuple[tuple[str, str], ...]) -> AutotuneResult:
         start = settings_of(self.config)
-        best = self.best()
+        best = self.chosen if self.chosen is not None else self.best()
         first = self.points[0] if self.points else None
         error = first.message if first is not None and first.status == "failed" else ""
         if not error and not any(p.status == "measured" for p in self.points):
@@ -428,8 +553,8 @@ class _Tuner:
         return AutotuneResult(
             start=start,
             best=best,
-            samples_per_s=self.rate(best),
-            baseline_samples_per_s=self.rate(start),
+            samples_per_s=self.final_rate(best),
+            baseline_samples_per_s=self.final_rate(start),
             keras_defaults_samples_per_s=self.rate({**start, **KERAS_DEFAULTS}),
             points=tuple(self.points),
             budget_s=self.budget_s,
@@ -439,8 +564,9 @@ class _Tuner:
             left_out=left_out,
             learning_rate=scaled,
             notes=tuple(notes),
-            gain_interval=self.interval(best, start) if best != start else None,
+            gain_interval=self.chosen_interval if self.chosen is not None else None,
             abandoned=self.abandoned,
+            confirmed=self.confirmed,
         )
 
 

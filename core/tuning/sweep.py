@@ -4,14 +4,18 @@ Every point trains the same model, data, steps and seed on the same target
 through the job service, `core.jobs.run_job` (warm-up reported apart, as in any run), so
 the rows differ only in the settings swept. A point that fails (out of memory,
 a NaN loss, a combination the target refuses) is a failed row with its reason,
-and the sweep goes on; Stop ends the point in flight after its step call and
-skips the rest. Each point is recorded in the history as it trains, under one
+and the sweep goes on; Stop ends the turn in flight after its step call and
+skips the points not started. Each point is recorded in the history as it trains, under one
 group ('sweep 3: batch × precision').
 
+The points run in interleaved rounds (`core.jobs.rounds`): each is set up and
+warmed up alone, then every round runs every point for its share of the steps
+in a new random order, so a load that comes and goes hits every point alike.
 The best row is the one with the most samples/s; it is better beyond noise
 only when the 95% interval of every other completed row's samples/s over its
-own lies below 1 (`core.training.noise`); rows whose interval holds 1 are
-tied with it (`tied_with_best`), and the tables say "tied" instead of starring.
+own, from the rounds (`core.training.noise.between_runs`), lies below 1; rows
+whose interval holds 1 are tied with it (`tied_with_best`), and the tables say
+"tied" instead of starring.
 
 The rows' results are ordinary `RunResult`s of runs that differ in one setting,
 so they can stand in for a verdict's probe runs
@@ -21,14 +25,15 @@ so they can stand in for a verdict's probe runs
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
+from core.jobs.rounds import DEFAULT_ROUNDS, WARMUP_ROUND, RoundGate, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
-from core.training.noise import runs_ratio
+from core.training.noise import between_runs
 from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
 from core.workloads.workload import model_title
 
@@ -72,6 +77,7 @@ class SweepRow:
             "suggested_learning_rate": self.suggested_learning_rate,
             "run_id": self.run_id,
             "contended": self.result.contended,
+            "rounds": rounds_measured(self.result),
         }
 
 
@@ -121,6 +127,7 @@ class Sweep:
             "tied_with_best": list(tied_with_best(self.rows)),
             "best_beyond_noise": self.best is not None and not tied_with_best(self.rows),
             "lr_note": self.lr_note(),
+            "rounds": max((rounds_measured(row.result) for row in self.rows), default=0),
         }
 
 
@@ -148,7 +155,7 @@ def tied_with_best(rows: Sequence[SweepRow | None]) -> tuple[int, ...]:
     for index, row in enumerate(rows):
         if index == best or row is None or row.status != RunStatus.COMPLETED or not row.result.samples_per_s:
             continue
-        interval = runs_ratio(top.result, row.result)
+        interval = between_runs(top.result, row.result)
         if interval is None or not interval.beyond_noise:
             tied.append(index)
     return tuple(tied)
@@ -178,28 +185,48 @@ def run_sweep(
     store: RunStore | None = None,
     options: JobOptions = PLAIN,
     stop_event: threading.Event | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    seed: int | None = None,
 ) -> Sweep:
-    """Run every point of `plan` in turn, each recorded in `store` under `options.group` (None: not recorded).
+    """Run every point of `plan` in interleaved rounds (`core.jobs.rounds`), each recorded in `store` under `options.group`.
 
-    `options.listener` (a SweepListener) hears each point's start, its steps
-    and its row. Setting `stop_event` ends the point in flight after its step
-    call; the rest become "skipped" rows (not runs in the history).
+    `store` None: not recorded. `options.listener` (a SweepListener) hears
+    each point's start (before it is set up), on_turn(index, round, rounds)
+    before each of its turns, its steps and its row. Setting `stop_event` ends
+    the turn in flight after its step call; the points not started become
+    "skipped" rows (not runs in the history).
     """
     stop_event = stop_event or threading.Event()
     listener = options.listener
     points = plan.points()
-    rows: list[SweepRow] = []
+    rows: list[SweepRow | None] = [None] * len(points)
+
+    def starter(settings: dict[str, Any]) -> Callable[[RoundGate], SweepRow]:
+        return lambda gate: run_point(plan, settings, store, replace(options, hooks=(gate, *options.hooks)), stop_event)
+
+    def on_turn(index: int, round_index: int, count: int) -> None:
+        if listener is None:
+            return
+        if round_index == WARMUP_ROUND and index not in started:
+            started.add(index)
+            listener.on_job_start(index, len(points), point_label(points[index]))
+        listener.on_turn(index, round_index, count)
+
+    def on_ended(index: int, row: SweepRow | None) -> None:
+        if row is not None:
+            rows[index] = row
+            if isinstance(listener, SweepListener):
+                listener.on_row(index, row)
+
+    started: set[int] = set()
+    run_in_rounds([starter(settings) for settings in points], rounds, stop_event, seed, on_turn, on_ended=on_ended)
     for index, settings in enumerate(points):
-        if stop_event.is_set():
-            row = SweepRow(settings, _unrun(plan, settings, RunStatus.SKIPPED, "Not run: the sweep was stopped first."))
-        else:
-            if listener is not None:
-                listener.on_job_start(index, len(points), point_label(settings))
-            row = run_point(plan, settings, store, options, stop_event)
-        rows.append(row)
-        if isinstance(listener, SweepListener):
-            listener.on_row(index, row)
-    return Sweep(plan, tuple(rows), options.group)
+        if rows[index] is None:
+            skipped = SweepRow(settings, _unrun(plan, settings, RunStatus.SKIPPED, "Not run: the sweep was stopped first."))
+            rows[index] = skipped
+            if isinstance(listener, SweepListener):
+                listener.on_row(index, skipped)
+    return Sweep(plan, tuple(row for row in rows if row is not None), options.group)
 
 
 def run_point(

@@ -1,7 +1,8 @@
 """One comparison (or scaling sweep) at a time: its thread, stop flag, live curves per target and saved runs.
 
 The comparison thread runs `core.compare.runner.run_comparison` (or `scaling_sweep`):
-targets one after another, the same model, data, global batch, steps and seed,
+targets in interleaved rounds (each set up alone, then every round runs each for its
+share of the steps, in a new random order), the same model, data, global batch, steps and seed,
 each through the job service, which records every run in the history as it
 trains (begun, steps about once a second, finished). Its listener appends each
 target's steps to that target's `StepBuffer`. A 20 Hz timer in the GUI thread drains the
@@ -47,6 +48,12 @@ class CompareBuffers:
             self._labels[index] = label
             self._current = index
 
+    def switch(self, index: int) -> None:
+        """Target `index` has the turn in the interleaved rounds: the steps that follow belong to it (comparison thread)."""
+        with self._lock:
+            if index in self._buffers:
+                self._current = index
+
     def append_current(self, records: Sequence[StepRecord]) -> None:
         """Steps of the target in flight (comparison thread)."""
         with self._lock:
@@ -87,6 +94,7 @@ class CompareWorker(QObject):
     """
 
     progress = Signal(int, int, str)  # index, total, label
+    turn = Signal(int, int, int)  # index, round (0-based), rounds
     run_saved = Signal(object)  # SavedTarget
     comparison_ready = Signal(object)  # Comparison
     failed = Signal(str)
@@ -104,10 +112,12 @@ class CompareWorker(QObject):
             with JobHistory() as history:
                 options = JobOptions(listener=_CompareListener(self), unsaved_reason=history.error)
                 if self.job.sweep_kind:
-                    comparison = scaling_sweep(self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event)
+                    comparison = scaling_sweep(
+                        self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event, self.job.rounds
+                    )
                 else:
                     comparison = run_comparison(
-                        self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event
+                        self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event, self.job.rounds
                     )
             self.comparison_ready.emit(comparison)
 
@@ -123,6 +133,11 @@ class _CompareListener(JobListener):
         self._labels[index] = label
         self._worker.buffers.begin(index, label)
         self._worker.progress.emit(index, total, label)
+
+    def on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        self._worker.buffers.switch(index)
+        if round_index >= 0:
+            self._worker.turn.emit(index, round_index, rounds)
 
     def on_run_start(self, context: RunContext) -> None:
         self._worker.buffers.set_plan(context.total_steps, context.replicas)
@@ -180,6 +195,7 @@ class CompareController(JobController):
         self._buffers = CompareBuffers()
         worker = CompareWorker(job, self._buffers, self._new_stop_event())
         worker.progress.connect(self._on_progress)
+        worker.turn.connect(self._on_turn)
         worker.run_saved.connect(self._on_run_saved)
         worker.comparison_ready.connect(self._on_comparison)
         worker.failed.connect(self._on_failed)
@@ -193,6 +209,12 @@ class CompareController(JobController):
         self._line = progress_line(index, total, label)
         self._ensure_curve(index, label)
         self.progress.emit(self._line + " · building the model and compiling the step…")
+
+    def _on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        self._poll()
+        label = self._job.targets[index].label if self._job is not None and index < len(self._job.targets) else f"target {index + 1}"
+        self._line = f"round {round_index + 1} of {rounds}: {label}"
+        self.progress.emit(self._line)
 
     def _ensure_curve(self, index: int, label: str) -> None:
         key = self.plot_key(index)

@@ -41,6 +41,7 @@ class SweepWorker(QObject):
 
     planned = Signal(object)  # SweepPlan
     progress = Signal(int, int, str)  # point index, points, label
+    turn = Signal(int, int, int)  # point index, round (-1: its set-up and warm-up), rounds
     row_done = Signal(int, object)  # point index, SweepRow
     sweep_ready = Signal(object)  # SweepOutcome
     failed = Signal(str)
@@ -60,7 +61,7 @@ class SweepWorker(QObject):
                 self.planned.emit(plan)
                 group = next_sweep_group(history.groups(), plan) if history.is_open else ""
                 options = JobOptions(group=group, listener=_SweepWorkerListener(self), unsaved_reason=history.error)
-                sweep = run_sweep(plan, history.store, options, self.stop_event)
+                sweep = run_sweep(plan, history.store, options, self.stop_event, self.job.rounds)
             errors = [row.history_error for row in sweep.rows if row.history_error]
             self.sweep_ready.emit(SweepOutcome(sweep, errors[0] if errors else ""))
 
@@ -73,6 +74,9 @@ class _SweepWorkerListener(SweepListener):
 
     def on_job_start(self, index: int, total: int, label: str) -> None:
         self._worker.progress.emit(index, total, label)
+
+    def on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        self._worker.turn.emit(index, round_index, rounds)
 
     def on_run_start(self, context: RunContext) -> None:
         self._worker.buffer.set_plan(context.total_steps, context.replicas)
@@ -97,7 +101,9 @@ class SweepController(JobController):
         super().__init__(POLL_INTERVAL_MS, parent)
         self._buffer: StepBuffer | None = None
         self._point = (0, 0, "")
-        self._done = 0
+        self._labels: dict[int, str] = {}
+        self._done: dict[int, int] = {}
+        self._round = ""
         self._rate = RateLimit()
 
     def start(self, job: SweepJob) -> bool:
@@ -106,9 +112,11 @@ class SweepController(JobController):
             return False
         self._buffer = StepBuffer()
         self._point = (0, 0, "")
+        self._labels, self._done, self._round = {}, {}, ""
         worker = SweepWorker(job, self._buffer, self._new_stop_event())
         worker.planned.connect(self.planned)
         worker.progress.connect(self._on_progress)
+        worker.turn.connect(self._on_turn)
         worker.row_done.connect(self._on_row_done)
         worker.sweep_ready.connect(self.sweep_ready)
         worker.failed.connect(self.failed)
@@ -118,9 +126,16 @@ class SweepController(JobController):
     def _on_progress(self, index: int, total: int, label: str) -> None:
         self._poll()
         self._point = (index, total, label)
-        self._done = 0
+        self._labels[index] = label
         self._rate.reset()
         self.progress.emit(index, total, f"point {index + 1} of {total}: {label} · building the model and compiling the step…")
+
+    def _on_turn(self, index: int, round_index: int, rounds: int) -> None:
+        """Point `index` has the turn in the interleaved rounds: the steps that follow are its own."""
+        self._poll()
+        total = self._point[1]
+        self._point = (index, total, self._labels.get(index, f"point {index + 1}"))
+        self._round = f"round {round_index + 1} of {rounds} · " if round_index >= 0 else "warm-up · "
 
     def _on_row_done(self, index: int, row: SweepRow) -> None:
         self._poll()
@@ -131,11 +146,11 @@ class SweepController(JobController):
             return
         steps = len(self._buffer.drain())
         index, total, label = self._point
-        self._done += steps
+        self._done[index] = self._done.get(index, 0) + steps
         if steps and total and self._rate.ready():
             planned = self._buffer.total_steps
             of = f" of {planned:,}" if planned else ""
-            self.progress.emit(index, total, f"point {index + 1} of {total}: {label} · step {self._done:,}{of}")
+            self.progress.emit(index, total, f"{self._round}point {index + 1} of {total}: {label} · step {self._done[index]:,}{of}")
 
     def _job_ended(self) -> None:
         self._poll()

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from core.compare.export import write_comparison
 from core.compare.table import CompareRow, Comparison, compare_results
 from core.compare.targets import CompareTarget
 from core.config import ConfigError, RunConfig
+from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.machine.types import DeviceReport
 from core.results import RunStatus
 from core.workloads.workload import model_title
@@ -133,7 +134,7 @@ class ComparePanel(QWidget):
             self._show_problem("Tick at least one target, or type one (e.g. CPU:0; mirrored:CPU:0,CPU:1).")
             return False
         baseline = default_baseline([t.devices for t in targets])
-        return self._start(CompareJob(base, tuple(targets), baseline), baseline)
+        return self._start(CompareJob(base, tuple(targets), baseline, rounds=self.rounds_spin.value()), baseline)
 
     def start_sweep(self) -> bool:
         """Run the form's job on 1, 2, …, N devices of one kind (Mirrored for N > 1)."""
@@ -144,7 +145,7 @@ class ComparePanel(QWidget):
         if not kind:
             self._show_problem("A scaling sweep needs two or more GPUs, or the CPU split into logical devices (Devices > Device settings).")
             return False
-        return self._start(CompareJob(base, sweep_kind=kind), 0)
+        return self._start(CompareJob(base, sweep_kind=kind, rounds=self.rounds_spin.value()), 0)
 
     def stop(self) -> None:
         """Stop the comparison: the run in flight ends after its current step, the rest are skipped."""
@@ -206,6 +207,7 @@ class ComparePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.targets_box)
+        layout.addLayout(self._rounds_row())
         layout.addLayout(buttons)
         layout.addWidget(self.job_label)
         layout.addWidget(self.progress_label)
@@ -215,7 +217,9 @@ class ComparePanel(QWidget):
         """Compare, Scaling sweep, Stop, then the baseline choice and Export."""
         self.compare_button = QPushButton("Compare")
         self.compare_button.setObjectName("compareButton")
-        self.compare_button.setToolTip("Run the job in the run form on every target, one after another.")
+        self.compare_button.setToolTip(
+            "Run the job in the run form on every target in interleaved rounds: each round runs every target once, in a new random order."
+        )
         self.compare_button.clicked.connect(self.start_comparison)
         self.sweep_button = QPushButton("Scaling sweep")
         self.sweep_button.setObjectName("sweepButton")
@@ -229,6 +233,14 @@ class ComparePanel(QWidget):
         self.baseline_combo.setToolTip("The row speed-ups are measured against (also: right-click a row).")
         self.baseline_combo.setMinimumContentsLength(18)
         self.baseline_combo.currentIndexChanged.connect(self._on_baseline_chosen)
+        self.rounds_spin = QSpinBox()
+        self.rounds_spin.setObjectName("compareRoundsSpin")
+        self.rounds_spin.setRange(1, MAX_ROUNDS)
+        self.rounds_spin.setValue(DEFAULT_ROUNDS)
+        self.rounds_spin.setToolTip(
+            "Interleaved rounds: a load that comes and goes hits every target alike, and the speed-ups' intervals come from the "
+            "rounds. One round claims no difference across runs."
+        )
         self.export_button = QPushButton("Export…")
         self.export_button.setObjectName("exportComparisonButton")
         self.export_button.setToolTip("Save the comparison as CSV or JSON.")
@@ -241,6 +253,17 @@ class ComparePanel(QWidget):
         buttons.addWidget(self.baseline_combo)
         buttons.addWidget(self.export_button)
         return buttons
+
+    def _rounds_row(self) -> QHBoxLayout:
+        """Rounds [6]: how many interleaved rounds the targets are measured in."""
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Rounds"))
+        row.addWidget(self.rounds_spin)
+        hint = QLabel("each runs every target once, in a new random order")
+        hint.setEnabled(False)
+        row.addWidget(hint)
+        row.addStretch(1)
+        return row
 
     def _build_labels(self) -> None:
         """The job line, the progress line and the notes (FLOPs per step, fairness warnings)."""
@@ -357,7 +380,9 @@ class ComparePanel(QWidget):
         elif self._blocked and not running:
             self.compare_button.setToolTip("A training run is in flight: Compare is available when it ends.")
         else:
-            self.compare_button.setToolTip("Run the job in the run form on every target, one after another.")
+            self.compare_button.setToolTip(
+                "Run the job in the run form on every target in interleaved rounds: each round runs every target once, in a new random order."
+            )
 
     # --- following -----------------------------------------------------------
 

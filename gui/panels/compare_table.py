@@ -22,7 +22,7 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
 
-from core.compare.significance import NO_DIFFERENCE, contended_label
+from core.compare.significance import NO_DIFFERENCE, contended_label, round_loads
 from core.compare.table import CompareRow, Comparison, over_linear
 from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
@@ -56,8 +56,17 @@ def _speedup_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) ->
     if row.speedup_ci is None:
         return text, row.speedup, ""
     low, high = row.speedup_ci
-    tip = f"95% interval {low:.2f}–{high:.2f}×" + ("" if row.beyond_noise else f": {NO_DIFFERENCE}")
+    rounds = row.interval_rounds or 1
+    source = f"over {rounds} interleaved rounds" if rounds >= 2 else "one round: measured one after another, no claim across runs"
+    tip = f"95% interval {low:.2f}–{high:.2f}× ({source})" + ("" if row.beyond_noise else f": {NO_DIFFERENCE}")
     return text + ("" if row.beyond_noise else " ≈"), row.speedup, tip
+
+
+def _rounds_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    rounds = row.rounds if row.status.ran else None
+    loads = round_loads(row.result)
+    tip = f"Other processes used {min(loads):.0%}–{max(loads):.0%} of the CPU during its turns." if loads else ""
+    return format_value(rounds, "count"), rounds, tip
 
 
 def _replicas_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
@@ -119,6 +128,13 @@ COLUMNS: tuple[CompareColumn, ...] = (
         "Speed-up",
         "Samples/s of this row / samples/s of the baseline row; ≈ marks no difference beyond noise (its 95% interval holds 1).",
         _speedup_cell,
+    ),
+    CompareColumn(
+        "rounds",
+        "Rounds",
+        "Interleaved rounds this target was measured in: each round ran every target once, in a new random order, so a load "
+        "that came and went hit all alike; the speed-up's interval comes from them (one round claims nothing across runs).",
+        _rounds_cell,
     ),
     CompareColumn(
         "scaling_efficiency",

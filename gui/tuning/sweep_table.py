@@ -16,7 +16,10 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
 from core.compare.significance import CONTENDED_MARK
+from core.formatting import format_value
+from core.jobs.rounds import rounds_measured
 from core.results import FIGURES_BY_NAME, RunStatus
+from core.training.noise import Interval, between_runs
 from core.tuning.sweep import SweepRow, tied_with_best
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting
 from gui.style import FAILED_COLOR
@@ -24,6 +27,15 @@ from gui.style import FAILED_COLOR
 ROLE_VALUE = Qt.ItemDataRole.UserRole
 BEST_MARK = "★ best"
 TIED_MARK = "= tied (no difference beyond noise)"
+ROUNDS_KEY = "rounds"
+VERSUS_KEY = "versus_best"
+EXTRA_COLUMNS = {
+    ROUNDS_KEY: ("Rounds", "Interleaved rounds the point was measured in: every round ran every point once, in a new random order."),
+    VERSUS_KEY: (
+        "× best (95%)",
+        "Samples/s over the best point's, with the 95% interval over the interleaved rounds: an interval holding 1 is a tie.",
+    ),
+}
 PENDING_COLOR = "#808080"
 FIGURE_KEYS = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes")
 LR_KEY = "suggested_learning_rate"
@@ -69,11 +81,13 @@ class SweepTable(QTableWidget):
         points = plan.points()
         self.setRowCount(len(points))
         tied = set(tied_with_best(rows)) if best is not None else set()
+        top = rows[best] if best is not None and best < len(rows) else None
         for index, settings in enumerate(points):
             row = rows[index] if index < len(rows) else None
+            versus = between_runs(top.result, row.result) if top is not None and row is not None and index != best else None
             for column, key in enumerate(self._keys):
                 is_tied = index in tied or (index == best and bool(tied))
-                self.setItem(index, column, _cell(key, settings, row, index == best, is_tied))
+                self.setItem(index, column, _cell(key, settings, row, index == best, is_tied, versus))
 
 
 def _columns(plan: SweepPlan) -> list[str]:
@@ -82,7 +96,7 @@ def _columns(plan: SweepPlan) -> list[str]:
         keys.append(axis.name)
         if axis.name == "batch_size":
             keys.append(LR_KEY)
-    return [*keys, "status", *FIGURE_KEYS]
+    return [*keys, "status", *FIGURE_KEYS, ROUNDS_KEY, VERSUS_KEY]
 
 
 def _title(key: str) -> str:
@@ -92,20 +106,33 @@ def _title(key: str) -> str:
         return "Suggested LR"
     if key == "status":
         return "Status"
+    if key in EXTRA_COLUMNS:
+        return EXTRA_COLUMNS[key][0]
     return FIGURES_BY_NAME[key].title
 
 
 def _tip(key: str) -> str:
+    if key in EXTRA_COLUMNS:
+        return EXTRA_COLUMNS[key][1]
     return FIGURES_BY_NAME[key].description if key in FIGURES_BY_NAME else ""
 
 
-def _cell(key: str, settings: dict[str, Any], row: SweepRow | None, is_best: bool, tied: bool) -> QTableWidgetItem:
+def _cell(
+    key: str, settings: dict[str, Any], row: SweepRow | None, is_best: bool, tied: bool, versus: Interval | None = None
+) -> QTableWidgetItem:
     value: Any = None
     tip = ""
     if key in settings:
         value, text = settings[key], format_setting(key, settings[key])
     elif row is None:
         text = "pending" if key == "status" else ""
+    elif key == ROUNDS_KEY:
+        value = rounds_measured(row.result) or None
+        text = format_value(value, "count")
+    elif key == VERSUS_KEY:
+        value = versus.ratio if versus is not None else None
+        text = "best" if is_best else f"{versus.ratio:.2f}× ({versus.low:.2f}–{versus.high:.2f})" if versus is not None else ""
+        tip = versus.text() if versus is not None else ""
     elif key == LR_KEY:
         value = row.suggested_learning_rate
         text = "" if value is None else f"{value:.3g}"

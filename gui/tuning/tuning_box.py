@@ -270,6 +270,8 @@ class TuningBox(QGroupBox):
             f"Fastest: {settings_text(result.best)}: {rate} samples/s",
             f"Gain over your settings: {gain}; over Keras's defaults: {keras}",
         ]
+        if result.gain_interval is not None:
+            lines.append(f"How sure: {result.gain_interval.text()}; {result.gain_interval.sureness()}")
         lines.append(f"Took {result.elapsed_s:.0f} s of {result.budget_s:g} s.")
         lines += [f"Left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
         lines += [f"Note: {note}" for note in result.notes]

@@ -58,6 +58,10 @@ BAD_INPUTS = [
     (["autotune", "--model", "mlp", "--budget-s", "-5"], "--budget-s", "seconds from"),
     (["max-batch", "--model", "mlp", "--tolerance", "-0.5"], "--tolerance", "a fraction from 0.001 to 1"),
     (["compare", "--model", "mlp", "--targets", "CPU:0;GPU:x"], "targets", "allowed:"),
+    (["compare", "--model", "mlp", "--targets", "CPU:0", "--rounds", "0"], "--rounds", "a whole number from 1 to 100"),
+    (["sweep", "--model", "mlp", "--batch-sizes", "8,16", "--rounds", "²"], "--rounds", "a whole number from 1 to 100"),
+    (["autotune", "--model", "mlp", "--rounds", "101"], "--rounds", "a whole number from 1 to 100"),
+    (["run", "--model", "mlp", "--logical-cpus", "²"], "--logical-cpus", "a whole number from 0 (no split) to"),
 ]
 
 

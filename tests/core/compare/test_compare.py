@@ -30,14 +30,23 @@ def cpu_vs_mirrored(two_cpus):
 class Heard(JobListener):
     """What a comparison tells its one listener: each target's start, its steps (by the target in flight), its end."""
 
-    def __init__(self, stop_after_steps: threading.Event | None = None):
-        self.calls = {"progress": [], "steps": {}, "results": []}
+    def __init__(self, stop_after_steps: threading.Event | None = None, stop_at_setup: bool = False):
+        self.calls = {"progress": [], "steps": {}, "results": [], "turns": []}
         self.current = -1
         self.stop = stop_after_steps
+        self.stop_at_setup = stop_at_setup
 
     def on_job_start(self, index, total, label):
         self.current = index
         self.calls["progress"].append(progress_line(index, total, label))
+
+    def on_run_start(self, context):
+        if self.stop is not None and self.stop_at_setup:
+            self.stop.set()
+
+    def on_turn(self, index, round_index, rounds):
+        self.current = index
+        self.calls["turns"].append((index, round_index))
 
     def on_steps(self, records):
         self.calls["steps"].setdefault(self.current, []).extend(r.step for r in records)
@@ -139,8 +148,9 @@ def test_target_that_cannot_run_here_becomes_a_failed_row_and_the_rest_run(two_c
 
 
 def test_stop_ends_the_current_run_and_skips_the_rest(two_cpus):
+    """Stop while the first target is set up: it ends stopped, the second is never set up and is a skipped row."""
     stop = threading.Event()
-    heard = Heard(stop_after_steps=stop)
+    heard = Heard(stop_after_steps=stop, stop_at_setup=True)
     comparison = run_comparison(
         RunConfig(model="mlp", dataset="digits", steps=500, batch_size=32),
         parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
@@ -153,6 +163,21 @@ def test_stop_ends_the_current_run_and_skips_the_rest(two_cpus):
     assert heard.calls["progress"] == [f"run 1 of 2: {two_cpus[0]}"] and heard.calls["results"] == [(0, RunStatus.STOPPED, True)]
     assert any("stopped early" in w for w in comparison.warnings)
     assert any(w.startswith(f"{two_cpus[1]} was not run") for w in comparison.warnings)
+
+
+def test_stop_in_a_round_ends_every_target_set_up_after_its_call_in_flight(two_cpus):
+    """Stop at the first steps: both targets were set up before any trained; each ends stopped, none runs on."""
+    stop = threading.Event()
+    heard = Heard(stop_after_steps=stop)
+    comparison = run_comparison(
+        RunConfig(model="mlp", dataset="digits", steps=500, batch_size=32),
+        parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
+        options=JobOptions(listener=heard),
+        stop_event=stop,
+    )
+    assert [row.status for row in comparison.rows] == [RunStatus.STOPPED, RunStatus.STOPPED]
+    assert comparison.rows[0].result.steps_done < 500 and comparison.rows[1].result.steps_done == 0
+    assert sorted(index for index, _, _ in heard.calls["results"]) == [0, 1]
 
 
 @pytest.mark.slow

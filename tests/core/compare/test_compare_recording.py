@@ -31,13 +31,15 @@ class StoreWatcher(RunCallback):
         self.store = store
         self.at_start: list[tuple[RunStatus, int]] = []
         self.stored_steps: list[int] = []
+        self.run_id: int | None = None
 
     def on_run_start(self, context) -> None:
         latest = self.store.list_runs()[0]
+        self.run_id = latest.id
         self.at_start.append((latest.status, latest.steps))
 
     def on_call_begin(self, first_step: int, steps: int) -> None:
-        self.stored_steps.append(self.store.list_runs()[0].steps)
+        self.stored_steps.append(next(run.steps for run in self.store.list_runs() if run.id == self.run_id))
 
 
 def test_each_target_is_recorded_while_it_trains_and_failed_targets_too(two_cpus, store: RunStore) -> None:
@@ -66,16 +68,15 @@ def test_each_target_is_recorded_while_it_trains_and_failed_targets_too(two_cpus
 def test_a_stopped_comparison_records_the_stopped_run_and_not_the_skipped_ones(two_cpus, store: RunStore) -> None:
     stop = threading.Event()
 
-    class StopAtStep3(JobListener):
-        def on_steps(self, records) -> None:
-            if records[-1].step >= 3:
-                stop.set()
+    class StopAtFirstSetUp(JobListener):
+        def on_run_start(self, context) -> None:
+            stop.set()  # the first target is set up; the second, set up only after it, is never started
 
     comparison = run_comparison(
         RunConfig(model="mlp", dataset="digits", steps=400, batch_size=32),
         parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"),
         store=store,
-        options=JobOptions(listener=StopAtStep3()),
+        options=JobOptions(listener=StopAtFirstSetUp()),
         stop_event=stop,
     )
     assert [row.status for row in comparison.rows] == [RunStatus.STOPPED, RunStatus.SKIPPED]

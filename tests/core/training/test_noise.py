@@ -56,6 +56,7 @@ def test_a_wide_spread_is_a_noise_warning():
 
 @pytest.mark.slow
 def test_the_same_target_twice_is_no_difference_and_more_steps_per_call_are_faster_beyond_noise(two_cpus):
+    """The calls' interval tells these runs apart; a comparison of runs measured one after another still claims nothing."""
     job = RunConfig(model="mlp", strategy="one-device", devices=("CPU:0",), steps=300)
     first, again = run_training(job), run_training(job)
     batched = run_training(job.with_changes(steps=1200, steps_per_call=16))
@@ -63,12 +64,13 @@ def test_the_same_target_twice_is_no_difference_and_more_steps_per_call_are_fast
     same, gain = runs_ratio(first, again), runs_ratio(first, batched)
     comparison = compare_results([("1 step per call", first), ("again", again), ("16 steps per call", batched)])
     rows = comparison.to_rows_dict()
-    assert rows[2]["speedup_ci"] == [gain.low, gain.high] and rows[2]["beyond_noise"] == gain.beyond_noise
+    # runs measured one after another: the comparison shows the calls' interval and claims nothing across them
+    assert rows[2]["speedup_ci"] == [gain.low, gain.high] and rows[2]["beyond_noise"] is False and rows[2]["interval_rounds"] == 1
     if any(run.contended for run in (first, again, batched)):
         # Another process took the CPU during a run (the suite runs two workers): its figures are low and noisy, and the
         # comparison says so instead of a verdict on the difference.
         assert any("figures are low and noisy" in warning for warning in comparison.warnings)
         return
-    assert same is not None and not same.beyond_noise, same
-    assert rows[1]["beyond_noise"] is False and any("no difference beyond noise" in w for w in comparison.warnings)
+    assert same is not None  # the calls' interval of two runs one after another: no decision (a drifting load can move it)
+    assert rows[1]["beyond_noise"] is False and any("not in interleaved rounds" in w for w in comparison.warnings)
     assert gain is not None and gain.beyond_noise and gain.low > 1, gain

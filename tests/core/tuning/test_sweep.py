@@ -32,9 +32,9 @@ class Heard(SweepListener):
     def on_job_start(self, index, total, label) -> None:
         self.announced.append((index, total, label))
 
-    def on_steps(self, records) -> None:
+    def on_run_start(self, context) -> None:
         if self.stop_event is not None and self.announced[-1][0] == self.stop_at:
-            self.stop_event.set()
+            self.stop_event.set()  # Stop while point `stop_at` is being set up
 
     def on_row(self, index, row) -> None:
         self.rows.append(index)
@@ -47,7 +47,7 @@ def mlp_sweep(two_cpus, store):
     group = next_sweep_group(store.groups(), plan)
     heard = Heard()
     sweep = run_sweep(plan, store, JobOptions(group=group, listener=heard))
-    assert heard.rows == [0, 1, 2, 3]
+    assert sorted(heard.rows) == [0, 1, 2, 3], "each point's row, in the order the points ended"
     return sweep, heard.announced
 
 
@@ -105,20 +105,31 @@ def test_sweep_rows_are_evidence_for_a_verdict(mlp_sweep) -> None:
 
 
 @pytest.mark.slow
-def test_a_failed_point_is_a_row_and_stop_ends_the_point_in_flight_then_skips_the_rest(two_cpus, store) -> None:
+def test_a_failed_point_is_a_row_and_stop_ends_the_points_set_up_then_skips_the_rest(two_cpus, store) -> None:
+    """Points are set up one at a time before the rounds: Stop during the third's set-up ends those set up, skips the fourth."""
     base = RunConfig(model="mlp", strategy="mirrored", devices=tuple(two_cpus), steps=6, batch_size=16)
     plan = plan_sweep(base, {"batch_size": (15, 16, 24, 32)})
     stop_event = threading.Event()
     heard = Heard(stop_event, stop_at=2)
     sweep = run_sweep(plan, store, JobOptions(group="sweep 9: batch", listener=heard), stop_event)
-    failed, completed, stopped, skipped = sweep.rows
+    failed, set_up, stopped, skipped = sweep.rows
     assert failed.status == RunStatus.FAILED and "multiple of the 2 replicas" in failed.result.message
-    assert completed.status == RunStatus.COMPLETED and completed.result.replicas == 2
-    assert stopped.status == RunStatus.STOPPED and stopped.result.steps_done == 1  # one step call, then Stop
+    assert set_up.status == RunStatus.STOPPED and set_up.result.replicas == 2 and set_up.result.steps_done == 0
+    assert stopped.status == RunStatus.STOPPED and stopped.result.steps_done == 0  # stopped before its first turn
     assert skipped.status == RunStatus.SKIPPED and skipped.run_id is None and sweep.stopped
-    assert sweep.best == 1 and [index for index, _, _ in heard.announced] == [0, 1, 2] and heard.rows == [0, 1, 2, 3]
+    assert sweep.best is None and [index for index, _, _ in heard.announced] == [0, 1, 2] and sorted(heard.rows) == [0, 1, 2, 3]
     statuses = {summary.id: summary.status for summary in store.list_runs()}
-    assert [statuses[row.run_id] for row in sweep.rows[:3]] == [RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.STOPPED]
+    assert [statuses[row.run_id] for row in sweep.rows[:3]] == [RunStatus.FAILED, RunStatus.STOPPED, RunStatus.STOPPED]
+
+
+@pytest.mark.slow
+def test_a_sweep_in_rounds_stars_a_real_difference_and_says_how_many_rounds() -> None:
+    """1 against 16 steps per call on the MLP (about 3x apart): every row measured in the rounds asked for, 16 the best."""
+    plan = plan_sweep(RunConfig(model="mlp", dataset="digits", steps=160, batch_size=64), {"steps_per_call": (1, 16)})
+    sweep = run_sweep(plan, None, rounds=4, seed=3)
+    data = sweep.to_dict()
+    assert [row["rounds"] for row in data["rows"]] == [4, 4] and data["rounds"] == 4
+    assert data["best"] == 1 and data["best_beyond_noise"], [row["samples_per_s"] for row in data["rows"]]
 
 
 def test_precisions_a_cpu_cannot_run_usefully_are_left_out_with_the_reason() -> None:

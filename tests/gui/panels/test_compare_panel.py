@@ -110,7 +110,7 @@ def test_scaling_sweep_runs_one_then_two_devices_with_an_efficiency_chart(compar
     assert panel.efficiency_chart.bar_values() == (100.0, comparison.rows[1].scaling_efficiency * 100)
 
 
-def test_stop_ends_the_run_in_flight_and_skips_the_rest(compare_window, qtbot):
+def test_stop_ends_the_turn_in_flight_and_every_target_set_up(compare_window, qtbot):
     window, panel = compare_window, compare_window.compare_panel
     window.run_panel.steps_edit.setText("100000")
     panel.set_targets(["CPU:0", MIRRORED])
@@ -122,9 +122,12 @@ def test_stop_ends_the_run_in_flight_and_skips_the_rest(compare_window, qtbot):
         qtbot.mouseClick(window.run_panel.stop_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     comparison = blocker.args[0]
-    assert [row.status for row in comparison.rows] == ["stopped", "skipped"]
-    assert cell(panel, 1, COL_TARGET).text() == f"{MIRRORED} [skipped]"
-    assert [run.status for run in window.history_panel.runs()] == ["stopped"]
+    # both targets were set up before the rounds began: each ends stopped, after its call in flight
+    assert [row.status for row in comparison.rows] == ["stopped", "stopped"]
+    assert all(row.result.steps_done < 100000 for row in comparison.rows)
+    target = cell(panel, 1, COL_TARGET).text()
+    assert target.startswith(MIRRORED) and target.endswith(" [stopped]"), target  # "(busy)" between when contended
+    assert [run.status for run in window.history_panel.runs()] == ["stopped", "stopped"]
 
 
 def test_compare_waits_while_a_single_run_trains(compare_window, qtbot):
@@ -144,3 +147,24 @@ def test_a_bad_typed_target_is_explained_and_nothing_runs(compare_window, qtbot)
     assert not panel.start_comparison()
     assert "Target 'GPU' is not understood. Use 'CPU:0', 'GPU:1'" in panel.progress_label.text()
     assert not panel.is_running()
+
+
+def test_a_compare_in_rounds_shows_each_rows_rounds_and_the_interval_from_them(compare_window, qtbot):
+    """Two targets in three interleaved rounds through the real widgets: the Rounds column, the interval's tooltip, the progress."""
+    panel = compare_window.compare_panel
+    panel.set_targets(["CPU:0", MIRRORED])
+    panel.rounds_spin.setValue(3)
+    messages: list[str] = []
+    panel.message.connect(messages.append)
+
+    comparison = run_comparison(qtbot, panel)
+
+    assert [row.status for row in comparison.rows] == ["completed", "completed"], [r.result.message for r in comparison.rows]
+    assert [row.rounds for row in comparison.rows] == [3, 3]
+    rounds_column = column_index("rounds")
+    assert [cell(panel, row, rounds_column).data(ROLE_VALUE) for row in range(2)] == [3, 3]
+    assert any("round 3 of 3" in m for m in messages), messages[-5:]
+    low, high = comparison.rows[1].speedup_ci
+    assert cell(panel, 1, COL_SPEEDUP).toolTip().startswith(f"95% interval {low:.2f}–{high:.2f}× (over 3 interleaved rounds)")
+    spans = [row.result.rounds["spans"] for row in comparison.rows]
+    assert [len(s) for s in spans] == [3, 3] and all(s[-1][1] == STEPS for s in spans), spans
