@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import random
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -266,15 +265,3 @@ def rounds_measured(result: RunResult) -> int:
     if not result.status.ran:
         return 0
     return max(len(result.rounds.get("spans") or []), 1)
-
-
-def wait_until_quiet(limit_s: float, threshold: float, stop_event: threading.Event | None = None, step_s: float = 1.0) -> float:
-    """Wait up to `limit_s` until other processes use less than `threshold` of the CPU over `step_s`; the seconds waited."""
-    start = time.monotonic()
-    while time.monotonic() - start < limit_s and not (stop_event is not None and stop_event.is_set()):
-        before = snapshot()
-        time.sleep(min(step_s, max(limit_s - (time.monotonic() - start), 0.05)))
-        share = between(before, snapshot(), "wait").other_cpu_share
-        if share is not None and share < threshold:
-            break
-    return time.monotonic() - start

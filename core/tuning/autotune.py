@@ -418,17 +418,22 @@ class _Tuner:
         (`confirmed`), and their figures replace the search's.
         """
         start, best = settings_of(self.config), self.best()
-        if best == start or self.stop_event.is_set() or self.abandoned:
+        if self.stop_event.is_set() or self.abandoned:
             return
-        candidates = [start, best, *self._runner_up(start, best)]
+        # the search kept the start: a load that came and went may have hidden a gain, so its two fastest rivals get the rounds
+        rivals = self._runner_up(start, best, 2 if best == start else 1)
+        candidates = [start, *([best] if best != start else []), *rivals]
+        if len(candidates) < 2:
+            return
         setups = sum(self.overheads.get(setup_key(c, self.config.backend), SETUP_GUESS_S) for c in candidates)
         left = self.deadline - time.monotonic() - END_RESERVE_S - setups
         rounds = min(rounds, max(int(left / (len(candidates) * MIN_TURN_S)), 0))
         if rounds < 2:
             self.confirmed = False
+            self.chosen = start
             self.notes.append(
-                f"not adopted: too little of the budget was left to measure {settings_text(best)} against the start in interleaved "
-                f"rounds ({max(left, 0):.1f} s); give it a larger --budget-s"
+                f"not adopted: too little of the budget was left to measure {settings_text(candidates[1])} against the start in "
+                f"interleaved rounds ({max(left, 0):.1f} s): could not tell a gain; give it a larger --budget-s"
             )
             return
         turn_s = min(left / (rounds * len(candidates)), MAX_MEASURE_S)
@@ -460,16 +465,18 @@ class _Tuner:
             shown = between_runs(start_result, results[1]) if start_result is not None and results[1] is not None else None
             self.chosen_interval = shown
             self.notes.append(
-                f"not adopted: {settings_text(best)} was not faster than the start beyond noise over {rounds} interleaved rounds"
-                + (f" ({shown.text()})" if shown is not None else "")
-                + "; the load may have changed between the search's runs: re-run on a quiet machine or with a larger --budget-s"
+                f"not adopted: {settings_text(candidates[1])} was not faster than the start beyond noise over {rounds} interleaved "
+                "rounds" + (f" ({shown.text()})" if shown is not None else "") + ": could not tell a gain; re-run on a quiet machine "
+                "or with a larger --budget-s"
             )
 
-    def _runner_up(self, start: dict[str, Any], best: dict[str, Any]) -> list[dict[str, Any]]:
-        """The fastest other measured setting (by mean samples/s), if any."""
-        others = [(self.rate(p.settings) or 0, i, p.settings) for i, p in enumerate(self.points) if p.status == "measured"]
-        others = [item for item in others if item[2] not in (start, best)]
-        return [max(others, key=lambda item: (item[0], -item[1]))[2]] if others else []
+    def _runner_up(self, start: dict[str, Any], best: dict[str, Any], count: int) -> list[dict[str, Any]]:
+        """The `count` fastest other measured settings (by mean samples/s), fastest first."""
+        others: dict[str, tuple[float, int, dict[str, Any]]] = {}
+        for i, p in enumerate(self.points):
+            if p.status == "measured" and p.settings not in (start, best):
+                others.setdefault(settings_text(p.settings), (-(self.rate(p.settings) or 0), i, p.settings))
+        return [settings for _, _, settings in sorted(others.values(), key=lambda item: item[:2])[:count]]
 
     def _rounds(self, candidates: list[dict[str, Any]], rounds: int, turn_s: float) -> list[RunResult | None]:
         """Each candidate as a run of its own, in `rounds` interleaved turns of `turn_s` seconds; None where one could not run."""
