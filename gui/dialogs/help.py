@@ -49,7 +49,10 @@ How fast does this model train on each device, strategy and setting you have, an
 
 - In the **Compare** tab, tick the targets (or type more, e.g.
   `GPU:1; mirrored:GPU:0,GPU:1; multi-worker:2`) and press **Compare**: the job from the run
-  form runs on each target, one after another, with the same data and steps.
+  form runs on each target, with the same data and steps, in interleaved rounds (**Rounds**, 6
+  by default: every round runs each target once, in a new random order, so a load that comes
+  and goes hits all alike). A speed-up's 95% interval comes from the rounds; one that holds 1
+  is marked ≈ (no difference beyond noise), and one round claims nothing.
 - The table gives samples/s, step times, the speed-up against the baseline (orange bar;
   choose it under **Baseline** or right-click a row), scaling efficiency and % of peak.
 - Read the **⚠ lines** under the table: they say when the runs are not a fair comparison

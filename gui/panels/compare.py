@@ -2,7 +2,7 @@
 
 The job (model, data, global batch, steps, seed) comes from the run form; the
 targets from checkboxes built from the detected devices plus a free-text field
-(`gui.panels.compare_targets`). Runs go one after another in a worker thread
+(`gui.panels.compare_targets`). Runs go in interleaved rounds in a worker thread
 (`gui.controllers.compare`), their curves overlaid live in the shared plots and
 each saved to the history. The table (`gui.panels.compare_table`), the samples/s
 bar chart and the fairness warnings fill in as runs finish; the baseline can

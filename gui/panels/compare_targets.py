@@ -62,7 +62,7 @@ class CompareTargetsBox(QGroupBox):
     changed = Signal()  # a box was ticked or unticked, or the typed text changed
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Targets: the same job on each, one after another", parent)
+        super().__init__("Targets: the same job on each, in interleaved rounds", parent)
         self.setObjectName("compareTargets")
         self._boxes: list[tuple[QCheckBox, str]] = []
         self.grid = QGridLayout()

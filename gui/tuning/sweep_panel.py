@@ -2,7 +2,7 @@
 
 The job (model, data, target, steps, learning rate, the settings not swept)
 comes from the run form; the settings varied and their values from
-`SweepAxesBox`. Points run one after another in a worker thread
+`SweepAxesBox`. Points run in interleaved rounds in a worker thread
 (`gui.controllers.sweep`), each a normal run saved to the history under the
 sweep's group. The table, the heat map (two settings) and the chart fill in as
 points finish; "Use these settings" emits the picked row's settings (the best
@@ -246,7 +246,10 @@ class SweepPanel(QWidget):
     def _build_controls(self) -> QHBoxLayout:
         self.start_button = QPushButton("Start sweep")
         self.start_button.setObjectName("sweepStartButton")
-        self.start_button.setToolTip("Run the run form's job once per point, one after another; each run is saved to the history.")
+        self.start_button.setToolTip(
+            "Run the run form's job at every point, in interleaved rounds (every round runs each point once, in a new random order); "
+            "each run is saved to the history."
+        )
         self.start_button.clicked.connect(self.start_sweep)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("sweepStopButton")
