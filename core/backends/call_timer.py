@@ -10,12 +10,15 @@ that moment is that call's end. A call whose loss is ready already (JAX can be
 asked without waiting: `is_ready`) is read at once, at each dispatch: on a CPU,
 where a small call is done by the time the next is dispatched, reading only
 eight calls late clocked dispatch bursts (a median of 0.2 ms beside a mean of
-2 ms), not steps; so each call's end is the first moment it is seen done. The calls still in flight when the epoch's (or
-the run's) last call is dispatched are read at once, in order, before Keras's
-end-of-epoch work (it syncs the JAX state back into the model, 0.1-1 s): that
-work and the drain would otherwise land in one "step" and the last calls read
-~0 ms. The time from an epoch's end to the next epoch's begin is no step's
-time (`CallClock.resume`), so samples/s does not fall with the run's length. Measured with
+2 ms), not steps. Calls seen done together (the ones still in flight at an
+epoch's end, read after Keras's end-of-epoch state sync) share the time since
+the last ones evenly, so none reads ~0 ms beside one that carries them all;
+the epoch-end work stays in the steps' time, as a user's `fit` pays it
+(leaving it out over-reported the MLP's samples/s by 12-15% against the app's
+own clock, and draining before it cost 6-7%: `backend_overhead`, 2026-11-27).
+The run's last calls are read when the last is dispatched, before Keras's final
+state sync: that sync happens once per run, after training, and counted in the
+last step it made a 200-step MLP run read 38,000 samples/s beside 97,000 at 2,000. Measured with
 `benchmarks/backend_overhead.py` against a bare `fit` (which runs a whole epoch
 ahead): reading each call at its own end cost the MLP 27% at one step per call;
 one call in flight 0.93x, two 1.01x on the MLP but 0.95-0.975x on the small CNN,
@@ -59,10 +62,6 @@ class CallClock:
         """Training begins: the warm-up call is timed from here."""
         self.previous_end = time.perf_counter()
 
-    def resume(self) -> None:
-        """Steps go on after work that is no step's (Keras's end of an epoch): the next call is timed from here."""
-        self.previous_end = time.perf_counter()
-
     def calls_ended(self, calls: list[tuple[int, float]], ended: float) -> None:
         """Calls seen done together at `ended`, in order, as (the epoch's step each ended at, Keras's running mean loss there).
 
@@ -104,7 +103,7 @@ def timed_calls_class() -> type:
 
         def __init__(self, clock: CallClock, total_steps: int, model: Any, epochs: int, steps: int) -> None:
             super().__init__(add_history=True, model=model, verbose=0, epochs=epochs, steps=steps)
-            self.clock, self.total_steps, self.epoch_steps = clock, total_steps, steps
+            self.clock, self.total_steps = clock, total_steps
             self.dispatched = 0
             self.in_flight: deque[tuple[int, Any]] = deque()
 
@@ -112,18 +111,13 @@ def timed_calls_class() -> type:
             super().on_train_begin(logs)
             self.clock.start()
 
-        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-            super().on_epoch_begin(epoch, logs)
-            if epoch > 0:
-                self.clock.resume()  # Keras's epoch-end work (the state sync, the epoch's logs) is no step's time
-
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             self.in_flight.append((batch, (logs or {})["loss"]))
             self.dispatched += self.clock.steps_per_call
             if self.dispatched >= self.total_steps or self.clock.stop.is_set():
                 self.model.stop_training = True  # this call is the last
-            if self.clock.steps_done == 0 or self.model.stop_training or batch + 1 >= self.epoch_steps:
-                self.read(len(self.in_flight))  # the warm-up alone; the epoch's last call before Keras's epoch-end work
+            if self.clock.steps_done == 0 or self.model.stop_training:
+                self.read(len(self.in_flight))  # the warm-up alone; the run's last calls before Keras's final state sync
                 return
             ready = 0
             while ready < len(self.in_flight) and _is_ready(self.in_flight[ready][1]):
