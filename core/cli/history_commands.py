@@ -72,21 +72,25 @@ def _run_dict(run: RunSummary, files: ModelFileStates) -> dict[str, Any]:
 def cmd_export(args: argparse.Namespace) -> int:
     from core.history.export import ExportError
 
+    as_csv = args.csv is not None
+    target = args.csv if as_csv else args.json
+    if not str(target).strip():
+        raise ConfigError("--csv" if as_csv else "--json", target, "a file path to write, such as runs.csv")
+    run_ids = list(dict.fromkeys(args.run_ids))  # a run named twice is exported once
     store = open_history()
     known = {r.id for r in store.list_runs()}
-    missing = [i for i in args.run_ids if i not in known]
+    missing = [i for i in run_ids if i not in known]
     if missing:
         raise ConfigError("RUN_ID", missing, "ids listed by `main.py history`")
-    target = args.csv or args.json
     try:
-        if args.csv:
-            store.export_csv(args.run_ids, target)
+        if as_csv:
+            store.export_csv(run_ids, target)
         else:
-            store.export_json(args.run_ids, target)
+            store.export_json(run_ids, target)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"exported {len(args.run_ids)} run(s) to {target}", file=sys.stderr)
+    print(f"exported {len(run_ids)} run(s) to {target}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -180,6 +180,8 @@ def test_compare_json_gives_rows_with_speedup_and_export_matches(cli_env, tmp_pa
     for run in history:
         assert by_id[run["id"]]["samples_per_s"] == run["samples_per_s"]
         assert len(by_id[run["id"]]["losses"]) == 12
+    twice = cli(["export", ids[0], ids[1], ids[0], "--json", str(exported)], cli_env)  # a run named twice is written once
+    assert twice.returncode == 0 and [run["id"] for run in json.loads(exported.read_text())["runs"]] == [int(ids[0]), int(ids[1])]
 
 
 def test_export_of_unknown_run_id_is_refused(cli_env, tmp_path):

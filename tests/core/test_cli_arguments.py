@@ -62,6 +62,8 @@ BAD_INPUTS = [
     (["sweep", "--model", "mlp", "--batch-sizes", "8,16", "--rounds", "²"], "--rounds", "a whole number from 1 to 100"),
     (["autotune", "--model", "mlp", "--rounds", "101"], "--rounds", "a whole number from 1 to 100"),
     (["run", "--model", "mlp", "--logical-cpus", "²"], "--logical-cpus", "a whole number from 0 (no split) to"),
+    (["export", "1", "--csv", ""], "--csv", "a file path to write"),
+    (["export", "1", "--json", " "], "--json", "a file path to write"),
 ]
 
 
