@@ -107,10 +107,15 @@ def hooks_in_words(hooks: Mapping[str, str]) -> str:
     return ", ".join(words) or "no hooks"
 
 
+def is_whole_number(text: str) -> bool:
+    """Whether `text` is ASCII digits only: "²" and "٣" are digits to `str.isdigit()` but not to `int()`."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_step_range(text: str) -> tuple[int, int]:
     """Parse "10-20" into (10, 20): the profiled steps as `--profile` takes them and runs record them; ConfigError otherwise."""
     first, _, last = text.partition("-")
-    if not (first.strip().isdigit() and last.strip().isdigit()):
+    if not (is_whole_number(first.strip()) and is_whole_number(last.strip())):
         raise ConfigError(PROFILE_FIELD, text, "a step range such as 10-20")
     check_step_range(int(first), int(last))
     return int(first), int(last)
@@ -250,7 +255,7 @@ def normalize_device_name(name: str) -> str:
         raise ConfigError("devices", name, "device names such as 'CPU:0' or 'GPU:1'")
     short = name.strip().split("device:")[-1].lstrip("/")
     kind, _, index = short.partition(":")
-    if not kind or not index.isdigit():
+    if not kind or not is_whole_number(index):
         raise ConfigError("devices", name, "device names such as 'CPU:0' or 'GPU:1'")
     return f"{kind.upper()}:{int(index)}"
 
@@ -266,7 +271,7 @@ def normalize_address(address: str) -> str:
         not bare_host
         or any(c.isspace() or c in ",'\"[]/" for c in bare_host)
         or (":" in bare_host and bare_host == host)
-        or not port.isdigit()
+        or not is_whole_number(port)
         or not 1 <= int(port) <= 65535
     ):
         raise ConfigError("cluster_hosts", address, allowed)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.compare.targets import CompareTarget
-from core.config import BACKENDS, FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig
+from core.config import BACKENDS, FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig, is_whole_number
 from core.formatting import format_bytes
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.machine.runtime import MAX_LOGICAL_CPUS
@@ -236,8 +236,7 @@ def whole_number(option: str, low: int, high: int, rule: str) -> Callable[[str],
 
     def check(text: str) -> int:
         value = text.strip()
-        digits = value.removeprefix("-")
-        number = int(value) if digits.isascii() and digits.isdigit() else None  # "²" is a digit to isdigit(), not to int()
+        number = int(value) if is_whole_number(value.removeprefix("-")) else None
         if number is None or not low <= number <= high:
             raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule}")
         return number

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.config import BACKENDS, MAX_WORKERS, ConfigError, RunConfig, normalize_device_name
+from core.config import BACKENDS, MAX_WORKERS, ConfigError, RunConfig, is_whole_number, normalize_device_name
 
 TARGET_FORMS = (
     "'CPU:0', 'GPU:1', 'one-device:GPU:0', 'mirrored' (all GPUs), 'mirrored:CPU:0,CPU:1', 'default', "
@@ -75,11 +75,11 @@ def _parse_place(spec: str) -> CompareTarget:
     if word == "multi-worker":
         if not rest:
             return CompareTarget("multi-worker", "multi-worker")
-        if rest.isdigit() and 1 <= int(rest) <= MAX_WORKERS:
+        if is_whole_number(rest) and 1 <= int(rest) <= MAX_WORKERS:
             return CompareTarget(f"multi-worker:{int(rest)}", "multi-worker", workers=int(rest))
-    if word == "tpu" and rest and not rest.isdigit():
+    if word == "tpu" and rest and not is_whole_number(rest):
         return CompareTarget(f"tpu:{rest}", "tpu", tpu_address=rest)
-    if word.upper() in DEVICE_KINDS and rest.isdigit():
+    if word.upper() in DEVICE_KINDS and is_whole_number(rest):
         device = normalize_device_name(spec)
         return CompareTarget(device, "one-device", (device,))
     raise ConfigError("targets", spec, TARGET_FORMS)

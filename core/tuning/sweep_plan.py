@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import BACKENDS, MAX_BATCH_SIZE, MAX_STEPS_PER_CALL, PRECISIONS, ConfigError, RunConfig
+from core.config import BACKENDS, MAX_BATCH_SIZE, MAX_STEPS_PER_CALL, PRECISIONS, ConfigError, RunConfig, is_whole_number
 from core.workloads.workload import model_title
 
 AXES = ("batch_size", "steps_per_call", "precision", "xla", "backend")
@@ -106,7 +106,7 @@ def _parse_value(name: str, part: str, label: str, text: str) -> Any:
     word = part.lower()
     if name in ("batch_size", "steps_per_call"):
         high = MAX_BATCH_SIZE if name == "batch_size" else MAX_STEPS_PER_CALL
-        if not word.isdigit() or not 1 <= int(word) <= high:
+        if not is_whole_number(word) or not 1 <= int(word) <= high:
             raise ConfigError(label, text, _allowed(name))
         return int(word)
     if name == "precision":

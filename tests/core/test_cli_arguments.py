@@ -63,6 +63,8 @@ BAD_INPUTS = [
     (["autotune", "--model", "mlp", "--rounds", "101"], "--rounds", "a whole number from 1 to 100"),
     (["run", "--model", "mlp", "--logical-cpus", "²"], "--logical-cpus", "a whole number from 0 (no split) to"),
     (["export", "1", "--csv", ""], "--csv", "a file path to write"),
+    (["compare", "--model", "mlp", "--targets", "CPU:²"], "targets", "allowed:"),
+    (["run", "--model", "mlp", "--strategy", "one-device", "--devices", "CPU:²"], "devices", "device names such as"),
     (["export", "1", "--json", " "], "--json", "a file path to write"),
 ]
 
