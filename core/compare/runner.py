@@ -19,7 +19,7 @@ from core.compare.table import Comparison, check_baseline, compare_results
 from core.compare.targets import TARGET_FORMS, CompareTarget, sweep_targets
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
-from core.jobs.rounds import DEFAULT_ROUNDS, WARMUP_ROUND, RoundGate, run_in_rounds
+from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, run_in_rounds
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus
 from core.training.flops import FlopsCounter
@@ -81,19 +81,11 @@ def run_comparison(
     def starter(target: CompareTarget) -> Callable[[RoundGate], RecordedRun]:
         return lambda gate: _run_target(base, target, store, replace(options, hooks=(gate, counter, *options.hooks)), stop_event)
 
-    def on_turn(index: int, round_index: int, count: int) -> None:
-        if listener is None:
-            return
-        if round_index == WARMUP_ROUND and index not in started:
-            started.add(index)
-            listener.on_job_start(index, len(targets), targets[index].label)
-        listener.on_turn(index, round_index, count)
-
     def on_ended(index: int, recorded: RecordedRun | None) -> None:
         if listener is not None and recorded is not None:
             listener.on_job_end(index, recorded)
 
-    started: set[int] = set()
+    on_turn = announcing(listener, [target.label for target in targets])
     recorded_runs = run_in_rounds([starter(target) for target in targets], rounds, stop_event, seed, on_turn, on_ended=on_ended)
     entries = [
         (target.label, recorded.result if recorded is not None else _unrun(base, target, RunStatus.SKIPPED, SKIPPED_MESSAGE))

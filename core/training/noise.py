@@ -154,9 +154,7 @@ def runs_ratio(a: object, b: object) -> Interval | None:
         if not times:
             return None
         series.append(call_times(times, getattr(run, "warmup_steps", 0), config.get("steps_per_call", 1)))
-    batch_a = (getattr(a, "config", {}) or {}).get("batch_size") or 1
-    batch_b = (getattr(b, "config", {}) or {}).get("batch_size") or 1
-    return bootstrap_ratio(series[0], series[1], batch_b / batch_a)
+    return bootstrap_ratio(series[0], series[1], _batch(b) / _batch(a))
 
 
 def _round_calls(run: object) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -176,8 +174,15 @@ def _round_calls(run: object) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 def round_rates(run: object) -> dict[int, float]:
     """Samples/s of each interleaved round a run measured (round index -> rate), from its step times; {} without rounds."""
-    batch = (getattr(run, "config", {}) or {}).get("batch_size") or 1
-    return {index: batch * steps.sum() / seconds.sum() for index, (seconds, steps) in _round_calls(run).items()}
+    return _rates(_round_calls(run), _batch(run))
+
+
+def _rates(calls: dict[int, tuple[np.ndarray, np.ndarray]], batch: int) -> dict[int, float]:
+    return {index: batch * float(steps.sum() / seconds.sum()) for index, (seconds, steps) in calls.items()}
+
+
+def _batch(run: object) -> int:
+    return (getattr(run, "config", {}) or {}).get("batch_size") or 1
 
 
 def rounds_ratio(a: object, b: object) -> Interval | None:
@@ -193,13 +198,14 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
     if not rounds_a or rounds_a.get("id") != rounds_b.get("id"):
         return None
     calls_a, calls_b = _round_calls(a), _round_calls(b)
+    rates_a, rates_b = _rates(calls_a, _batch(a)), _rates(calls_b, _batch(b))
     shared = sorted(set(calls_a) & set(calls_b))
     if len(shared) < 2:
         return None
     from scipy.special import stdtrit  # 0.1-0.5 s to load: only where rounds are compared
 
-    batch_ratio = ((getattr(b, "config", {}) or {}).get("batch_size") or 1) / ((getattr(a, "config", {}) or {}).get("batch_size") or 1)
-    logs = np.log([batch_ratio * _rate(calls_b[k]) / _rate(calls_a[k]) for k in shared])
+    batch_ratio = _batch(b) / _batch(a)
+    logs = np.log([rates_b[k] / rates_a[k] for k in shared])
     mean = float(np.mean(logs))
     half = float(stdtrit(len(logs) - 1, 1 - (1 - CONFIDENCE) / 2)) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
     rng = np.random.default_rng(SEED)
@@ -209,11 +215,6 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
     low, high = min(mean - half, float(floor_low)), max(mean + half, float(floor_high))
     calls = (sum(len(calls_a[k][0]) for k in shared), sum(len(calls_b[k][0]) for k in shared))
     return Interval(math.exp(mean), math.exp(low), math.exp(high), calls, len(shared), tuple(float(r) for r in np.exp(logs)))
-
-
-def _rate(calls: tuple[np.ndarray, np.ndarray]) -> float:
-    seconds, steps = calls
-    return float(steps.sum() / seconds.sum())
 
 
 def _resampled(calls: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> np.ndarray:

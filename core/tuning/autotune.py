@@ -271,7 +271,6 @@ class _Tuner:
         self.chosen: dict[str, Any] | None = None  # what the interleaved rounds chose (None: they did not run)
         self.chosen_interval: Interval | None = None
         self.confirmed: bool | None = None  # the best was faster than the start beyond noise over the rounds
-        self.round_results: dict[str, RunResult | None] = {}
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -442,7 +441,6 @@ class _Tuner:
             self.points.append(self._point_of(settings, "rounds", result))
             if self.on_point is not None:
                 self.on_point(self.points[-1])
-        self.round_results = {settings_text(settings): result for settings, result in zip(candidates, results, strict=True)}
         start_result = results[0]
         faster = {
             index: interval

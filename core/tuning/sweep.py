@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
-from core.jobs.rounds import DEFAULT_ROUNDS, WARMUP_ROUND, RoundGate, rounds_measured, run_in_rounds
+from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
 from core.training.noise import between_runs
 from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
@@ -204,21 +204,13 @@ def run_sweep(
     def starter(settings: dict[str, Any]) -> Callable[[RoundGate], SweepRow]:
         return lambda gate: run_point(plan, settings, store, replace(options, hooks=(gate, *options.hooks)), stop_event)
 
-    def on_turn(index: int, round_index: int, count: int) -> None:
-        if listener is None:
-            return
-        if round_index == WARMUP_ROUND and index not in started:
-            started.add(index)
-            listener.on_job_start(index, len(points), point_label(points[index]))
-        listener.on_turn(index, round_index, count)
-
     def on_ended(index: int, row: SweepRow | None) -> None:
         if row is not None:
             rows[index] = row
             if isinstance(listener, SweepListener):
                 listener.on_row(index, row)
 
-    started: set[int] = set()
+    on_turn = announcing(listener, [point_label(settings) for settings in points])
     run_in_rounds([starter(settings) for settings in points], rounds, stop_event, seed, on_turn, on_ended=on_ended)
     for index, settings in enumerate(points):
         if rows[index] is None:
