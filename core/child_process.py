@@ -10,7 +10,7 @@ Parent side, `Child`: a process group (session) of its own, the one environment
             ...
     job.end, job.result, job.describe_end()  # ChildEnd, its reply, "training on JAX exited with code 3 while ..."
 
-Child side: `send(message)`, `stage(doing)`, `reply(answer)`, `listen_to_parent()`.
+Child side: `send(message)`, `stage(doing)`, `reply(answer)`, `listen_to_parent()`, `end_with_parent()`.
 The protocol: one line per message on the child's stdout: `MARKER`, the kind
 ("message" or "reply"), a space, JSON. The first `send` moves the child's fd 1
 onto stderr, so nothing else (print, TensorFlow's C++ log) writes on the reply
@@ -42,6 +42,7 @@ MARKER = "@@device-lab "
 MESSAGE, REPLY = "message", "reply"
 STOP_LINE = "stop"
 ORPHAN_EXIT_CODE = 3
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 POLL_S = 0.1
 TAIL_LINES = 200
 READER_JOIN_S = 5.0
@@ -424,6 +425,22 @@ def listen_to_parent(stop: threading.Event | None = None, orphan_exit_s: float =
 
     _thread(listen, "listen-to-parent")
     return stop
+
+
+def end_with_parent() -> bool:
+    """In the child: ask the kernel to kill this process when its parent dies (Linux); False where it cannot.
+
+    `listen_to_parent`'s own exit needs the interpreter: a child whose thread holds the GIL in
+    native code (TensorFlow setting up a cluster, XLA compiling) could outlive the app for minutes,
+    with a gRPC port still open. SIGKILL from the kernel needs nothing from the child. Call it only
+    in a child whose parent's starting thread outlives it (the kernel watches that thread).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
 
 
 def _write(kind: str, payload: Any) -> None:

@@ -33,6 +33,8 @@ MAX_BATCH_SIZE = 1 << 20
 MAX_STEPS = 100_000_000
 MAX_STEPS_PER_CALL = 10_000
 MAX_WORKERS = 64
+MAX_LOGICAL_CPUS = 16
+"""The most CPU devices a process splits its CPU into: TensorFlow's logical CPUs, JAX's XLA host devices."""
 MIN_CLUSTER_TIMEOUT_S = 5
 MAX_CLUSTER_TIMEOUT_S = 86_400
 MIN_TPU_TIMEOUT_S = 1
@@ -221,6 +223,10 @@ class RunConfig:
         kwargs = {k: v for k, v in data.items() if k in known}
         if "devices" in kwargs:
             kwargs["devices"] = tuple(kwargs["devices"] or ())
+        from core.workloads.workload import is_model_file
+
+        if not is_model_file(str(kwargs.get("model", ""))):
+            kwargs.pop("custom_objects", None)  # stored by older versions, which ignored it for a sample model
         return cls(**kwargs, hooks=HookSettings.from_dict(recorded_hooks(data)))
 
     @property
@@ -313,6 +319,8 @@ def _validate(config: RunConfig) -> None:
         _validate_model_file(config)
     elif config.model not in models.MODELS:
         raise ConfigError("model", config.model, ", ".join(models.MODELS) + ", or a .keras, .h5 or .py model file")
+    elif config.custom_objects:
+        raise ConfigError("custom_objects", config.custom_objects, "none for a sample model: custom classes belong to a model file")
     elif config.dataset not in data.DATASETS:
         raise ConfigError("dataset", config.dataset, ", ".join(data.DATASETS))
     else:
@@ -370,6 +378,11 @@ def _check_backend(config: RunConfig) -> None:
         return
     if config.strategy in TF_ONLY_STRATEGIES:
         raise ConfigError("strategy", config.strategy, f"default, one-device or mirrored on the {config.backend} backend")
+    far = [d for d in config.devices if d.startswith("CPU:") and int(d.split(":")[1]) >= MAX_LOGICAL_CPUS]
+    if far:  # XLA would be asked for that many host devices before anything could refuse them
+        raise ConfigError(
+            "devices", list(config.devices), f"CPU devices from CPU:0 to CPU:{MAX_LOGICAL_CPUS - 1} on the {config.backend} backend"
+        )
     if config.backend == "torch" and config.strategy == "mirrored":
         raise ConfigError("strategy", config.strategy, "default or one-device on the torch backend (Keras has no data parallel API for it)")
     if config.dataset == "build_dataset":

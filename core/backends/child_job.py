@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     config = RunConfig.from_dict(json.loads(argv[0]))
     prepare_environment(config)
+    child_process.end_with_parent()  # XLA compiling holds the GIL: the kernel ends this job with the app
     stop = child_process.listen_to_parent()
     error = None
     try:

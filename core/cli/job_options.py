@@ -103,14 +103,14 @@ def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True,
         metavar="FILE.py",
         help="a .py defining the model file's custom layers (registered before it opens; runs its code: needs --trust)",
     )
-    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate")
+    parser.add_argument("--lr", type=float, default=RunConfig.learning_rate, help="learning rate (default %(default)g)")
     parser.add_argument(
         "--optimizer",
         default=None,
         choices=(*OPTIMIZERS, FILE_OPTIMIZER),
         help="default: a model file's own compiled optimizer with its settings (file), else adam",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=RunConfig.seed)
     add_backend_argument(parser)
     if trains_here:
         add_logical_cpus_argument(parser)
@@ -122,12 +122,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True,
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """The settings of one training job (`run`, `compare`): batch, steps or epochs, precision, XLA, steps per call, TPU and workers."""
-    parser.add_argument("--batch-size", type=int, default=64, help="global batch size")
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--epochs", type=int, default=None, help="whole passes over the data instead of --steps")
-    parser.add_argument("--precision", default="off", choices=PRECISIONS)
+    parser.add_argument("--batch-size", type=int, default=RunConfig.batch_size, help="global batch size (default %(default)s)")
+    length = parser.add_mutually_exclusive_group()  # both given: exit 2 (--epochs once overrode --steps without a word)
+    length.add_argument("--steps", type=int, default=RunConfig.steps, help="training steps (default %(default)s)")
+    length.add_argument("--epochs", type=int, default=None, help="whole passes over the data instead of --steps")
+    parser.add_argument("--precision", default=RunConfig.precision, choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
-    parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="steps per tf.function call")
+    parser.add_argument("--steps-per-call", type=int, default=RunConfig.steps_per_call, metavar="K", help="steps per tf.function call")
     parser.add_argument(
         "--tpu-timeout",
         type=float,

@@ -64,7 +64,12 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
     )
-    parser.add_argument("--steps", type=int, default=100, help="steps of every point (the first call is warm-up, reported apart)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=RunConfig.steps,
+        help="steps of every point (the first call is warm-up, reported apart; default %(default)s)",
+    )
     add_rounds_argument(parser)
 
 
@@ -72,7 +77,9 @@ def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
     """Each setting's values from its option; ConfigError names the option and the allowed form, or the value given twice."""
     values = {}
     for name, option in AXIS_OPTIONS.items():
-        text = getattr(args, _axis_dest(name)) or args.backend  # only the backend's may be unset: the job's --backend
+        text = getattr(args, _axis_dest(name))
+        if text is None:  # only the backend's may be unset: the job's --backend
+            text = args.backend
         values[name] = parse_values(name, text, option)
         given = [parse_values(name, part, option)[0] for part in str(text).split(",")]
         repeated = [value for value in values[name] if given.count(value) > 1]

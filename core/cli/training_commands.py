@@ -37,6 +37,10 @@ DIAGNOSING = (
 def cmd_run(args: argparse.Namespace) -> int:
     config = run_config(args)
     profile = parse_step_range(args.profile) if args.profile else None
+    if profile is not None and config.epochs is None:  # past the run's steps: refused before TensorFlow starts
+        from core.hooks.profiler import check_profile_steps
+
+        check_profile_steps(*profile, total_steps=config.steps)
     tensorboard = check_output_folder("--tensorboard", args.tensorboard) if args.tensorboard else None
     config = config.with_hooks(tensorboard, profile)
     with stop_on_signals() as stop_event:

@@ -50,7 +50,7 @@ def add_search_arguments(parser: argparse.ArgumentParser, trains_here: bool) -> 
     """The job both searches work on: the shared job options, the target, the settings they keep and the memory budget."""
     add_job_arguments(parser, trains_here=trains_here, records=False)
     parser.add_argument("--target", default="default", metavar="T", help="where it runs: default, CPU:0, GPU:0, mirrored:GPU:0,GPU:1, ...")
-    parser.add_argument("--precision", default="off", choices=PRECISIONS)
+    parser.add_argument("--precision", default=RunConfig.precision, choices=PRECISIONS)
     parser.add_argument("--xla", action="store_true", help="compile each step with XLA")
     parser.add_argument(
         MEMORY_LIMIT_FIELD,
@@ -63,7 +63,9 @@ def add_search_arguments(parser: argparse.ArgumentParser, trains_here: bool) -> 
 def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
     """The `max-batch` subcommand's options (its probes train in child processes: no --logical-cpus here)."""
     add_search_arguments(parser, trains_here=False)
-    parser.add_argument("--start-batch", type=int, default=64, metavar="N", help="the batch the search starts from (default 64)")
+    parser.add_argument(
+        "--start-batch", type=int, default=RunConfig.batch_size, metavar="N", help="the batch the search starts from (default %(default)s)"
+    )
     parser.add_argument(
         "--up-to", type=int, default=MAX_BATCH_SIZE, metavar="N", help="the largest batch worth trying, e.g. the data set's size"
     )
@@ -79,8 +81,13 @@ def add_max_batch_arguments(parser: argparse.ArgumentParser) -> None:
 def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
     """The `autotune` subcommand's options."""
     add_search_arguments(parser, trains_here=True)
-    parser.add_argument("--batch-size", type=int, default=64, help="your global batch (kept unless --allow-batch-change)")
-    parser.add_argument("--steps-per-call", type=int, default=1, metavar="K", help="your steps per call: the start")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=RunConfig.batch_size,
+        help="your global batch (kept unless --allow-batch-change; default %(default)s)",
+    )
+    parser.add_argument("--steps-per-call", type=int, default=RunConfig.steps_per_call, metavar="K", help="your steps per call: the start")
     parser.add_argument(
         "--budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S", help=f"seconds the search may take (default {DEFAULT_BUDGET_S:g})"
     )

@@ -7,7 +7,8 @@ sha256), before TensorFlow starts. With --supervised (the app
 started this process, `core.child_process.Child`) its events go to the
 supervisor as messages of the one protocol (`send`), and stdin is the control
 pipe (`listen_to_parent`): a stop line, or its end (the app went away), stops
-the run, and an orphan exits after ORPHAN_EXIT_S.
+the run, and an orphan exits after ORPHAN_EXIT_S; on Linux the kernel kills it
+with the app at once (`end_with_parent`), even while TensorFlow holds the GIL.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from core.child_process import listen_to_parent, send
+from core.child_process import end_with_parent, listen_to_parent, send
 from core.cluster.protocol import CALL, ERROR, RESULT, START, STEPS, encode_records
 from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
@@ -46,6 +47,7 @@ def main(args: list[str]) -> int:
     stop = threading.Event()
     if options.supervised:
         reporter: EventReporter | ConsoleReporter = EventReporter(options.task_index == 0, stop)
+        end_with_parent()  # killed by the kernel with the app, even while TensorFlow's cluster set-up holds the GIL
         listen_to_parent(stop, ORPHAN_EXIT_S)
     else:
         reporter = ConsoleReporter(options.task_index, cluster)

@@ -76,6 +76,10 @@ INPUT_ADVICE = (
 )
 
 
+TOO_NOISY = "Too noisy to judge"
+"""How an unknown bound's evidence begins when the run was too noisy to judge (the window's verdict head says the same)."""
+
+
 class Bound(str, Enum):
     """What limits a run's speed. Compares equal to its plain value ("compute")."""
 
@@ -193,7 +197,7 @@ def verdict(evidence: Evidence) -> Verdict:
         )
     notes = [_flops_text(evidence, achieved, pct)] if achieved is not None else []
     if evidence.noisy:
-        text = f"Too noisy to judge: {evidence.noisy}; the bound is not judged from these figures."
+        text = f"{TOO_NOISY}: {evidence.noisy}; the bound is not judged from these figures."
         return Verdict(Bound.UNKNOWN, " ".join([text, *notes]), NOISY_ADVICE, achieved, pct)
     for rule in (_input_rule, _overhead_rule, _compute_rule):
         found = rule(evidence, pct)

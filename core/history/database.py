@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 ADVICE = "Close other Device Lab windows, or set DEVICE_LAB_DATA_DIR to a writable folder."
 _COMPANIONS = ("-wal", "-shm")
+_WAL_MAGIC, _WAL_HEADER, _WAL_FRAME_HEADER = 0x377F0682, 32, 24
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
 _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 _READ_ONLY_CODES = (8, 14, 3)  # SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_PERM
@@ -41,12 +44,20 @@ class Opened:
 
 
 def open_database(path: Path) -> Opened:
-    """Connect to the history at `path`: read-write, else read-only, else moved aside when damaged."""
+    """Connect to the history at `path`: read-write, else read-only, else moved aside when damaged.
+
+    A damaged write-ahead log (-wal) is copied aside first: SQLite keeps the changes before the
+    damage, silently drops the rest and then resets the log, so the copy and the notice are all
+    the user would otherwise never learn of.
+    """
     reason = read_only_reason(path)
     if reason:
         return _open_read_only(path, reason)
+    wal_notice = _keep_damaged_wal(path)
     try:
-        return Opened(_checked_connection(path))
+        opened = Opened(_checked_connection(path))
+        opened.notice = wal_notice
+        return opened
     except sqlite3.DatabaseError as exc:
         if not path.exists():
             raise StoreError(f"Can not create the run history {path}: {exc}. {ADVICE}") from exc
@@ -136,6 +147,70 @@ def _open_read_only(path: Path, reason: str) -> Opened:
     if wal.exists() and wal.stat().st_size:
         notice += f" Its latest changes, in {wal.name}, can not be read without a writable folder."
     return Opened(conn, read_only=reason, notice=notice)
+
+
+def _keep_damaged_wal(path: Path) -> str:
+    """Copy a damaged -wal to `<name>-wal.damaged-<time>` before SQLite opens it; the notice saying what was kept, or ""."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        data = wal.read_bytes()
+    except OSError:
+        return ""
+    damage = wal_damage(data)
+    if not damage:
+        return ""
+    copy = wal.with_name(f"{wal.name}.damaged-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    try:
+        copy.write_bytes(data)
+    except OSError as exc:
+        return f"The run history's write-ahead log {wal} is damaged ({damage}) and could not be kept ({exc}): changes after the damage are lost."
+    return (
+        f"The run history's write-ahead log {wal} is damaged ({damage}): the changes before the damage were recovered, "
+        f"those after it could not be read. The log was kept as {copy}."
+    )
+
+
+def wal_damage(data: bytes) -> str:
+    """Where a SQLite write-ahead log's bytes are damaged ("" when sound, empty, or only stale frames of an earlier pass follow).
+
+    SQLite's format (sqlite.org/fileformat2.html#walformat): a 32-byte header (magic, version, page size,
+    checkpoint number, two salts, a checksum), then frames of a 24-byte header and a page, each with the
+    running checksum. A frame with the header's salts and a wrong checksum is damage; a frame with other
+    salts is left over from before the last checkpoint, as SQLite expects.
+    """
+    if len(data) < _WAL_HEADER:
+        return ""
+    magic = int.from_bytes(data[:4], "big")
+    if magic not in (_WAL_MAGIC, _WAL_MAGIC | 1):
+        return "its header is not a write-ahead log's"
+    order: Literal["big", "little"] = "big" if magic & 1 else "little"
+    page_size = int.from_bytes(data[8:12], "big")
+    salts = data[16:24]
+    checksum = _wal_checksum(data[:24], (0, 0), order)
+    if checksum != (int.from_bytes(data[24:28], "big"), int.from_bytes(data[28:32], "big")):
+        return "its header's checksum does not match"
+    frame_size = _WAL_FRAME_HEADER + page_size
+    frames = (len(data) - _WAL_HEADER) // frame_size
+    for index in range(frames):
+        start = _WAL_HEADER + index * frame_size
+        header = data[start : start + _WAL_FRAME_HEADER]
+        if header[8:16] != salts:
+            return ""  # an earlier pass's frames: not part of this log
+        checksum = _wal_checksum(header[:8] + data[start + _WAL_FRAME_HEADER : start + frame_size], checksum, order)
+        if checksum != (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")):
+            return f"frame {index + 1} of {frames} does not match its checksum"
+    return ""
+
+
+def _wal_checksum(data: bytes, start: tuple[int, int], order: Literal["big", "little"]) -> tuple[int, int]:
+    """SQLite's running checksum over `data` (a multiple of 8 bytes), in the byte order the log's magic names."""
+    s0, s1 = start
+    words = memoryview(data).cast("I")  # native order; swapped below where the log's differs
+    values = words.tolist() if sys.byteorder == order else [int.from_bytes(data[i : i + 4], order) for i in range(0, len(data), 4)]
+    for x0, x1 in zip(values[0::2], values[1::2], strict=True):
+        s0 = (s0 + x0 + s1) & 0xFFFFFFFF
+        s1 = (s1 + x1 + s0) & 0xFFFFFFFF
+    return s0, s1
 
 
 def _read_only_connection(uri: str) -> sqlite3.Connection:

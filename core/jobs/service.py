@@ -20,6 +20,7 @@ from core.jobs.listener import JobListener, RecordedRun
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.callbacks import RunCallback
+from core.training.flops import FlopsCounter
 
 if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
     from core.history.recorder import HistoryRecorder
@@ -86,13 +87,15 @@ def record_unrun(result: RunResult, config: RunConfig, store: RunStore | None, o
 
 
 def run_hooks(config: RunConfig, options: JobOptions, stop_event: threading.Event) -> list[RunCallback]:
-    """The run's hooks in the order they are called: the listener first, the caller's hooks, then the diagnosis.
+    """The run's hooks in the order they are called: the listener first, the caller's hooks, the FLOPs count, the diagnosis.
 
     The diagnosis comes after every hook that amends the result (GPU use, the
     profiler), so the verdict judges the result they complete.
     """
     listener = options.listener
     hooks: list[RunCallback] = [*([listener] if listener is not None else []), *options.hooks]
+    if not options.diagnose and not any(isinstance(hook, FlopsCounter) for hook in hooks):
+        hooks.append(FlopsCounter())  # every run records its FLOPs per step (the diagnosis brings its own counter)
     if options.diagnose:
         from core.diagnosis.run_verdict import VerdictHook
 

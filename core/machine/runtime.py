@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-MAX_LOGICAL_CPUS = 16
+from core.config import MAX_LOGICAL_CPUS, ConfigError
+
+__all__ = ["MAX_LOGICAL_CPUS", "MEMORY_GROWTH_NOTE", "RuntimeSettings"]
 MEMORY_GROWTH_NOTE = (
     "Why TensorFlow seems to take the whole GPU: without memory growth its allocator reserves nearly all of "
     "each GPU's memory when it starts, so nvidia-smi and the driver count it as used however little the "
@@ -30,8 +32,6 @@ class RuntimeSettings:
     gpu_memory_limit_mb: int = 0
 
     def __post_init__(self) -> None:
-        from core.config import ConfigError
-
         if isinstance(self.logical_cpus, bool) or not isinstance(self.logical_cpus, int) or not 0 <= self.logical_cpus <= MAX_LOGICAL_CPUS:
             raise ConfigError("logical_cpus", self.logical_cpus, f"a whole number from 0 (no split) to {MAX_LOGICAL_CPUS}")
         if isinstance(self.gpu_memory_limit_mb, bool) or not isinstance(self.gpu_memory_limit_mb, int) or self.gpu_memory_limit_mb < 0:

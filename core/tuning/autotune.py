@@ -32,9 +32,9 @@ sets its stop at the deadline, so a TPU being probed stops too).
 
 The budget bounds the whole command: it counts from `started` (the CLI passes
 the moment the command began, so TensorFlow's start-up is counted), and the
-command ends within the budget plus BUDGET_SLACK_S. A point whose call is still
-running at the deadline plus that slack is abandoned (left to finish in its
-thread, its figures discarded) and the search ends there. A search that
+command ends within the budget plus BUDGET_SLACK_S. A point (or the last
+check's rounds) still running at the deadline plus that slack is abandoned
+(left to finish in its thread, its figures discarded) and the search ends there. A search that
 measured nothing has an `error` saying why. Points are not recorded in the history.
 """
 
@@ -100,6 +100,8 @@ class TunePoint:
     calls: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)  # core.training.noise.call_times of the run
     contended: bool = False
     rounds: int | None = None  # the interleaved rounds it was measured in (the last check); None: a run of its own
+    flops_per_step: float | None = None  # the run's own count (None: flops_method says why)
+    flops_method: str = "not counted: the point did not run"
 
     @property
     def in_rounds(self) -> bool:
@@ -117,6 +119,8 @@ class TunePoint:
             "peak_bytes": self.peak_bytes,
             "contended": self.contended,
             "rounds": self.rounds,
+            "flops_per_step": self.flops_per_step,
+            "flops_method": self.flops_method,
         }
 
 
@@ -138,7 +142,7 @@ class AutotuneResult:
     learning_rate: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     gain_interval: Interval | None = None  # best over start, 95% interval from the interleaved rounds of the last check
-    abandoned: bool = False  # a point's call was still running past the deadline plus the slack (left in its thread)
+    abandoned: bool = False  # a point or the rounds still ran past the deadline plus the slack (left in its thread)
     confirmed: bool | None = None  # the interleaved rounds found the best faster than the start beyond noise (None: not run)
 
     @property
@@ -258,6 +262,7 @@ class _Tuner:
         self.config = config
         self.started, self.budget_s = clock  # monotonic start, budget in seconds
         self.deadline = self.started + self.budget_s
+        self.hard_deadline = self.deadline + BUDGET_SLACK_S - END_RESERVE_S  # work still running then is abandoned
         self.stop_event = stop_event
         self.on_point = on_point
         self.run = run
@@ -319,7 +324,8 @@ class _Tuner:
             lambda: self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result,
             point_stop,
             clock.deadline,
-            self.deadline + BUDGET_SLACK_S,
+            self.hard_deadline,
+            self.stop_event,
         )
         seconds = time.monotonic() - began
         if result is None:
@@ -355,6 +361,8 @@ class _Tuner:
             calls,
             result.contended,
             rounds,
+            result.flops_per_step,
+            result.flops_method or "not counted",
         )
 
     def rate(self, settings: dict[str, Any]) -> float | None:
@@ -436,7 +444,15 @@ class _Tuner:
             )
             return
         turn_s = min(left / (rounds * len(candidates)), MAX_MEASURE_S)
-        results = self._rounds(candidates, rounds, turn_s)
+        measured = self._rounds(candidates, rounds, turn_s)
+        if measured is None:
+            self.abandoned, self.confirmed, self.chosen = True, False, start
+            self.notes.append(
+                f"not adopted: the interleaved rounds were still running {BUDGET_SLACK_S:g} s after the deadline "
+                "(the budget bounds the command): could not tell a gain; give it a larger --budget-s"
+            )
+            return
+        results = measured
         for settings, result in zip(candidates, results, strict=True):
             self.points.append(self._point_of(settings, "rounds", result))
             if self.on_point is not None:
@@ -476,11 +492,12 @@ class _Tuner:
                 others.setdefault(settings_text(p.settings), (-(self.rate(p.settings) or 0), i, p.settings))
         return [settings for _, _, settings in sorted(others.values(), key=lambda item: item[:2])[:count]]
 
-    def _rounds(self, candidates: list[dict[str, Any]], rounds: int, turn_s: float) -> list[RunResult | None]:
-        """Each candidate as a run of its own, in `rounds` interleaved turns of `turn_s` seconds; None where one could not run."""
+    def _rounds(self, candidates: list[dict[str, Any]], rounds: int, turn_s: float) -> list[RunResult | None] | None:
+        """Each candidate as a run of its own, in `rounds` interleaved turns of `turn_s` seconds; None where one could not run.
+
+        Stopped at the deadline or on Stop; None when still running at the hard deadline (a set-up or a call left in its thread).
+        """
         rounds_stop = threading.Event()
-        watcher = threading.Thread(target=self._stop_at_deadline, args=(rounds_stop,), name="autotune-rounds-deadline", daemon=True)
-        watcher.start()
 
         def starter(settings: dict[str, Any]) -> Callable[[RoundGate], RunResult | None]:
             def start(gate: RoundGate) -> RunResult | None:
@@ -492,18 +509,13 @@ class _Tuner:
 
             return start
 
-        try:
-            return run_in_rounds([starter(c) for c in candidates], rounds, rounds_stop, turn_s=turn_s)
-        finally:
-            rounds_stop.set()
-            watcher.join()
-
-    def _stop_at_deadline(self, rounds_stop: threading.Event) -> None:
-        """Set `rounds_stop` at the deadline or on Stop, whichever comes first (or when the rounds end)."""
-        while not rounds_stop.is_set() and time.monotonic() < self.deadline:
-            if self.stop_event.wait(min(0.1, max(self.deadline - time.monotonic(), 0.0))):
-                break
-        rounds_stop.set()
+        return bounded_run(
+            lambda: run_in_rounds([starter(c) for c in candidates], rounds, rounds_stop, turn_s=turn_s),
+            rounds_stop,
+            self.deadline,
+            self.hard_deadline,
+            self.stop_event,
+        )
 
     def _call_sizes(self) -> None:
         """Steps per call, upwards from 1, while a call stays under MAX_CALL_S and larger calls keep gaining."""

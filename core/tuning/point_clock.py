@@ -1,10 +1,11 @@
 """One autotune point's clock: stopped once it has timed its share of the budget, at the deadline, or on Stop; abandoned past the slack.
 
 `PointClock` is the point's hook (it sets the point's stop event between calls);
-`bounded_run` runs the point in its own thread with a timer that sets the stop
-at the deadline (a TPU being probed stops too) and gives up on it, returning
-None, at the hard deadline: a call still in flight then is left to finish in its
-thread, so the command ends within its budget plus the slack.
+`bounded_run` runs a point (or the last check's rounds) in its own thread, sets
+its stop at the deadline or on the user's Stop (a TPU being probed stops too)
+and gives up on it, returning None, at the hard deadline: a call still in
+flight then is left to finish in its thread, so the command ends within its
+budget plus the slack.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from core.results import RunResult, StepRecord
+from core.results import StepRecord
 from core.training.callbacks import RunCallback, RunContext
 
 MIN_STEADY_CALLS = 3
+_POLL_S = 0.1
+"""How often `bounded_run` looks at the clock and the user's Stop while the work runs."""
+T = TypeVar("T")
 
 
 class PointClock(RunCallback):
@@ -47,27 +52,29 @@ class PointClock(RunCallback):
             self.point_stop.set()
 
 
-def bounded_run(run: Callable[[], RunResult], point_stop: threading.Event, deadline: float, hard_deadline: float) -> RunResult | None:
-    """`run()` (a point that `point_stop` stops) in its own thread: stopped at `deadline`, abandoned (None) at `hard_deadline`."""
-    outcome: list[RunResult] = []
+def bounded_run(
+    run: Callable[[], T], stop: threading.Event, deadline: float, hard_deadline: float, user_stop: threading.Event | None = None
+) -> T | None:
+    """`run()` (work that `stop` stops) in its own thread: stopped at `deadline` or on `user_stop`, abandoned (None) at `hard_deadline`."""
+    outcome: list[T] = []
     errors: list[BaseException] = []
 
     def work() -> None:
         try:
             outcome.append(run())
-        except BaseException as exc:  # re-raised in the searching thread
+        except BaseException as exc:  # re-raised in the calling thread
             errors.append(exc)
 
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), point_stop.set)
-    timer.daemon = True
-    timer.start()
     worker = threading.Thread(target=work, name="autotune-point", daemon=True)
     worker.start()
-    worker.join(max(0.0, hard_deadline - time.monotonic()))
-    timer.cancel()
-    if worker.is_alive():
-        point_stop.set()
-        return None
+    while worker.is_alive():
+        now = time.monotonic()
+        if now >= hard_deadline:
+            stop.set()
+            return None
+        if now >= deadline or (user_stop is not None and user_stop.is_set()):
+            stop.set()
+        worker.join(min(_POLL_S, hard_deadline - now))
     if errors:
         raise errors[0]
     return outcome[0]

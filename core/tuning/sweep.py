@@ -78,6 +78,8 @@ class SweepRow:
             "run_id": self.run_id,
             "contended": self.result.contended,
             "rounds": rounds_measured(self.result),
+            "flops_per_step": self.result.flops_per_step,
+            "flops_method": self.result.flops_method,
         }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from core.formatting import format_bytes
 from core.workloads.data import SYNTHETIC_EXAMPLES
 from core.workloads.model_file import ModelFileError
 from core.workloads.model_signature import (
@@ -32,6 +33,8 @@ from core.workloads.model_signature import (
 )
 
 UNKNOWN_DIM = 32  # a synthetic length for dimensions the model leaves open (sequence length)
+NPZ_MEMORY_SHARE = 0.25
+"""The most of the available memory an .npz's arrays may take once loaded: training holds a few copies of them."""
 SYNTHETIC_BUDGET_BYTES = 256 * 2**20  # synthetic examples are generated once; big inputs get fewer of them
 
 
@@ -148,14 +151,51 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
         raise ModelDataError(path, "a single .npy array: give an .npz with arrays x and y (np.savez).")
     if not zipfile.is_zipfile(path):
         raise ModelDataError(path, "not an .npz file (not a zip archive of arrays, or truncated). Save the data with np.savez.")
+    _check_inflated_size(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
+    except MemoryError:
+        raise ModelDataError(path, "its arrays do not fit in memory. Give a smaller .npz (fewer examples).") from None
     except ValueError as exc:
         reason = "it holds Python objects, which are never unpickled" if "pickle" in str(exc) else f"an array cannot be read ({exc})"
         raise ModelDataError(path, f"{reason}. Save plain numeric arrays with np.savez.") from None
     except Exception as exc:  # zipfile.BadZipFile, zlib.error, EOFError: a damaged archive
         raise ModelDataError(path, f"not a readable .npz file ({type(exc).__name__}: {exc}). Save it again with np.savez.") from None
+
+
+def npz_array_bytes(path: str) -> dict[str, int]:
+    """Each array's size once loaded, read from its .npy header inside the archive (nothing is inflated); ModelDataError if unreadable."""
+    sizes = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for entry in archive.infolist():
+                if not entry.filename.endswith(".npy"):
+                    continue
+                with archive.open(entry) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read_header(member)  # the header only
+                sizes[entry.filename[: -len(".npy")]] = math.prod(shape) * dtype.itemsize
+    except Exception as exc:  # a damaged archive or header
+        raise ModelDataError(path, f"not a readable .npz file ({type(exc).__name__}: {exc}). Save it again with np.savez.") from None
+    return sizes
+
+
+def _check_inflated_size(path: str) -> None:
+    """Refuse, before anything is inflated, an .npz whose arrays would take more than NPZ_MEMORY_SHARE of the available memory."""
+    import psutil
+
+    sizes = npz_array_bytes(path)
+    total, available = sum(sizes.values()), psutil.virtual_memory().available
+    if total > available * NPZ_MEMORY_SHARE:
+        largest = max(sizes, key=lambda name: sizes[name])
+        raise ModelDataError(
+            path,
+            f"its arrays take {format_bytes(total)} once loaded ('{largest}': {format_bytes(sizes[largest])}), more than "
+            f"{NPZ_MEMORY_SHARE:.0%} of the {format_bytes(available)} of memory available (training copies the data). "
+            "Give fewer examples, or free memory.",
+        )
 
 
 def _pick(arrays: dict[str, np.ndarray], infos: Sequence[InputInfo | OutputInfo], single: str, what: str, path: str) -> list[np.ndarray]:

@@ -63,8 +63,9 @@ How fast does this model train on each device, strategy and setting you have, an
 ## 4. Read the verdict
 
 - Under the progress bar, a finished run shows its figures and its verdict: what limits
-  its speed (computation, memory, the input pipeline, or the time between steps), the
-  evidence measured against this machine's own ceilings, and what to try next.
+  its speed (computation, the input pipeline, or the time between steps; "unknown" when
+  the run was too noisy to judge), the evidence measured against this machine's own
+  ceilings, and what to try next.
 
 ## 5. Find fast settings
 
@@ -72,7 +73,7 @@ How fast does this model train on each device, strategy and setting you have, an
   precision, XLA…) and shows samples/s for each; **Use these settings** copies the best
   into the run form.
 - The largest batch that fits and an automatic tuning of the settings start from the
-  tuning box; each trial is an ordinary run, saved in the history.
+  tuning box; their trials are not saved in the history (a sweep's points are).
 
 ## 6. Logging and profiling
 

@@ -18,16 +18,17 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLineEdit, QWidget
 
-from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, PRECISIONS
+from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, PRECISIONS, RunConfig
 from core.formatting import format_value
 from gui.style import INVALID_FIELD_STYLE
 
 Parser = Callable[[str], float | int]
 
-DEFAULT_STEPS = 300
-DEFAULT_BATCH = 64
-DEFAULT_LEARNING_RATE = "0.001"
-DEFAULT_OPTIMIZER = "adam"
+# The form's defaults are RunConfig's, as the CLI's are: one source.
+DEFAULT_STEPS = RunConfig.steps
+DEFAULT_BATCH = RunConfig.batch_size
+DEFAULT_LEARNING_RATE = f"{RunConfig.learning_rate:g}"
+DEFAULT_OPTIMIZER = RunConfig.optimizer
 MAX_EPOCHS = 100_000
 PRECISION_LABELS = {"off": "off (float32)", "float16": "float16 (mixed)", "bfloat16": "bfloat16 (mixed)"}
 STEPS_UNIT, EPOCHS_UNIT = "steps", "epochs"
@@ -135,7 +136,7 @@ class TrainingFields(QObject):
         self.steps_unit.setObjectName("stepsUnitCombo")
         self.steps_unit.setToolTip("Count the run's length in training steps or in passes over the data set.")
         self.steps_unit.addItems([STEPS_UNIT, EPOCHS_UNIT])
-        self.lr_edit = ParsedField("Learning rate", positive_number(10, "0.001"), DEFAULT_LEARNING_RATE, "learningRateEdit")
+        self.lr_edit = ParsedField("Learning rate", positive_number(10, DEFAULT_LEARNING_RATE), DEFAULT_LEARNING_RATE, "learningRateEdit")
         self.lr_edit.setToolTip("The optimizer's step size, e.g. 0.001 or 1e-3.")
         self.optimizer_combo = QComboBox()
         self.optimizer_combo.setObjectName("optimizerCombo")

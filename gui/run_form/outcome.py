@@ -14,6 +14,7 @@ import html
 from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
+from core.diagnosis.verdict import TOO_NOISY
 from core.formatting import format_bytes, format_duration, format_elapsed, format_value
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.job_data import FinishedRun
@@ -83,9 +84,10 @@ def result_figures(result: RunResult) -> list[str]:
     figures = [_steps(result.steps_done) + (f" on {result.replicas} replicas" if result.replicas > 1 else "")]
     if result.samples_per_s:
         figures.append(f"<b>{_rate(result.samples_per_s)}</b>")
-    if result.step_time_median_ms is not None:
+    if result.step_time_median_ms is not None:  # the mean first: samples/s is the batch over it
         median, p95 = _figure(result, "step_time_median_ms"), _figure(result, "step_time_p95_ms")
-        figures.append(f"median step {median} ms (p95 {p95} ms)")
+        mean = f"mean step {_figure(result, 'mean_step_ms')} ms, " if result.mean_step_ms is not None else ""
+        figures.append(f"{mean}median {median} ms (p95 {p95} ms)")
     if result.warmup_s is not None:
         figures.append(f"warm-up {_figure(result, 'warmup_s')} s")
     if result.final_loss is not None:
@@ -115,6 +117,8 @@ def verdict_html(result: RunResult) -> list[str]:
     if not result.bound:
         return []
     head = BOUND_HEADS.get(result.bound, f"{result.bound.capitalize()}-bound")
+    if result.bound_evidence.startswith(TOO_NOISY):  # not "no single limit found": nothing was judged
+        head = TOO_NOISY
     lines = [f"<b>Verdict: {html.escape(head)}</b> · {html.escape(peak_text(result))}"]
     if result.advice:
         lines.append(f"<b>Try</b>: {html.escape(result.advice)}")

@@ -165,6 +165,38 @@ def test_a_child_whose_parent_dies_exits():
         parent.stdout.close()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+def test_a_child_holding_the_gil_in_native_code_is_killed_with_its_parent():
+    """A cluster worker in TensorFlow's set-up holds the GIL: the pipe's orphan timer cannot run, the kernel's signal can.
+
+    `sum(range(...))` runs in C without letting another thread in: without `end_with_parent` this orphan ran on.
+    """
+    child_script = (
+        "from core.child_process import end_with_parent, listen_to_parent, send; end_with_parent(); "
+        "listen_to_parent(orphan_exit_s=0.5); send({'ready': True}); sum(range(10**14))"
+    )
+    parent_script = textwrap.dedent(
+        f"""
+        import sys, time
+        from core.child_process import Child
+        child = Child([sys.executable, "-c", {child_script!r}], "busy orphan")
+        next(child.messages())
+        print(child.pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_script], stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        orphan = int(parent.stdout.readline())
+        assert not gone(orphan)
+        parent.kill()
+        parent.wait()
+        assert wait_until(lambda: gone(orphan), 10), "the child outlived its parent by 10 s"
+    finally:
+        parent.kill()
+        parent.stdout.close()
+
+
 def test_a_crash_is_described_by_what_the_child_was_doing_and_its_code_not_by_log_noise():
     child = python(
         """

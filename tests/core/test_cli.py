@@ -48,6 +48,7 @@ def test_run_json_has_the_result_keys_and_exit_code_zero(cli_env):
     assert {f.name for f in FIGURES} <= set(result)
     assert result["status"] == "completed" and result["steps"] == 8 and result["samples_per_s"] > 0
     assert "step 8/8" in out.stderr
+    assert result["flops_per_step"] > 0 and result["flops_method"], "every run counts its FLOPs, not only a diagnosed one"
 
 
 @pytest.mark.slow
@@ -92,6 +93,13 @@ def test_bad_input_exits_2_with_the_reason_on_stderr(cli_env, args, fragment):
     assert out.returncode == 2
     assert fragment in out.stderr and "allowed:" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_steps_and_epochs_together_and_a_profile_past_the_steps_are_refused(cli_env):
+    out = cli(["run", "--model", "mlp", "--steps", "5", "--epochs", "2"], cli_env)  # --epochs once overrode --steps silently
+    assert out.returncode == 2 and "argument --epochs: not allowed with argument --steps" in out.stderr
+    out = cli(["run", "--model", "mlp", "--profile", "1000-2000"], cli_env)  # once refused only after TensorFlow started
+    assert out.returncode == 2 and out.stderr.strip() == "error: profile_steps: got (1000, 2000); allowed: steps within the run's 100 steps"
 
 
 @pytest.mark.slow

@@ -67,3 +67,12 @@ def test_whole_number_learning_rate_becomes_float_and_trains(two_cpus):
     config = RunConfig(learning_rate=1, optimizer="sgd", steps=2)
     assert isinstance(config.learning_rate, float)
     assert run_training(config).status == "completed"
+
+
+def test_custom_objects_for_a_sample_model_are_refused_and_an_old_stored_run_still_reads_back():
+    """`--custom-objects` with `--model mlp` was silently ignored: it is refused, naming the field; a run stored that way still loads."""
+    with pytest.raises(ConfigError) as caught:
+        RunConfig(model="mlp", custom_objects="/tmp/layers.py")
+    assert caught.value.field == "custom_objects" and "sample model" in caught.value.allowed
+    stored = {**RunConfig(model="mlp").to_dict(), "custom_objects": "/tmp/layers.py"}
+    assert RunConfig.from_dict(stored) == RunConfig(model="mlp")

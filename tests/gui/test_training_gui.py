@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt
 
+from core.formatting import format_value
 from core.history.store import RunStore
 from core.results import RunStatus
 from tests.gui.conftest import RUN_TIMEOUT_MS
@@ -32,7 +33,10 @@ def test_run_on_cpu0_plots_every_step_and_shows_the_result(ready_window, qtbot):
     assert series.warmup_steps == result.warmup_steps == 1
     panel = ready_window.run_panel
     assert "Completed" in panel.result_label.text()
-    assert "samples/s" in panel.result_label.text() and "median step" in panel.result_label.text()
+    # beside samples/s the step it is made from: the mean (batch / samples/s), then the median
+    assert result.mean_step_ms == pytest.approx(result.config["batch_size"] / result.samples_per_s * 1e3)
+    shown = f"mean step {format_value(result.mean_step_ms, 'ms')} ms, median {format_value(result.step_time_median_ms, 'ms')} ms"
+    assert "samples/s" in panel.result_label.text() and shown in panel.result_label.text()
     assert panel.progress_bar.value() == 30
     assert "samples/s" in ready_window.plots.info_label.text()
     with RunStore.open() as store:

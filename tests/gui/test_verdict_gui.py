@@ -120,3 +120,22 @@ def test_the_result_line_gives_verdict_and_advice_the_result_tab_the_evidence_an
         "peak memory 600.0 MiB (host process RSS peak), estimate 4.0 KiB (weights 1.0 KiB + gradients 1.0 KiB + optimizer state 2.0 KiB)"
         in report
     )
+
+
+def test_a_run_too_noisy_to_judge_is_headed_so_not_as_no_single_limit_found():
+    from dataclasses import replace
+
+    from core.diagnosis.verdict import TOO_NOISY
+
+    noisy = RunResult(
+        status=RunStatus.COMPLETED,
+        config={"model": "mlp", "batch_size": 8},
+        steps_done=200,
+        samples_per_s=5000.0,
+        bound="unknown",
+        bound_evidence=f"{TOO_NOISY}: other processes used 80% of the CPU; the bound is not judged from these figures.",
+    )
+    shown = result_html(FinishedRun(noisy, 7))
+    assert f"Verdict: {TOO_NOISY}" in shown and "No single limit found" not in shown
+    judged = replace(noisy, bound_evidence="No rule matched: compute 20% of peak.")
+    assert "Verdict: No single limit found" in result_html(FinishedRun(judged, 7))

@@ -83,6 +83,7 @@ def test_killing_the_app_mid_run_leaves_no_backend_child_and_the_run_reads_back_
     assert stored["steps"] > 1 and stored["samples_per_s"] > 0
 
 
+@pytest.mark.heavy  # a TensorFlow and a JAX point; compare covers both backends in the default tier
 def test_a_sweep_over_backends_runs_each_and_names_the_fastest(cli_env):
     done = cli(
         ["sweep", "--model", "mlp", "--target", "CPU:0", "--backends", "tensorflow,jax", "--steps", "30", "--json", "--no-save"], cli_env

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from core.backends.available import backends, installed_backends
@@ -61,3 +64,22 @@ def test_every_backend_is_listed_with_how_to_install_it_when_missing():
     for info in listed.values():
         assert (info.note == "") == info.installed and (info.installed or "pip install" in info.note)
     assert set(installed_backends()) <= set(listed)
+
+
+def test_a_cpu_index_past_the_host_devices_xla_makes_is_refused_before_any_backend_starts():
+    """`jax:mirrored:CPU:0,CPU:99999` once asked XLA for 100,000 host devices and hung: the target, the config and the CLI refuse it."""
+    with pytest.raises(ConfigError, match=r"CPU devices from CPU:0 to CPU:15 on the jax backend"):
+        parse_target("jax:mirrored:CPU:0,CPU:99999")
+    with pytest.raises(ConfigError) as caught:
+        RunConfig(backend="jax", strategy="mirrored", devices=("CPU:0", "CPU:16"))
+    assert caught.value.field == "devices"
+    assert parse_target("jax:mirrored:CPU:0,CPU:15").devices[-1] == "CPU:15"
+    out = subprocess.run(
+        [sys.executable, "main.py", "compare", "--model", "mlp", "--targets", "jax:mirrored:CPU:0,CPU:99999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "error: targets: got 'jax:mirrored:CPU:0,CPU:99999'; allowed: CPU devices from CPU:0 to CPU:15 on the jax backend"
+    ]

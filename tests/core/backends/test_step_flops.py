@@ -37,6 +37,7 @@ def _ceilings_cache(data: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a JAX job and TensorFlow side by side
 def test_a_jax_run_gets_xlas_count_near_the_analytic_one_and_its_flops_per_second_and_share_of_peak(tmp_path, two_cpus):
     data = tmp_path / "data"
     _ceilings_cache(data)

@@ -103,6 +103,7 @@ def lambda_keras(tmp_path_factory, two_cpus) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # several TensorFlow worker processes; the default tier keeps test_isolation's and the window's cluster runs
 @pytest.mark.timeout(120)
 def test_two_local_workers_train_stream_steps_and_exit_cleanly(lambda_keras):
     recorder = Recorder()
@@ -138,6 +139,7 @@ def test_a_worker_whose_model_file_differs_fails_the_run_naming_the_file(lambda_
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # several TensorFlow worker processes; the default tier keeps test_isolation's and the window's cluster runs
 @posix_only
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("victim", [1, 0])
@@ -164,6 +166,7 @@ def test_killing_a_worker_fails_the_run_naming_it_and_ends_the_others(victim):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # several TensorFlow worker processes; the default tier keeps test_isolation's and the window's cluster runs
 @pytest.mark.timeout(120)
 def test_an_error_inside_the_workers_fails_the_run_with_their_message():
     recorder = Recorder()
@@ -176,6 +179,7 @@ def test_an_error_inside_the_workers_fails_the_run_with_their_message():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # several TensorFlow worker processes; the default tier keeps test_isolation's and the window's cluster runs
 @pytest.mark.timeout(120)
 def test_stop_ends_every_worker_with_the_partial_statistics():
     stop = threading.Event()
@@ -197,6 +201,7 @@ def test_stop_ends_every_worker_with_the_partial_statistics():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # several TensorFlow worker processes; the default tier keeps test_isolation's and the window's cluster runs
 @pytest.mark.timeout(150)
 def test_cluster_chief_trains_with_a_worker_started_from_the_shown_command():
     hosts = tuple(f"127.0.0.1:{port}" for port in free_ports(2))
@@ -226,6 +231,7 @@ def test_cluster_chief_trains_with_a_worker_started_from_the_shown_command():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # several TensorFlow worker processes; the default tier keeps test_isolation's and the window's cluster runs
 @pytest.mark.timeout(120)
 def test_cluster_worker_that_never_connects_times_out_naming_its_address():
     hosts = tuple(f"127.0.0.1:{port}" for port in free_ports(2))

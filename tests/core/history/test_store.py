@@ -14,6 +14,7 @@ import pytest
 
 from core.config import RunConfig
 from core.history import schema
+from core.history.database import wal_damage
 from core.history.store import RunStore, RunSummary, StoreError
 from core.results import RunResult, RunStatus, StepRecord
 
@@ -335,6 +336,33 @@ def test_damaged_pages_are_detected_by_quick_check(db_path: Path) -> None:
     with RunStore.open(db_path) as recovered:
         assert recovered.recovered_from is not None and recovered.recovered_from.read_bytes() == bytes(data)
         assert recovered.list_runs() == []
+
+
+def test_a_damaged_write_ahead_log_is_kept_and_the_user_told_what_was_recovered(db_path: Path) -> None:
+    """A writer killed with its changes still in the -wal, then 4 bytes of its last frame changed: SQLite would drop that
+    transaction and reset the log without a word; the store keeps a copy, says so, and the run before the damage is there."""
+    script = (
+        "import os, sys\n"
+        "from core.history.store import RunStore\n"
+        "from tests.core.history.test_store import make_result\n"
+        "store = RunStore.open(sys.argv[1])\n"
+        "store.save(make_result(steps=50, seed=1))\n"
+        "store.save(make_result(steps=50, seed=2))\n"
+        "os._exit(0)  # killed: no checkpoint, both runs only in the -wal\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(db_path)], cwd=REPO_ROOT, timeout=60, check=True)
+    wal = db_path.with_name(db_path.name + "-wal")
+    data = bytearray(wal.read_bytes())
+    assert data and wal_damage(bytes(data)) == "", "a sound log left by a killed writer is not damage"
+    data[-100:-96] = bytes(byte ^ 0xFF for byte in data[-100:-96])
+    wal.write_bytes(bytes(data))
+    with RunStore.open(db_path) as reopened:
+        runs = reopened.list_runs()
+        notice = reopened.notice
+    kept = sorted(db_path.parent.glob(db_path.name + "-wal.damaged-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == bytes(data)
+    assert "write-ahead log" in notice and "does not match its checksum" in notice and str(kept[0]) in notice
+    assert [run.steps for run in runs] == [50], "the run committed before the damage was recovered"
 
 
 def test_older_schema_is_migrated_and_keeps_its_runs(db_path: Path) -> None:

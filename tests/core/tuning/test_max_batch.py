@@ -129,6 +129,7 @@ def test_a_probe_past_its_host_budget_is_killed_by_the_memory_watch() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a JAX process per probe
 def test_a_jax_probe_past_the_budget_is_killed_by_the_watch_and_the_search_still_answers() -> None:
     job = RunConfig(model="cnn", backend="jax")  # about 1.2 MiB more per example: the budget is crossed within a few probes
     base = run_probe(job, 16, ProbeLimits(4 * 2**30), timeout_s=120)

@@ -32,6 +32,8 @@ def test_sweep_json_gives_rows_and_best_and_leaves_float16_out_on_a_cpu(tmp_path
     for row in data["rows"]:
         assert {"status", "samples_per_s", "step_time_median_ms", "final_loss", "peak_memory_bytes", "suggested_learning_rate"} <= set(row)
         assert row["status"] == "completed" and row["samples_per_s"] > 0
+    flops = [row["flops_per_step"] for row in data["rows"]]
+    assert 0 < flops[0] < flops[1], "each point counts its own FLOPs per step: twice the batch, more FLOPs"
     assert data["best"] in (0, 1) and data["target"] == "CPU:0"
     assert data["left_out"][0]["value"] == "float16" and "no fast float16" in data["left_out"][0]["reason"]
     assert [row["suggested_learning_rate"] for row in data["rows"]] == [0.001, 0.002]
@@ -47,3 +49,5 @@ def test_bad_sweep_values_exit_2_with_the_allowed_form(tmp_path) -> None:
     assert out.returncode == 2
     assert "--batch-sizes: got '16,x'; allowed: comma-separated whole numbers" in out.stderr
     assert "Traceback" not in out.stderr
+    empty = sweep(["--model", "mlp", "--batch-sizes", ""], tmp_path)  # was quoted as 'tensorflow', the job's backend
+    assert empty.returncode == 2 and "--batch-sizes: got ''; allowed: comma-separated whole numbers" in empty.stderr

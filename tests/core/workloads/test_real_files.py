@@ -21,7 +21,7 @@ from core.runner import run_training
 from core.workloads.user_workload import open_user_workload
 from tests.core.workloads.real_files import STEPS, cli_run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 TF_KERAS_SAVER = """
 import os, sys

@@ -22,7 +22,7 @@ from core.workloads.user_workload import open_user_workload
 from tests.core.workloads.conftest import write_py
 from tests.core.workloads.real_files import ROOT, STEPS, cli_run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 SEQ = 16  # keras-hub backbones get sequences of UNKNOWN_DIM (32): their position tables must be at least that long
 CUSTOM_LAYERS = """

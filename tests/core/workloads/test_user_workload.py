@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import resource
+import zipfile
+
 import numpy as np
 import pytest
 
-from core.workloads.model_data import ModelDataError
+from core.workloads.model_data import ModelDataError, npz_array_bytes
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC, open_user_workload
 from tests.core.workloads.conftest import CLASSES, VOCAB, two_io_model, write_py
 
@@ -180,6 +183,25 @@ def test_npz_that_does_not_fit_names_the_input_and_both_shapes(tmp_path, two_io_
     np.savez(ids_too_big, ids=np.full((4, 6), VOCAB), feat=np.zeros((4, 3)), cls=np.zeros(4, int), flag=np.zeros(4))
     with pytest.raises(ModelDataError, match=rf"input 'ids' takes ids in \[0, {VOCAB}\)"):
         open_user_workload(two_io_keras, data=str(ids_too_big))
+
+
+def test_an_npz_whose_arrays_would_not_fit_in_memory_is_refused_before_anything_is_inflated(tmp_path, compiled_h5):
+    """A few KB of compressed zeros once took 22 GB to train: the arrays' sizes are read from their headers first."""
+    real = tmp_path / "real.npz"
+    x, y = np.zeros((20, 4), np.float32), np.zeros((20, 3), np.float64)
+    np.savez_compressed(real, x=x, y=y)
+    assert npz_array_bytes(str(real)) == {"x": x.nbytes, "y": y.nbytes}
+    huge = tmp_path / "huge.npz"  # x claims 2**28 x 1024 float32 (1 TiB); only its header and 1 MiB of zeros are written
+    with zipfile.ZipFile(huge, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("x.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False, "shape": (2**28, 1024)})
+            member.write(bytes(1 << 20))
+        with archive.open("y.npy", "w") as member:
+            np.save(member, np.zeros((4, 3)))
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ModelDataError, match=r"its arrays take 1\.0 TiB once loaded \('x': 1\.0 TiB\), more than 25% of the .* available"):
+        open_user_workload(compiled_h5, data=str(huge))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 512 * 1024  # KiB: nothing was inflated
 
 
 def test_integer_input_without_embedding_needs_a_vocabulary(tmp_path):

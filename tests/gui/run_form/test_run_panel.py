@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItemModel
 
+from core.config import RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.workloads.models import MODELS
 from gui.run_form.panel import RunPanel
@@ -13,6 +18,7 @@ from tests.gui.helpers import choose
 
 CPU0 = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {})
 CPU1 = DeviceInfo("CPU", "Test CPU", "CPU:1", 8 << 30, 2 << 30, 6 << 30, {})
+OPTIONS = {"steps": "--steps", "batch_size": "--batch-size", "learning_rate": "--lr"}  # RunConfig field: the CLI option
 
 
 def make_panel(qtbot, devices=(CPU0,)) -> RunPanel:
@@ -22,12 +28,20 @@ def make_panel(qtbot, devices=(CPU0,)) -> RunPanel:
     return panel
 
 
-def test_defaults_train_the_mlp_on_digits(qtbot):
+def test_defaults_train_the_mlp_on_digits_with_the_same_settings_as_the_cli(qtbot):
+    """The form and `main.py run` take their defaults from one source, RunConfig: the window and `run --help` agree."""
     panel = make_panel(qtbot)
     config = panel.config()
     assert config is not None and panel.is_start_enabled()
     assert (config.model, config.dataset, config.strategy) == ("mlp", "digits", "default")
-    assert (config.steps, config.batch_size, config.learning_rate, config.optimizer) == (300, 64, 1e-3, "adam")
+    help_text = subprocess.run([sys.executable, "main.py", "run", "--help"], capture_output=True, text=True, check=True).stdout
+    shown = {
+        name: float(re.search(rf"^ +{option} [A-Z_]+\s+[^\n]*?\(default ([0-9.e-]+)", help_text, re.M).group(1))
+        for name, option in OPTIONS.items()
+    }
+    form = {"steps": config.steps, "batch_size": config.batch_size, "learning_rate": config.learning_rate}
+    assert form == shown == {name: getattr(RunConfig, name) for name in OPTIONS}
+    assert config.optimizer == RunConfig.optimizer
 
 
 def test_start_is_disabled_until_devices_are_known(qtbot):
