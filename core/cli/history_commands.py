@@ -31,13 +31,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([_run_dict(r, files) for r in runs], indent=2))
         return EXIT_OK
-    headers = ["id", "started", "status", "model", "strategy", "devices", "steps", *(f.title for f in FIGURES)]
+    headers = ["id", "started", "status", "model", "backend", "strategy", "devices", "steps", *(f.title for f in FIGURES)]
     table = [
         [
             r.id,
             r.started_at,
             f"{r.status} {CONTENDED_MARK}" if r.contended else r.status,
             files.title(r.model, r.model_sha256),
+            r.backend,
             r.strategy,
             ",".join(r.devices) or "-",
             r.steps,

@@ -48,18 +48,22 @@ def plot_key(run_id: int) -> str:
 
 
 def target_text(config: dict[str, Any]) -> str:
-    """Where a run ran, in compare-target words: 'CPU:0', 'mirrored:CPU:0,CPU:1', 'multi-worker:2'."""
+    """Where a run ran, in compare-target words: 'CPU:0', 'mirrored:CPU:0,CPU:1', 'multi-worker:2', after its backend if not
+    TensorFlow ('jax:CPU:0'): a JAX run and a TensorFlow run on the same device are told apart."""
     strategy = str(config.get("strategy") or "default")
     devices = list(config.get("devices") or ())
     if strategy == "one-device" and devices:
-        return devices[0]
-    if strategy == "mirrored":
-        return "mirrored:" + ",".join(devices) if devices else "mirrored"
-    if strategy == "multi-worker":
-        return f"multi-worker:{config.get('workers')}"
-    if strategy == "tpu":
-        return f"tpu:{config.get('tpu_address')}"
-    return strategy
+        place = devices[0]
+    elif strategy == "mirrored":
+        place = "mirrored:" + ",".join(devices) if devices else "mirrored"
+    elif strategy == "multi-worker":
+        place = f"multi-worker:{config.get('workers')}"
+    elif strategy == "tpu":
+        place = f"tpu:{config.get('tpu_address')}"
+    else:
+        place = strategy
+    backend = str(config.get("backend") or "tensorflow")
+    return place if backend == "tensorflow" else f"{backend}:{place}"
 
 
 def _plural(count: int) -> str:

@@ -30,6 +30,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("Label", "label"),
     ("Status", "status"),
     ("Model", "model"),
+    ("Backend", "backend"),
     ("Data", "dataset"),
     ("Strategy / devices", "strategy"),
     ("Replicas", "replicas"),
@@ -63,6 +64,7 @@ def _cells(run: RunSummary, files: ModelFileStates) -> list[tuple[str, Any]]:
         (run.label, run.label),
         (run.status.value + (f" {CONTENDED_MARK}" if run.contended else ""), run.status.value),
         (files.title(run.model, run.model_sha256) or MISSING, run.model),
+        (run.backend, run.backend),
         (os.path.basename(run.dataset) if run.dataset else MISSING, run.dataset),  # an .npz by its name
         (where or MISSING, where),
         (format_value(run.replicas, "count"), run.replicas),

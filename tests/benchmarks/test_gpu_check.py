@@ -165,6 +165,7 @@ def no_nvidia_driver_here() -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the whole GPU check on the CPU; the import test stays in the default tier
 def test_the_cpu_dry_run_writes_every_part_with_figures_or_a_reason_and_a_jax_job_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "dry.json"
     command = [sys.executable, "benchmarks/gpu_check.py", "--cpu-only", "--models", "mlp", "--steps", "20", "--out", str(out)]

@@ -245,6 +245,7 @@ def test_history_shows_every_figure_in_text_and_json(cli_env):
     header, row = out.stdout.splitlines()
     for f in FIGURES:
         assert f.title in header and f.format(getattr(result, f.name)) in row
+    assert " backend " in header and f" {listed[0]['backend']} " in row, "a TensorFlow and a JAX run are told apart"
 
 
 def test_format_result_has_a_line_per_figure():

@@ -92,6 +92,7 @@ def test_a_small_mlp_batch_is_overhead_bound_and_the_history_keeps_the_verdict(c
         assert store.load(stored.id, with_steps=False).advice == result["advice"]
 
 
+@pytest.mark.heavy  # a diagnosed CNN at batch 256 with its probe runs
 def test_a_large_cnn_batch_is_neither_overhead_nor_input_bound(cli_env):
     out = cli(["run", "--model", "cnn", "--batch-size", "256", "--steps", "40", "--json", "--no-save"], cli_env)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -64,6 +64,7 @@ def test_a_jax_job_trains_in_a_child_without_tensorflow_and_streams_every_step()
     assert result.conditions["window"] in ("steady state", "whole run") and result.conditions["other_cpu_share"] is not None
 
 
+@pytest.mark.heavy  # a TensorFlow and a JAX training side by side
 def test_tensorflow_and_jax_start_from_the_same_weights_and_their_loss_curves_overlap():
     """Synthetic data comes in the same order on both: the first steps agree to float32 rounding.
     On the shipped digits each backend shuffles its own way: the curves agree within the noise of the batches."""

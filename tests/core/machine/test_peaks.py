@@ -28,6 +28,7 @@ def measured(two_cpus) -> PeaksReport:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # measures this machine's ceilings in a child (the module's fixture, about 40 s)
 def test_every_device_gets_matmul_and_bandwidth_figures(measured):
     assert measured.error == ""
     cpu = measured.device("CPU:0")
@@ -51,6 +52,7 @@ def test_a_measurement_that_runs_out_of_time_is_killed_and_says_so():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # measures this machine's ceilings in a child (the module's fixture, about 40 s)
 def test_cache_round_trip_matches_the_machine_and_keeps_other_machines(tmp_path, measured):
     path = tmp_path / peaks.CACHE_FILE
     other = PeaksReport({"cpu": "Another CPU", "tensorflow": "1.0"}, (DevicePeaks("CPU:0", "CPU", "Another CPU", {"float32": 1.0}),))
@@ -67,6 +69,7 @@ def test_cache_round_trip_matches_the_machine_and_keeps_other_machines(tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # measures this machine's ceilings in a child (the module's fixture, about 40 s)
 def test_a_failed_remeasure_keeps_the_cached_figures(tmp_path, measured):
     path = tmp_path / peaks.CACHE_FILE
     peaks.save(path, measured)
@@ -102,6 +105,7 @@ def test_ceiling_counts_one_cpu_and_adds_gpus():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # measures this machine's ceilings in a child (the module's fixture, about 40 s)
 def test_estimates_are_filled_beside_and_a_failing_estimate_says_why(measured):
     filled = peaks.with_estimates(measured, lambda device: ({"float32": 1e11}, "cores x clock"))
     assert filled.devices[0].estimate_flops == {"float32": 1e11}

@@ -18,7 +18,7 @@ from core.results import RunResult
 from gui.panels.compare import ComparePanel
 from gui.panels.compare_table import ROLE_VALUE as COMPARE_VALUE
 from gui.panels.compare_table import column_index
-from gui.panels.history import HistoryPanel, plot_key
+from gui.panels.history import HistoryPanel, plot_key, target_text
 from gui.panels.history_table import COLUMNS, ROLE_VALUE
 from gui.plotting.plots import PlotsWidget
 from tests.gui.conftest import RUN_TIMEOUT_MS
@@ -203,3 +203,12 @@ def test_show_in_plots_never_adds_a_run_that_is_shown_already(qtbot):
     panel.show_selected_in_plots()
     assert plots.run_keys() == ["live-1", plot_key(other_id)], "each run once, however often it is shown"
     panel.close_store()
+
+
+def test_a_run_on_another_backend_is_labelled_with_it_when_compared_from_the_history():
+    """History -> Compare labelled a JAX run "CPU:0 #5", like a TensorFlow run on the same device."""
+    tensorflow = RunConfig(strategy="one-device", devices=("CPU:0",)).to_dict()
+    assert target_text(tensorflow) == "CPU:0"
+    assert target_text({**tensorflow, "backend": "jax"}) == "jax:CPU:0"
+    assert target_text({"strategy": "mirrored", "devices": ["CPU:0", "CPU:1"], "backend": "jax"}) == "jax:mirrored:CPU:0,CPU:1"
+    assert target_text({"strategy": "one-device", "devices": ["CPU:0"]}) == "CPU:0", "runs from before backends were TensorFlow's"
