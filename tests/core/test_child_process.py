@@ -142,44 +142,14 @@ def test_a_child_that_ignores_the_stop_line_is_killed_after_its_grace_time():
     assert end.how == STOPPED and 0.4 < time.monotonic() - started < 10
 
 
-@posix_only
-def test_a_child_whose_parent_dies_exits():
-    parent_script = textwrap.dedent(
-        """
-        import sys, time
-        from core.child_process import Child
-        child = Child([sys.executable, "-c", "import time; from core.child_process import listen_to_parent; listen_to_parent(); time.sleep(120)"], "orphan")
-        print(child.pid, flush=True)
-        time.sleep(120)
-        """
-    )
-    parent = subprocess.Popen([sys.executable, "-c", parent_script], stdout=subprocess.PIPE, text=True, env=child_env())
-    try:
-        orphan = int(parent.stdout.readline())
-        assert not gone(orphan)
-        parent.kill()  # SIGKILL: the parent cannot clean up; the child sees its control pipe end
-        parent.wait()
-        assert wait_until(lambda: gone(orphan)), "the child outlived its parent"
-    finally:
-        parent.kill()
-        parent.stdout.close()
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
-def test_a_child_holding_the_gil_in_native_code_is_killed_with_its_parent():
-    """A cluster worker in TensorFlow's set-up holds the GIL: the pipe's orphan timer cannot run, the kernel's signal can.
-
-    `sum(range(...))` runs in C without letting another thread in: without `end_with_parent` this orphan ran on.
-    """
-    child_script = (
-        "from core.child_process import end_with_parent, listen_to_parent, send; end_with_parent(); "
-        "listen_to_parent(orphan_exit_s=0.5); send({'ready': True}); sum(range(10**14))"
-    )
+def outlived_its_parent(child_script: str, limit_s: float = DEADLINE_S) -> bool:
+    """Run `child_script` as a Child of a parent process, kill the parent (SIGKILL: no clean-up) once the child has sent
+    its first message, and say whether the child was still there `limit_s` later."""
     parent_script = textwrap.dedent(
         f"""
         import sys, time
         from core.child_process import Child
-        child = Child([sys.executable, "-c", {child_script!r}], "busy orphan")
+        child = Child([sys.executable, "-c", {child_script!r}], "orphan")
         next(child.messages())
         print(child.pid, flush=True)
         time.sleep(120)
@@ -191,10 +161,32 @@ def test_a_child_holding_the_gil_in_native_code_is_killed_with_its_parent():
         assert not gone(orphan)
         parent.kill()
         parent.wait()
-        assert wait_until(lambda: gone(orphan), 10), "the child outlived its parent by 10 s"
+        return not wait_until(lambda: gone(orphan), limit_s)
     finally:
         parent.kill()
         parent.stdout.close()
+
+
+@posix_only
+def test_a_child_whose_parent_dies_exits():
+    """The child sees its control pipe end and exits."""
+    script = (
+        "import time; from core.child_process import listen_to_parent, send; listen_to_parent(); send({'ready': True}); time.sleep(120)"
+    )
+    assert not outlived_its_parent(script), "the child outlived its parent"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+def test_a_child_holding_the_gil_in_native_code_is_killed_with_its_parent():
+    """A cluster worker in TensorFlow's set-up holds the GIL: the pipe's orphan timer cannot run, the kernel's signal can.
+
+    `sum(range(...))` runs in C without letting another thread in: without `end_with_parent` this orphan ran on.
+    """
+    script = (
+        "from core.child_process import end_with_parent, listen_to_parent, send; end_with_parent(); "
+        "listen_to_parent(orphan_exit_s=0.5); send({'ready': True}); sum(range(10**14))"
+    )
+    assert not outlived_its_parent(script, 10), "the child outlived its parent by 10 s"
 
 
 def test_a_crash_is_described_by_what_the_child_was_doing_and_its_code_not_by_log_noise():
