@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -378,11 +378,7 @@ def _check_backend(config: RunConfig) -> None:
         return
     if config.strategy in TF_ONLY_STRATEGIES:
         raise ConfigError("strategy", config.strategy, f"default, one-device or mirrored on the {config.backend} backend")
-    far = [d for d in config.devices if d.startswith("CPU:") and int(d.split(":")[1]) >= MAX_LOGICAL_CPUS]
-    if far:  # XLA would be asked for that many host devices before anything could refuse them
-        raise ConfigError(
-            "devices", list(config.devices), f"CPU devices from CPU:0 to CPU:{MAX_LOGICAL_CPUS - 1} on the {config.backend} backend"
-        )
+    check_host_cpus(config.devices, config.backend, "devices", list(config.devices))
     if config.backend == "torch" and config.strategy == "mirrored":
         raise ConfigError("strategy", config.strategy, "default or one-device on the torch backend (Keras has no data parallel API for it)")
     if config.dataset == "build_dataset":
@@ -392,6 +388,12 @@ def _check_backend(config: RunConfig) -> None:
             f"synthetic or an .npz on the {config.backend} backend: a .py's build_dataset() gives a tf.data pipeline, "
             "which trains on the TensorFlow backend only",
         )
+
+
+def check_host_cpus(devices: Sequence[str], backend: str, field_name: str, given: Any) -> None:
+    """ConfigError unless every CPU device is below MAX_LOGICAL_CPUS: JAX would ask XLA for that many host devices (and hang)."""
+    if any(d.startswith("CPU:") and int(d.split(":")[1]) >= MAX_LOGICAL_CPUS for d in devices):
+        raise ConfigError(field_name, given, f"CPU devices from CPU:0 to CPU:{MAX_LOGICAL_CPUS - 1} on the {backend} backend")
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

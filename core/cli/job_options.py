@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from core.compare.targets import CompareTarget
-from core.config import BACKENDS, FILE_OPTIMIZER, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig, is_whole_number
+from core.config import BACKENDS, FILE_OPTIMIZER, MAX_LOGICAL_CPUS, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig, is_whole_number
 from core.formatting import format_bytes
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
-from core.machine.runtime import MAX_LOGICAL_CPUS
 from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.workload import is_model_file, model_title
 

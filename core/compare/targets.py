@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.config import BACKENDS, MAX_LOGICAL_CPUS, MAX_WORKERS, ConfigError, RunConfig, is_whole_number, normalize_device_name
+from core.config import BACKENDS, MAX_WORKERS, ConfigError, RunConfig, check_host_cpus, is_whole_number, normalize_device_name
 
 TARGET_FORMS = (
     "'CPU:0', 'GPU:1', 'one-device:GPU:0', 'mirrored' (all GPUs), 'mirrored:CPU:0,CPU:1', 'default', "
@@ -55,8 +55,7 @@ def parse_target(text: str) -> CompareTarget:
     if word.strip().lower() in BACKENDS:
         backend = word.strip().lower()
         target = _parse_place(rest.strip()) if rest.strip() else CompareTarget("default", "default")
-        if any(d.startswith("CPU:") and int(d.split(":")[1]) >= MAX_LOGICAL_CPUS for d in target.devices):
-            raise ConfigError("targets", spec, f"CPU devices from CPU:0 to CPU:{MAX_LOGICAL_CPUS - 1} on the {backend} backend")
+        check_host_cpus(target.devices, backend, "targets", spec)
         return replace(target, label=f"{backend}:{target.label}", backend=backend)
     return _parse_place(spec)
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from core.config import MAX_LOGICAL_CPUS, ConfigError
 
-__all__ = ["MAX_LOGICAL_CPUS", "MEMORY_GROWTH_NOTE", "RuntimeSettings"]
 MEMORY_GROWTH_NOTE = (
     "Why TensorFlow seems to take the whole GPU: without memory growth its allocator reserves nearly all of "
     "each GPU's memory when it starts, so nvidia-smi and the driver count it as used however little the "

@@ -444,15 +444,14 @@ class _Tuner:
             )
             return
         turn_s = min(left / (rounds * len(candidates)), MAX_MEASURE_S)
-        measured = self._rounds(candidates, rounds, turn_s)
-        if measured is None:
+        results = self._rounds(candidates, rounds, turn_s)
+        if results is None:
             self.abandoned, self.confirmed, self.chosen = True, False, start
             self.notes.append(
                 f"not adopted: the interleaved rounds were still running {BUDGET_SLACK_S:g} s after the deadline "
                 "(the budget bounds the command): could not tell a gain; give it a larger --budget-s"
             )
             return
-        results = measured
         for settings, result in zip(candidates, results, strict=True):
             self.points.append(self._point_of(settings, "rounds", result))
             if self.on_point is not None:

@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.machine.runtime import MAX_LOGICAL_CPUS, MEMORY_GROWTH_NOTE, RuntimeSettings
+from core.config import MAX_LOGICAL_CPUS
+from core.machine.runtime import MEMORY_GROWTH_NOTE, RuntimeSettings
 from gui.plotting.theme import THEMES, apply_theme
 from gui.settings import LOGICAL_CPUS_ENV, save_runtime_settings, save_theme, saved_runtime_settings, saved_theme
 
