@@ -138,12 +138,17 @@ def test_sigterm_stops_like_ctrl_c_with_the_partial_result_saved(cli_env):
     assert f"saved as run {stored['id']} in the history" in stderr
 
 
+CALL_STEPS = 6000
+
+
 @pytest.mark.slow
 def test_a_second_signal_ends_at_once_and_leaves_the_run_interrupted(cli_env):
-    # Calls of 2000 MLP steps (3 to 5 s on a quiet 2-core machine): the second signal lands while a long call is in flight.
-    run = Running(["run", "--model", "mlp", "--steps", "1000000", "--steps-per-call", "2000", "--json"], cli_env)
+    # Calls of CALL_STEPS MLP steps (about 10 s on a quiet 2-core machine): the second signal lands while a long call is in
+    # flight (with 2000-step calls the call the first signal waited for once ended before the second came, and the
+    # process, its handlers already given back, died of the SIGTERM itself).
+    run = Running(["run", "--model", "mlp", "--steps", "1000000", "--steps-per-call", str(CALL_STEPS), "--json"], cli_env)
     try:
-        run.wait_for_step(2000, steady=False)  # the first call (warm-up) is done and stored
+        run.wait_for_step(CALL_STEPS, steady=False)  # the first call (warm-up) is done and stored
         run.process.send_signal(signal.SIGHUP)
         run.wait_for(lambda: "SIGHUP: stopping after the current step call" in run.stderr, "the first signal handled")
         run.process.send_signal(signal.SIGTERM)
@@ -157,7 +162,7 @@ def test_a_second_signal_ends_at_once_and_leaves_the_run_interrupted(cli_env):
     assert "SIGHUP: stopping after the current step call" in stderr and "SIGTERM again: stopping now" in stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     (stored,) = history(cli_env)
-    assert (stored["status"], stored["steps"]) == ("interrupted", 2000), stored
+    assert (stored["status"], stored["steps"]) == ("interrupted", CALL_STEPS), stored
 
 
 @pytest.fixture
