@@ -9,18 +9,27 @@ from core import child_process
 
 
 def jax_devices() -> list[dict[str, Any]]:
-    """Every device `jax.devices()` lists (the default platform: GPUs where JAX has CUDA, else CPUs)."""
+    """Every device JAX has: its default platform's (GPUs where JAX has CUDA) and then its CPUs.
+
+    `jax.devices()` alone lists only the default platform, so on a GPU machine it hid the CPU
+    that a `jax:CPU:0` target trains on (seen on an H100, 2026-11-27). An accelerator's
+    memory is JAX's allocator limit (`bytes_limit`, by default 75% of the card), said as such.
+    """
     import jax
 
+    devices = list(jax.devices())
+    if devices and devices[0].platform != "cpu":
+        devices += jax.devices("cpu")
     listed = []
-    for device in jax.devices():
-        stats = _memory_stats(device)
+    for device in devices:
+        limit = _memory_stats(device).get("bytes_limit")
         listed.append(
             {
                 "name": f"{device.platform.upper()}:{device.id}",
                 "kind": device.platform.upper(),
                 "description": str(getattr(device, "device_kind", device.platform)),
-                "memory_total_bytes": stats.get("bytes_limit"),
+                "memory_total_bytes": limit,
+                "memory_source": "JAX's allocator limit (XLA_PYTHON_CLIENT_MEM_FRACTION)" if limit else None,
             }
         )
     return listed

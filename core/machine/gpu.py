@@ -109,14 +109,31 @@ def _bus_id(nvml: Any, handle: Any) -> str:
     return try_read(lambda: normalize_bus_id(nvml.nvmlDeviceGetPciInfo(handle).busId)) or ""
 
 
+def read_memory_info(nvml: Any, handle: Any) -> Any | None:
+    """NVML's memory info, version 2 where the driver and nvidia-ml-py have it (as nvidia-smi reads it), else version 1.
+
+    Version 1's `used` counts the memory the driver reserves for itself: an idle H100
+    read 480 MiB used there where nvidia-smi said 0 (2026-11-27). Version 2 gives that
+    share apart, as `reserved`.
+    """
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        memory = try_read(lambda: nvml.nvmlDeviceGetMemoryInfo(handle, version=version))
+        if memory is not None:
+            return memory
+    return try_read(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+
+
 def _usage(nvml: Any, handle: Any) -> tuple[tuple[int | None, int | None, int | None], dict[str, str]]:
     """Memory (total, used, free) and the display fields that change while a GPU works."""
-    memory = try_read(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+    memory = read_memory_info(nvml, handle)
     total, used, free = (getattr(memory, key, None) for key in ("total", "used", "free"))
+    reserved = getattr(memory, "reserved", None)
     usage = {
         "Memory total": format_bytes(total),
         "Memory used": format_bytes(used),
         "Memory free": format_bytes(free),
+        **({"Memory reserved by the driver": format_bytes(reserved)} if reserved is not None else {}),
         "Utilisation": read_field(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu, "{} %".format),
         "Temperature": read_field(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), "{} °C".format),
         "Power draw": read_field(lambda: nvml.nvmlDeviceGetPowerUsage(handle), _watts),

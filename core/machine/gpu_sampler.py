@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.formatting import format_bytes
-from core.machine.gpu import process_memory
+from core.machine.gpu import process_memory, read_memory_info
 from core.machine.types import try_read
 
 SAMPLE_INTERVAL_S = 0.1
@@ -132,7 +132,7 @@ class GpuSampler:
         return try_read(lambda: float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
 
     def _memory(self, handle: Any) -> tuple[int | None, int | None]:
-        info = try_read(lambda: self.nvml.nvmlDeviceGetMemoryInfo(handle))
+        info = read_memory_info(self.nvml, handle)
         return getattr(info, "total", None), getattr(info, "used", None)
 
 

@@ -32,6 +32,7 @@ class FakeGpu:
     sm_clock_mhz: int = 1755
     sm_max_clock_mhz: int = 1980
     throttle_reasons: int = 0  # NVML's clock throttle reason bits
+    reserved: int = 0  # what the driver keeps for itself: in version 1's used, apart in version 2's
 
 
 class FakeNvml:
@@ -59,8 +60,13 @@ class FakeNvml:
             raise FakeNvmlError("Not Supported")
         return SimpleNamespace(gpu=value, memory=0)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: FakeGpu) -> SimpleNamespace:
-        return SimpleNamespace(total=handle.total, used=handle.used, free=handle.total - handle.used)
+    nvmlMemory_v2 = 0x02000028  # pynvml's version tag for the struct with `reserved`
+
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeGpu, version: int | None = None) -> SimpleNamespace:
+        free = handle.total - handle.used - handle.reserved
+        if version is not None and version == self.nvmlMemory_v2:
+            return SimpleNamespace(total=handle.total, used=handle.used, free=free, reserved=handle.reserved)
+        return SimpleNamespace(total=handle.total, used=handle.used + handle.reserved, free=free)
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeGpu) -> list[SimpleNamespace]:
         self.process_queries += 1

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.machine import gpu_sampler
+from core.machine import gpu, gpu_sampler
 from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView, memory_lines
 from tests.fakes.fake_nvml import GIB, FakeGpu, FakeNvml
 
@@ -92,3 +92,23 @@ def test_memory_words_put_tensorflow_beside_the_driver_and_say_why_they_differ()
     assert "not reported" in unknown[0]
     assert "this process's share not reported" in unknown[1] and "container" in unknown[1]
     assert "with memory growth off it reserves nearly the whole GPU" in unknown[2]
+
+
+class VersionOneNvml(FakeNvml):
+    """An nvidia-ml-py or driver without version 2 of the memory info: `used` there counts the driver's reserve."""
+
+    nvmlMemory_v2 = None  # type: ignore[assignment]
+
+
+def test_memory_used_leaves_out_what_the_driver_reserves_where_nvml_says_it():
+    idle = FakeGpu(used=0, reserved=480 * 2**20, processes={})
+    [row] = gpu.read_driver_gpus(FakeNvml(idle))
+    assert row.memory == (80 * GIB, 0, 80 * GIB - 480 * 2**20), "used as nvidia-smi gives it: 0 on an idle GPU"
+    assert row.usage["Memory used"] == "0 B" and row.usage["Memory reserved by the driver"] == "480.0 MiB"
+    [older] = gpu.read_driver_gpus(VersionOneNvml(idle))
+    assert older.memory[1] == 480 * 2**20 and "Memory reserved by the driver" not in older.usage
+    sampler = GpuSampler(FakeNvml(idle), [idle])
+    sampler.start()
+    wait_for_readings(sampler, 1)
+    sampler.stop()
+    assert sampler.readings()[0].memory_used == (0,)
