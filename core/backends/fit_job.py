@@ -1,9 +1,15 @@
 """The training of a backend job: Keras's own compiled train step through `model.fit`, timed per call (`call_timer`).
 
-Imported by `child_job` after KERAS_BACKEND is set. `model.fit` gets one epoch
-of whole calls at a time (`job_data.epoch_arrays`) and as many epochs as the
-run's steps need; the callback stops it at the run's end or when the parent
-asks, after the call in flight.
+Imported by `child_job` after KERAS_BACKEND is set. The warm-up call is a `fit`
+of its own, one call of the data's first batches, so that Keras's one-off work
+at an epoch's end (on JAX its loss mean's first `result()` compiles three small
+XLA programs: ~175 ms, which a 200-step MLP run spread over its steady steps and
+read half the samples/s of a 2,000-step run) falls in the warm-up. Then
+`model.fit` gets one epoch of whole calls at a time (`job_data.epoch_arrays`,
+going on from the warm-up's batches) and as many epochs as the run's other steps need,
+its first call a warm-up call too (it carries that fit's set-up);
+the callback stops it at the run's end or when the parent asks, after the call
+in flight.
 """
 
 from __future__ import annotations
@@ -75,12 +81,31 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
             }
         )
         clock = CallClock(per_call, send, stop)
-        epochs = -(-total // batches)
+        timed_calls = timed_calls_class()
+        shuffle = not data.synthetic
         try:
-            timed_calls = timed_calls_class()(clock, total, model, epochs, batches)
-            model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=not data.synthetic, verbose=0, callbacks=timed_calls)
+            warmup = per_call * config.batch_size
+            warmup_fit = timed_calls(clock, per_call, model, 1, per_call)
+            model.fit(
+                _head(x, warmup), _head(y, warmup), batch_size=config.batch_size, epochs=1, shuffle=shuffle, verbose=0, callbacks=warmup_fit
+            )
+            rest = total - clock.steps_done
+            if rest > 0 and not stop.is_set():
+                x, y, _ = epoch_arrays(data, config.batch_size, per_call, start_batch=per_call)  # on from the warm-up's batches
+                epochs = -(-rest // batches)
+                steady_fit = timed_calls(clock, rest, model, epochs, batches)
+                model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=shuffle, verbose=0, callbacks=steady_fit)
         finally:
             clock.flush()  # the steps of a run that failed part-way are the run's too
+
+
+def _head(value: Any, count: int) -> Any:
+    """A copy of the first `count` examples of an array, or of each array in a dict or list of model inputs or targets."""
+    if isinstance(value, dict):
+        return {key: array[:count].copy() for key, array in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [array[:count].copy() for array in value]
+    return value[:count].copy()
 
 
 def _memory_estimate(model: Any, optimizer: Any, config: RunConfig, replicas: int) -> dict[str, Any]:

@@ -72,13 +72,17 @@ def compile_loss(choice: Any) -> Any:
     return keras.losses.get(choice.config) if isinstance(choice.config, (str, dict)) else choice.config
 
 
-def epoch_arrays(data: JobData, batch_size: int, steps_per_call: int) -> tuple[Any, Any, int]:
-    """(x, y, batches): the data cut or repeated to whole calls of whole batches (at least one call)."""
+def epoch_arrays(data: JobData, batch_size: int, steps_per_call: int, start_batch: int = 0) -> tuple[Any, Any, int]:
+    """(x, y, batches): the data cut or repeated to whole calls of whole batches (at least one call).
+
+    The epoch begins at `start_batch`, the batches before it last, so that epochs after a warm-up
+    of that many batches go on in the order TensorFlow's runs take (the data's, cycled).
+    """
     examples = data.examples
     batches = max(1, examples // batch_size)
     batches = max(steps_per_call, batches // steps_per_call * steps_per_call)
     wanted = batches * batch_size
-    index = np.arange(wanted) % examples
+    index = (np.arange(wanted) + start_batch * batch_size) % wanted % examples
     return _take(data.x, index), _take(data.y, index), batches
 
 
