@@ -8,6 +8,7 @@ import socket
 import sys
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSocketNotifier, QTimer
+from PySide6.QtGui import QWindow
 from PySide6.QtWidgets import QApplication, QWidget
 
 from core.logs import setup_logging
@@ -39,7 +40,7 @@ class _AfterFirstPaint(QObject):
         QTimer.singleShot(FIRST_PAINT_FALLBACK_MS, self._call)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Expose and watched.isExposed():
+        if event.type() == QEvent.Type.Expose and isinstance(watched, QWindow) and watched.isExposed():
             watched.removeEventFilter(self)
             QTimer.singleShot(0, self._call)  # after this expose's paint
         return False
@@ -120,7 +121,8 @@ def run_app(argv: list[str]) -> int:
     except OSError as exc:
         print(f"Device Lab: cannot write the log file ({exc}); set DEVICE_LAB_LOG_DIR to a writable folder.", file=sys.stderr)
         quiet_tensorflow_logs()
-    app = QApplication.instance() or QApplication(argv)
+    running = QApplication.instance()
+    app = running if isinstance(running, QApplication) else QApplication(argv)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationVersion(app_version())

@@ -108,7 +108,7 @@ class MainWindow(QMainWindow):
         self.start_action, self.stop_action = self.menus.start_action, self.menus.stop_action
         self.settings_action = self.menus.settings_action
         self.diagnose_action = self.menus.diagnose_action
-        self.memory = WindowMemory(settings, self.run_panel, self.centralWidget(), [self.run_options], self)
+        self.memory = WindowMemory(settings, self.run_panel, self.splitter, [self.run_options], self)
         self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
         self.status_detail = QLabel()
         self.statusBar().addPermanentWidget(self.status_detail)
@@ -183,7 +183,7 @@ class MainWindow(QMainWindow):
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setMinimumWidth(380)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setObjectName("mainSplitter")
         splitter.addWidget(scroll)
         splitter.addWidget(self.tabs)

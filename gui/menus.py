@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMainWindow
 
 from gui.remembered import recent_models
 from gui.settings import KEY_DIAGNOSE, read_bool
@@ -15,8 +15,8 @@ from gui.settings import KEY_DIAGNOSE, read_bool
 class WindowMenus:
     """Builds `window`'s menus; keeps the actions the window enables, disables or reads (Start, Stop, Device settings, Diagnose)."""
 
-    def __init__(self, window: QMainWindow):
-        """`window` is the MainWindow (its run form, plots, device panel, log dock and dialogs)."""
+    def __init__(self, window: Any):
+        """`window` is the MainWindow (its run form, plots, device panel, log dock and dialogs): `Any`, as it imports this module."""
         self._window = window
         bar = window.menuBar()
         file_menu = bar.addMenu("&File")

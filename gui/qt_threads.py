@@ -41,8 +41,8 @@ class _ThreadKeeper(QObject):
 
     def __init__(self, thread: QThread, worker: QObject):
         super().__init__()
-        self.thread = thread
-        self.worker = worker
+        self.worker_thread = thread
+        self.worker: QObject | None = worker
 
     @Slot()
     def release(self) -> None:
@@ -53,13 +53,13 @@ class _ThreadKeeper(QObject):
         calling `connect()` at that moment holds the GIL while it waits for the mutex:
         a deadlock (seen in the test suite, in QObject::~QObject vs QObject::connect).
         """
-        wait_for_thread(self.thread, None)
+        wait_for_thread(self.worker_thread, None)
         self.worker = None
         _keepers.discard(self)
 
 
-def start_worker(worker: QObject, name: str = "") -> QThread:
-    """Run `worker.run()` in a new QThread; the worker must emit `finished` when done.
+def start_worker(worker: Any, name: str = "") -> QThread:
+    """Run `worker.run()` in a new QThread; the worker (a QObject) must emit `finished` when done.
 
     Call from the GUI thread. The worker must have no parent.
     """
@@ -79,7 +79,7 @@ def start_worker(worker: QObject, name: str = "") -> QThread:
 
 def running_threads() -> list[QThread]:
     """Threads started by `start_worker` that are still running."""
-    return [k.thread for k in list(_keepers) if shiboken6.isValid(k.thread) and k.thread.isRunning()]
+    return [k.worker_thread for k in list(_keepers) if shiboken6.isValid(k.worker_thread) and k.worker_thread.isRunning()]
 
 
 def wait_for_thread(thread: QThread, timeout_s: float | None) -> bool:

@@ -21,7 +21,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, QStandardPaths, Qt
 from PySide6.QtWidgets import (
@@ -43,6 +43,7 @@ KEY_RECENT_MODELS = "models/recent"
 KEY_TRUSTED_MODELS = "models/trusted"
 KEY_LAST_FOLDER = "folders/"  # + the dialog's kind
 MAX_RECENT_MODELS = 8
+JsonT = TypeVar("JsonT", list[Any], dict[str, Any])
 FOLDER_MODEL, FOLDER_DATA, FOLDER_EXPORT, FOLDER_IMAGE, FOLDER_LOGS = "model", "data", "export", "image", "logs"
 
 
@@ -59,7 +60,7 @@ FIELD_TYPES = (QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox, QCheckBox, QListW
 
 def form_fields(root: QWidget, exclude: Sequence[QWidget] = ()) -> list[QWidget]:
     """The named input widgets under `root`, in creation order, leaving out those inside `exclude`."""
-    found = []
+    found: list[QWidget] = []
     for widget in root.findChildren(QWidget):
         name = widget.objectName()
         if not isinstance(widget, FIELD_TYPES) or not name or name.startswith("qt_"):
@@ -189,7 +190,7 @@ class FormMemory(QObject):
         now = self._values()
         saved = self.saved()
         retry = {name for name in saved if name in self._pending or now.get(name) != before.get(name)}
-        for _ in range(2):
+        for _attempt in range(2):
             self._pending = self._apply(saved, lambda name: name in retry)
         self._pending = set()
 
@@ -276,7 +277,7 @@ class WindowMemory(QObject):
             self._compare.set_targets(targets)
 
 
-def _json_value(settings: QSettings, key: str, kind: type) -> list | dict:
+def _json_value(settings: QSettings, key: str, kind: type[JsonT]) -> JsonT:
     """A JSON list or dict saved under `key` (empty when missing or unreadable)."""
     try:
         value = json.loads(str(settings.value(key, "")))

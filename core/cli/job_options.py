@@ -14,6 +14,7 @@ config gets the data the file resolves to and the file's sha256.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +63,18 @@ def add_rounds_argument(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"interleaved rounds: each runs every candidate once, in a new random order, and the intervals come from them "
         f"(default {DEFAULT_ROUNDS}; 1 round claims no difference across runs)",
+    )
+
+
+def add_target_loss_argument(parser: argparse.ArgumentParser) -> None:
+    """`--target-loss L`: the loss each run is timed to (`core.training.to_target`); without it, the runs' common one."""
+    parser.add_argument(
+        "--target-loss",
+        type=finite_number("--target-loss", "a finite number (a loss the runs should reach)"),
+        default=None,
+        metavar="L",
+        help="time each run to this smoothed loss (steps, samples and seconds to reach it); "
+        "default: the highest of the runs' smoothed final losses, which every run reached",
     )
 
 
@@ -238,6 +251,22 @@ def whole_number(option: str, low: int, high: int, rule: str) -> Callable[[str],
         value = text.strip()
         number = int(value) if is_whole_number(value.removeprefix("-")) else None
         if number is None or not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule}")
+        return number
+
+    check.__name__ = option
+    return check
+
+
+def finite_number(option: str, rule: str) -> Callable[[str], float]:
+    """An argparse type for a finite number, refused with `rule` otherwise (before TensorFlow loads)."""
+
+    def check(text: str) -> float:
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
             raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule}")
         return number
 

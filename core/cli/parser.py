@@ -8,7 +8,13 @@ from typing import NoReturn
 
 from core.cli import history_commands, machine_commands, sweep_commands, training_commands, tuning_commands
 from core.cli.exits import EXIT_BAD_INPUT
-from core.cli.job_options import add_job_arguments, add_logical_cpus_argument, add_rounds_argument, add_training_arguments
+from core.cli.job_options import (
+    add_job_arguments,
+    add_logical_cpus_argument,
+    add_rounds_argument,
+    add_target_loss_argument,
+    add_training_arguments,
+)
 from core.config import STRATEGIES
 
 
@@ -68,6 +74,7 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--tensorboard", default="", metavar="DIR", help="write TensorBoard event files under DIR")
     run.add_argument("--profile", default="", metavar="A-B", help="capture a TF profiler trace of steps A to B")
     run.add_argument("--no-verdict", action="store_true", help="skip the diagnosis after the run (its probe runs take a few seconds)")
+    add_target_loss_argument(run)
     run.set_defaults(handler=training_commands.cmd_run)
 
 
@@ -97,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--targets", required=True, metavar="T1;T2", help='e.g. "CPU:0;mirrored:CPU:0,CPU:1"')
     compare.add_argument("--baseline", type=int, default=0, metavar="I", help="row whose samples/s is speed-up 1.0")
     add_rounds_argument(compare)
+    add_target_loss_argument(compare)
     compare.set_defaults(handler=training_commands.cmd_compare)
 
     sweep = sub.add_parser("sweep", help="vary one or two settings (batch, steps per call, precision, XLA) on one target")

@@ -14,11 +14,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory
-from core.cli.job_options import add_job_arguments, add_rounds_argument, job_config
+from core.cli.job_options import add_job_arguments, add_rounds_argument, add_target_loss_argument, job_config
 from core.cli.machine_commands import configure_tensorflow
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
@@ -29,7 +30,8 @@ from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.jobs.rounds import rounds_measured
 from core.results import StepRecord
-from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, tied_with_best
+from core.training.to_target import reach, target_how, to_target_text
+from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, sweep_target, tied_with_best, why_not_most_samples
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
 
 AXIS_OPTIONS = {
@@ -71,6 +73,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="steps of every point (the first call is warm-up, reported apart; default %(default)s)",
     )
     add_rounds_argument(parser)
+    add_target_loss_argument(parser)
 
 
 def sweep_values(args: argparse.Namespace) -> dict[str, tuple[Any, ...]]:
@@ -120,6 +123,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         options = history.options(group=group, listener=SweepProgress(plan, history))
         with stdout_to_stderr():
             sweep = run_interruptibly(lambda: run_sweep(plan, history.store, options, stop_event, args.rounds))
+    sweep = replace(sweep, target_loss=args.target_loss)
     saved = [row.run_id for row in sweep.rows if row.run_id is not None]
     if saved:
         say(f"saved {len(saved)} run(s) in the history as group '{group}'")
@@ -186,11 +190,13 @@ def format_sweep(sweep: Sweep) -> str:
         "mean step (ms)",
         "median step (ms)",
         "final loss",
+        "to target",
         "peak memory",
     ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
-    tied = tied_with_best(sweep.rows)
+    tied = tied_with_best(sweep.rows, sweep.target_loss)
+    target = sweep_target(sweep.rows, sweep.target_loss)
     for index, row in enumerate(sweep.rows):
         result = row.result
         cells = [format_setting(name, row.settings[name]) for name in axes]
@@ -198,7 +204,11 @@ def format_sweep(sweep: Sweep) -> str:
         cells += [contended_label(row.status.value, result) + mark]
         cells += [format_value(result.samples_per_s, "rate", NA), format_value(result.mean_step_ms, "ms", NA)]
         cells += [format_value(result.step_time_median_ms, "ms", NA)]
-        cells += [format_value(result.final_loss, "loss", NA), format_bytes(result.peak_memory_bytes)]
+        cells += [
+            format_value(result.final_loss, "loss", NA),
+            to_target_text(reach(result, target)),
+            format_bytes(result.peak_memory_bytes),
+        ]
         cells += [f"{row.suggested_learning_rate:.3g}"] if batch_swept else []
         table.append(cells)
     lines = [format_columns(headers, table)]
@@ -206,10 +216,18 @@ def format_sweep(sweep: Sweep) -> str:
     rounds = max((rounds_measured(row.result) for row in sweep.rows), default=0)
     if rounds:
         lines.append(f"measured in {rounds} interleaved round{'s' if rounds != 1 else ''}: every point once a round, in a new random order")
+    if target is not None:
+        lines.append(
+            f"to target: seconds from the first step (warm-up included) until the smoothed loss reached {target:.4g}: {target_how(sweep.target_loss)}"
+        )
+        lines.append(
+            "(best): the point that reached it first"
+            + (f"; {sweep_why}" if (sweep_why := why_not_most_samples(sweep.rows, sweep.target_loss)) else "")
+        )
     if tied:
         lines.append(
-            "(tied): no difference from the fastest beyond noise (the 95% interval of their samples/s ratio over the rounds holds 1"
-            + ("; one round tells no points apart)" if rounds < 2 else ")")
+            "(tied): no difference from the fastest to the target beyond noise (the 95% interval of their time ratio, from the samples/s over the rounds"
+            " and the samples each needed, holds 1" + ("; one round tells no points apart)" if rounds < 2 else ")")
         )
     if any(row.result.contended for row in sweep.rows):
         lines.append("(busy): measured while other processes used the machine: figures are low and noisy; re-run on a quiet machine")

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.history_commands import CliHistory
@@ -27,6 +28,7 @@ from core.config import ConfigError, RunConfig, parse_step_range
 from core.jobs import JobListener, RecordedRun
 from core.results import RunStatus, StepRecord
 from core.training.callbacks import RunCallback
+from core.training.to_target import reach, to_target_text
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
 DIAGNOSING = (
@@ -69,7 +71,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = recorded.result
     if result.bound is not None:
         print(f"diagnosing: done, {result.bound}-bound" if result.bound != "unknown" else "diagnosing: done", file=sys.stderr)
-    print(json.dumps(result.summary(), indent=2) if args.json else format_result(result))
+    reached = reach(result, args.target_loss) if args.target_loss is not None else None
+    if args.json:
+        print(json.dumps({**result.summary(), **(reached.to_dict() if reached else {})}, indent=2))
+    else:
+        print(format_result(result) + (f"\ntime to loss {args.target_loss:g}: {to_target_text(reached)}" if reached else ""))
     history.report(recorded)
     if result.status != RunStatus.COMPLETED:
         print(f"{result.status}: {result.message}", file=sys.stderr)
@@ -168,6 +174,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             comparison = run_interruptibly(
                 lambda: run_comparison(base, targets, args.baseline, history.store, options, stop_event, args.rounds)
             )
+    comparison = replace(comparison, target_loss=args.target_loss)
     if args.json:
         print(json.dumps(comparison.to_rows_dict(), indent=2))
     else:

@@ -32,6 +32,7 @@ from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_
 from core.jobs.rounds import rounds_measured
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
+from core.training.to_target import ToTarget, common_target, reach, target_how, to_target_text
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
@@ -110,6 +111,7 @@ class Comparison:
     flops_per_step: float | None = None
     flops_method: str = ""
     model_params: int | None = None
+    target_loss: float | None = None  # given (--target-loss); None: the rows' common target
 
     @property
     def baseline(self) -> CompareRow | None:
@@ -121,8 +123,19 @@ class Comparison:
         changed = replace(self, rows=_with_speedups(self.rows, index), baseline_index=index)
         return replace(changed, warnings=tuple(fairness_warnings(changed)))
 
+    def common_target(self) -> float | None:
+        """The loss the rows are timed to: the given one, else the highest of their smoothed final losses."""
+        return self.target_loss if self.target_loss is not None else common_target([row.result for row in self.rows])
+
+    def to_targets(self) -> list[ToTarget]:
+        """When each row's smoothed loss reached the common target (`core.training.to_target`)."""
+        target = self.common_target()
+        return [reach(row.result, target) for row in self.rows]
+
     def to_rows_dict(self) -> list[dict[str, Any]]:
-        """JSON-ready rows: the run's summary plus the comparison's own figures."""
+        """JSON-ready rows: the run's summary plus the comparison's own figures (speed-up, time to the target loss, FLOP/s)."""
+        reached = self.to_targets()
+        base = reached[self.baseline_index] if reached else None
         return [
             {
                 **row.result.summary(),
@@ -144,9 +157,17 @@ class Comparison:
                 "estimate_flops": row.estimate_flops,
                 "fraction_of_estimate": row.fraction_of_estimate,
                 "estimate_how": row.estimate_how,
+                **reached[index].to_dict(),
+                "target_how": target_how(self.target_loss),
+                "time_to_target_speedup": _ratio(base.seconds if base else None, reached[index].seconds),
+                "samples_to_target_ratio": _ratio(reached[index].samples, base.samples if base else None),
             }
             for index, row in enumerate(self.rows)
         ]
+
+
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    return top / bottom if top is not None and bottom else None
 
 
 def compare_results(
@@ -425,9 +446,20 @@ def format_table(comparison: Comparison) -> str:
     if comparison.flops_per_step is not None:
         lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({comparison.flops_method})")
     lines.extend(ceiling_notes(comparison))
+    lines.extend(target_lines(comparison))
     if any(over_linear(row, comparison.baseline) for row in comparison.rows):
         lines.append("! efficiency over 100%: not better-than-linear scaling (see the warnings)")
     return "\n".join(line.rstrip() for line in lines)
+
+
+def target_lines(comparison: Comparison) -> list[str]:
+    """Each row's time to the common target loss (from the first step, warm-up included), and how the target was chosen."""
+    target = comparison.common_target()
+    if target is None:
+        return []
+    lines = [f"time to loss {target:.4g} ({target_how(comparison.target_loss)}):"]
+    lines += [f"  {row.label}: {to_target_text(to)}" for row, to in zip(comparison.rows, comparison.to_targets(), strict=True)]
+    return lines
 
 
 def ceiling_notes(comparison: Comparison) -> list[str]:

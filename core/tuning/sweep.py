@@ -11,11 +11,17 @@ group ('sweep 3: batch × precision').
 The points run in interleaved rounds (`core.jobs.rounds`): each is set up and
 warmed up alone, then every round runs every point for its share of the steps
 in a new random order, so a load that comes and goes hits every point alike.
-The best row is the one with the most samples/s; it is better beyond noise
-only when the 95% interval of every other completed row's samples/s over its
-own, from the rounds (`core.training.noise.between_runs`), lies below 1; rows
-whose interval holds 1 are tied with it (`tied_with_best`), and the tables say
-"tied" instead of starring.
+The best row is the one that trains fastest to a loss: the first (in steady-state
+seconds: the warm-up is a one-off) to bring its smoothed loss down to the sweep's target (`core.training.to_target`: the
+target given, else the highest of the rows' smoothed final losses, which every
+row reached), not the one with the most samples/s, which a larger batch wins
+while it learns less per sample. Without any loss to judge (no row reached a
+finite one) it is the row with the most samples/s. It is better beyond noise
+only when, for every other completed row, the 95% interval of its time to the
+target over the best's lies above 1: that interval is the rounds' interval of
+the samples/s (`core.training.noise.between_runs`) scaled by the samples each
+needed; rows whose interval holds 1 are tied with it (`tied_with_best`), and
+the tables say "tied" instead of starring.
 
 The rows' results are ordinary `RunResult`s of runs that differ in one setting,
 so they can stand in for a verdict's probe runs
@@ -34,6 +40,7 @@ from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
 from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
 from core.training.noise import between_runs
+from core.training.to_target import common_target, reach, target_how
 from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
 from core.workloads.workload import model_title
 
@@ -65,8 +72,8 @@ class SweepRow:
     def label(self) -> str:
         return point_label(self.settings)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: settings, status, message, the row's figures, the suggested learning rate and the history id."""
+    def to_dict(self, target_loss: float | None = None) -> dict[str, Any]:
+        """JSON-ready: settings, status, message, the row's figures, time to `target_loss`, the suggested learning rate and the history id."""
         return {
             "settings": dict(self.settings),
             "label": self.label,
@@ -80,6 +87,7 @@ class SweepRow:
             "rounds": rounds_measured(self.result),
             "flops_per_step": self.result.flops_per_step,
             "flops_method": self.result.flops_method,
+            **reach(self.result, target_loss).to_dict(),
         }
 
 
@@ -90,11 +98,12 @@ class Sweep:
     plan: SweepPlan
     rows: tuple[SweepRow, ...]
     group: str = ""
+    target_loss: float | None = None  # given (--target-loss); None: the rows' common target
 
     @property
     def best(self) -> int | None:
-        """The index of the completed row with the most samples/s (None when no row completed)."""
-        return best_index(self.rows)
+        """The index of the completed row fastest to the target loss (None when no row completed)."""
+        return best_index(self.rows, self.target_loss)
 
     @property
     def stopped(self) -> bool:
@@ -113,6 +122,7 @@ class Sweep:
         """The sweep as `main.py sweep --json` prints it: what was swept, the rows, and `best`."""
         base = self.plan.base
         swept = {axis.name for axis in self.plan.axes}
+        target = sweep_target(self.rows, self.target_loss)
         return {
             "model": base.model,
             "dataset": base.dataset,
@@ -124,43 +134,115 @@ class Sweep:
             "axes": [{"name": axis.name, "values": list(axis.values)} for axis in self.plan.axes],
             "left_out": [item.to_dict() for item in self.plan.left_out],
             "group": self.group,
-            "rows": [row.to_dict() for row in self.rows],
+            "rows": [row.to_dict(target) for row in self.rows],
             "best": self.best,
-            "tied_with_best": list(tied_with_best(self.rows)),
-            "best_beyond_noise": self.best is not None and not tied_with_best(self.rows),
+            "tied_with_best": list(tied_with_best(self.rows, self.target_loss)),
+            "best_beyond_noise": self.best is not None and not tied_with_best(self.rows, self.target_loss),
+            "target_loss": target,
+            "target_how": target_how(self.target_loss),
+            "best_by_samples_per_s": most_samples_index(self.rows),
+            "best_is_most_samples_per_s": self.best == most_samples_index(self.rows),
+            "best_why": why_not_most_samples(self.rows, self.target_loss),
             "lr_note": self.lr_note(),
             "rounds": max((rounds_measured(row.result) for row in self.rows), default=0),
         }
 
 
-def best_index(rows: Sequence[SweepRow | None]) -> int | None:
-    """The index of the completed row with the most samples/s, or None (rows not run yet may be None)."""
-    done = [
-        (row.result.samples_per_s, index)
-        for index, row in enumerate(rows)
-        if row is not None and row.status == RunStatus.COMPLETED and row.result.samples_per_s
+def _completed(rows: Sequence[SweepRow | None]) -> list[tuple[int, SweepRow]]:
+    return [
+        (index, row) for index, row in enumerate(rows) if row is not None and row.status == RunStatus.COMPLETED and row.result.samples_per_s
     ]
+
+
+def sweep_target(rows: Sequence[SweepRow | None], given: float | None = None) -> float | None:
+    """The loss the rows are timed to: `given`, else the highest of the completed rows' smoothed final losses."""
+    return given if given is not None else common_target([row.result for _, row in _completed(rows)])
+
+
+def most_samples_index(rows: Sequence[SweepRow | None]) -> int | None:
+    """The index of the completed row with the most samples/s, or None (rows not run yet may be None)."""
+    done = [(row.result.samples_per_s, index) for index, row in _completed(rows)]
     return max(done)[1] if done else None
 
 
-def tied_with_best(rows: Sequence[SweepRow | None]) -> tuple[int, ...]:
-    """The completed rows (not the best) whose samples/s are no different from the best's beyond noise (95% interval holds 1).
+def best_index(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> int | None:
+    """The completed row that reached the target loss soonest in steady-state seconds; the most samples/s when none did.
 
-    A row without per-call timings to compare counts as tied: nothing shows the best is better.
+    Steady: the warm-up (tracing, compiling) is paid once however long the training, so in a short sweep it would
+    decide the star; it is reported beside (`time_to_target_s`).
     """
-    best = best_index(rows)
+    target = sweep_target(rows, target_loss)
+    timed = [(to.steady_seconds, index) for index, row in _completed(rows) if (to := reach(row.result, target)).steady_seconds is not None]
+    return min(timed)[1] if timed else most_samples_index(rows)
+
+
+def time_interval(top: SweepRow, row: SweepRow, target_loss: float | None) -> tuple[float, float] | None:
+    """The 95% interval of `row`'s time to the target over `top`'s: samples needed, over the rounds' samples/s interval.
+
+    None when either did not reach the target or the samples/s cannot be compared.
+    """
+    top_to, row_to = reach(top.result, target_loss), reach(row.result, target_loss)
+    interval = between_runs(top.result, row.result)
+    if interval is None or not (top_to.samples and row_to.samples) or interval.low <= 0:
+        return None
+    needed = row_to.samples / top_to.samples
+    return needed / interval.high, needed / interval.low
+
+
+def tied_with_best(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> tuple[int, ...]:
+    """The completed rows (not the best) no slower to the target than the best beyond noise (the interval holds 1).
+
+    A row that never reached the target is slower; a row without per-call timings to compare counts as tied:
+    nothing shows the best is faster. Judged on samples/s where no row reached the target.
+    """
+    best = best_index(rows, target_loss)
     if best is None:
         return ()
     top = rows[best]
     assert top is not None
+    target = sweep_target(rows, target_loss)
+    by_time = reach(top.result, target).reached
     tied = []
-    for index, row in enumerate(rows):
-        if index == best or row is None or row.status != RunStatus.COMPLETED or not row.result.samples_per_s:
+    for index, row in _completed(rows):
+        if index == best:
+            continue
+        if by_time:
+            if not reach(row.result, target).reached:
+                continue
+            times = time_interval(top, row, target)
+            if times is None or times[0] <= 1.0 <= times[1]:
+                tied.append(index)
             continue
         interval = between_runs(top.result, row.result)
         if interval is None or not interval.beyond_noise:
             tied.append(index)
     return tuple(tied)
+
+
+def why_not_most_samples(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> str:
+    """One line where the best is not the row with the most samples/s: how much faster that row runs, and how much slower it learns.
+
+    "batch 4096: 6.9× the samples/s, but needs 29× the samples to reach loss 0.0855: 5.0× slower to train" ("" when they agree).
+    """
+    best, most = best_index(rows, target_loss), most_samples_index(rows)
+    if best is None or most is None or best == most:
+        return ""
+    top, fast = rows[best], rows[most]
+    assert top is not None and fast is not None
+    target = sweep_target(rows, target_loss)
+    top_to, fast_to = reach(top.result, target), reach(fast.result, target)
+    speed = (fast.result.samples_per_s or 0.0) / (top.result.samples_per_s or 1.0)
+    if target is None:
+        return ""
+    if not fast_to.reached:
+        return f"{fast.label}: {speed:.3g}× the samples/s, but its loss did not reach {target:.4g} ({fast_to.reason})"
+    needs = f"{fast_to.samples / top_to.samples:.3g}× the samples" if fast_to.samples and top_to.samples else "more samples"
+    slower = (
+        f": {fast_to.steady_seconds / top_to.steady_seconds:.3g}× slower to train"
+        if fast_to.steady_seconds and top_to.steady_seconds
+        else ": slower to train"
+    )
+    return f"{fast.label}: {speed:.3g}× the samples/s, but needs {needs} to reach loss {target:.4g}{slower}"
 
 
 def suggested_learning_rate(plan: SweepPlan, settings: dict[str, Any]) -> float | None:

@@ -1,6 +1,6 @@
 """The lifecycle every job controller shares: one worker thread at a time, its stop flag and its poll timer.
 
-A job (a training run, a comparison) runs in a parentless worker moved to its own
+A job (a training run, a comparison) runs in a parentless `JobWorker` moved to its own
 QThread (`gui.qt_threads.start_worker`). The worker only appends step records to
 buffers; a timer in the GUI thread drains them (`_poll`), so no signal is sent
 per step. Stop is a `threading.Event` the worker checks; when the worker emits
@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from core.config import ConfigError
 from gui.qt_threads import start_worker, stop_and_wait
@@ -30,22 +28,37 @@ def explain(exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exc}"
 
 
-@contextmanager
-def failures_reported(worker: QObject) -> Iterator[None]:
-    """Around a worker's `run()`: an exception becomes `worker.failed(reason)`, never lost in the thread; `finished` always follows.
+class JobWorker(QObject):
+    """A job's worker, run in its own thread: `work()` does the job; `finished` always follows it.
 
-    A ConfigError is the user's input and is said as it is; anything else is
-    explained and its traceback goes to stderr (the log).
+    An exception in `work()` becomes `failed(reason)`, never lost in the thread: a
+    ConfigError is the user's input and is said as it is; anything else is
+    explained and its traceback goes to stderr (the log). Stop by setting
+    `stop_event` from any thread: the job checks it between its calls.
     """
-    try:
-        yield
-    except ConfigError as exc:
-        worker.failed.emit(str(exc))
-    except Exception as exc:
-        worker.failed.emit(explain(exc))
-        traceback.print_exc()
-    finally:
-        worker.finished.emit()
+
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self, stop_event: threading.Event):
+        super().__init__()
+        self.stop_event = stop_event
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            self.work()
+        except ConfigError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:
+            self.failed.emit(explain(exc))
+            traceback.print_exc()
+        finally:
+            self.finished.emit()
+
+    def work(self) -> None:
+        """The job itself, in the worker's thread."""
+        raise NotImplementedError
 
 
 class JobController(QObject):
@@ -61,7 +74,7 @@ class JobController(QObject):
     def __init__(self, poll_interval_ms: int, parent: QObject | None = None):
         super().__init__(parent)
         self._thread: QThread | None = None
-        self._worker: QObject | None = None
+        self._worker: JobWorker | None = None
         self._stop_event: threading.Event | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(poll_interval_ms)
@@ -85,8 +98,8 @@ class JobController(QObject):
         self._stop_event = threading.Event()
         return self._stop_event
 
-    def _launch(self, worker: QObject, thread_name: str) -> None:
-        """Run `worker` (parentless, with a `finished` signal) in a new thread and start polling."""
+    def _launch(self, worker: JobWorker, thread_name: str) -> None:
+        """Run `worker` (parentless) in a new thread and start polling."""
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
         self._thread = start_worker(worker, thread_name)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from core.compare.runner import progress_line, run_comparison, scaling_sweep
 from core.compare.table import Comparison
@@ -25,7 +25,7 @@ from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import StepRecord
 from core.training.callbacks import RunContext
-from gui.controllers.base import JobController, failures_reported
+from gui.controllers.base import JobController, JobWorker
 from gui.controllers.history import JobHistory
 from gui.job_data import CompareJob, FinishedRun, SavedTarget
 
@@ -83,7 +83,7 @@ class CompareBuffers:
         return [entry for entry in drained if len(entry[2])]
 
 
-class CompareWorker(QObject):
+class CompareWorker(JobWorker):
     """Runs one comparison in a worker thread, every target recorded in the history as it trains (`core.jobs`).
 
     Each target is begun in the history before it trains, its steps appended
@@ -97,29 +97,24 @@ class CompareWorker(QObject):
     turn = Signal(int, int, int)  # index, round (0-based), rounds
     run_saved = Signal(object)  # SavedTarget
     comparison_ready = Signal(object)  # Comparison
-    failed = Signal(str)
-    finished = Signal()
 
     def __init__(self, job: CompareJob, buffers: CompareBuffers, stop_event: threading.Event):
-        super().__init__()
+        super().__init__(stop_event)
         self.job = job
         self.buffers = buffers
-        self.stop_event = stop_event
 
-    @Slot()
-    def run(self) -> None:
-        with failures_reported(self):
-            with JobHistory() as history:
-                options = JobOptions(listener=_CompareListener(self), unsaved_reason=history.error)
-                if self.job.sweep_kind:
-                    comparison = scaling_sweep(
-                        self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event, self.job.rounds
-                    )
-                else:
-                    comparison = run_comparison(
-                        self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event, self.job.rounds
-                    )
-            self.comparison_ready.emit(comparison)
+    def work(self) -> None:
+        with JobHistory() as history:
+            options = JobOptions(listener=_CompareListener(self), unsaved_reason=history.error)
+            if self.job.sweep_kind:
+                comparison = scaling_sweep(
+                    self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event, self.job.rounds
+                )
+            else:
+                comparison = run_comparison(
+                    self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event, self.job.rounds
+                )
+        self.comparison_ready.emit(comparison)
 
 
 class _CompareListener(JobListener):

@@ -47,3 +47,7 @@ class JobHistory:
     def store(self) -> RunStore | None:
         """The open store (None when it could not be opened: `error` says why)."""
         return self._store
+
+    def groups(self) -> list[str]:
+        """The run groups in use (a sweep numbers itself after them); none when the store is not open."""
+        return self._store.groups() if self._store is not None else []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from core.jobs import JobOptions
 from core.live.rate_limit import RateLimit
@@ -22,21 +22,14 @@ from core.results import StepRecord
 from core.training.callbacks import RunContext
 from core.tuning.sweep import SweepListener, SweepRow, run_sweep
 from core.tuning.sweep_plan import next_sweep_group, plan_sweep
-from gui.controllers.base import JobController, failures_reported
+from gui.controllers.base import JobController, JobWorker
 from gui.controllers.history import JobHistory
 from gui.job_data import SweepJob, SweepOutcome
 
 POLL_INTERVAL_MS = 100
 
 
-class SweepHistory(JobHistory):
-    """The history as a sweep's thread writes it: a JobHistory that also lists the groups in use (to number the sweep)."""
-
-    def groups(self) -> list[str]:
-        return self._store.groups() if self._store is not None else []
-
-
-class SweepWorker(QObject):
+class SweepWorker(JobWorker):
     """Plans and runs one sweep in a worker thread. Stop by setting `stop_event`: the point in flight ends, the rest are skipped."""
 
     planned = Signal(object)  # SweepPlan
@@ -44,26 +37,21 @@ class SweepWorker(QObject):
     turn = Signal(int, int, int)  # point index, round (-1: its set-up and warm-up), rounds
     row_done = Signal(int, object)  # point index, SweepRow
     sweep_ready = Signal(object)  # SweepOutcome
-    failed = Signal(str)
-    finished = Signal()
 
     def __init__(self, job: SweepJob, buffer: StepBuffer, stop_event: threading.Event):
-        super().__init__()
+        super().__init__(stop_event)
         self.job = job
         self.buffer = buffer
-        self.stop_event = stop_event
 
-    @Slot()
-    def run(self) -> None:
-        with failures_reported(self):
-            with SweepHistory() as history:
-                plan = plan_sweep(self.job.base, self.job.values, keep_slow=self.job.keep_slow)
-                self.planned.emit(plan)
-                group = next_sweep_group(history.groups(), plan) if history.is_open else ""
-                options = JobOptions(group=group, listener=_SweepWorkerListener(self), unsaved_reason=history.error)
-                sweep = run_sweep(plan, history.store, options, self.stop_event, self.job.rounds)
-            errors = [row.history_error for row in sweep.rows if row.history_error]
-            self.sweep_ready.emit(SweepOutcome(sweep, errors[0] if errors else ""))
+    def work(self) -> None:
+        with JobHistory() as history:
+            plan = plan_sweep(self.job.base, self.job.values, keep_slow=self.job.keep_slow)
+            self.planned.emit(plan)
+            group = next_sweep_group(history.groups(), plan) if history.is_open else ""
+            options = JobOptions(group=group, listener=_SweepWorkerListener(self), unsaved_reason=history.error)
+            sweep = run_sweep(plan, history.store, options, self.stop_event, self.job.rounds)
+        errors = [row.history_error for row in sweep.rows if row.history_error]
+        self.sweep_ready.emit(SweepOutcome(sweep, errors[0] if errors else ""))
 
 
 class _SweepWorkerListener(SweepListener):

@@ -10,19 +10,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import Signal
 
 from core.config import RunConfig
 from core.jobs import JobListener, JobOptions, run_job
 from core.live.step_buffer import StepBuffer
 from core.results import StepRecord
 from core.training.callbacks import RunCallback, RunContext
-from gui.controllers.base import failures_reported
+from gui.controllers.base import JobWorker
 from gui.controllers.history import JobHistory
 from gui.job_data import FinishedRun
 
 
-class TrainingWorker(QObject):
+class TrainingWorker(JobWorker):
     """Runs one job in a worker thread through the job service: trained, recorded, and (`diagnose`) a completed run diagnosed.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
@@ -46,29 +46,26 @@ class TrainingWorker(QObject):
         callbacks: Sequence[RunCallback] = (),
         diagnose: bool = True,
     ):
-        super().__init__()
+        super().__init__(stop_event)
         self.callbacks = list(callbacks)
         self.diagnose = diagnose
         self.config = config
         self.label = label
         self.buffer = buffer
-        self.stop_event = stop_event
 
-    @Slot()
-    def run(self) -> None:
-        with failures_reported(self):
-            with JobHistory() as history:
-                options = JobOptions(
-                    label=self.label,
-                    diagnose=self.diagnose,
-                    hooks=tuple(self.callbacks),
-                    listener=_WorkerListener(self),
-                    unsaved_reason=history.error,
-                )
-                recorded = run_job(self.config, history.store, options, self.stop_event)
-            if not recorded.started:
-                self.failed.emit(recorded.result.message)
-            self.result_ready.emit(FinishedRun(recorded.result, recorded.run_id, recorded.history_error))
+    def work(self) -> None:
+        with JobHistory() as history:
+            options = JobOptions(
+                label=self.label,
+                diagnose=self.diagnose,
+                hooks=tuple(self.callbacks),
+                listener=_WorkerListener(self),
+                unsaved_reason=history.error,
+            )
+            recorded = run_job(self.config, history.store, options, self.stop_event)
+        if not recorded.started:
+            self.failed.emit(recorded.result.message)
+        self.result_ready.emit(FinishedRun(recorded.result, recorded.run_id, recorded.history_error))
 
 
 class _WorkerListener(JobListener):

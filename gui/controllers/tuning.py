@@ -18,9 +18,9 @@ import time
 from PySide6.QtCore import QObject, Signal, Slot
 
 from core.formatting import format_duration
-from core.tuning.autotune import TunePoint, autotune
-from core.tuning.max_batch import TOLERANCE, Probe, find_max_batch
-from gui.controllers.base import JobController, failures_reported
+from core.tuning.autotune import AutotuneResult, TunePoint, autotune
+from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, find_max_batch
+from gui.controllers.base import JobController, JobWorker
 from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
 
 POLL_INTERVAL_MS = 250
@@ -37,32 +37,28 @@ def probes_left(fit: int, no_fit: int | None, cap: int, tolerance: float = TOLER
     return max(0, math.ceil(math.log2(gap / width))) if gap > width else 0
 
 
-class TuningWorker(QObject):
+class TuningWorker(JobWorker):
     """Runs one search in a worker thread; every exception becomes `failed`, and `finished` always fires."""
 
     probe_started = Signal(int)  # batch
     probe_done = Signal(object)  # Probe
     point_done = Signal(object)  # TunePoint
     result_ready = Signal(object)  # MaxBatchResult | AutotuneResult
-    failed = Signal(str)
-    finished = Signal()
 
     def __init__(self, job: TuningJob, stop_event: threading.Event):
-        super().__init__()
+        super().__init__(stop_event)
         self.job = job
-        self.stop_event = stop_event
 
-    @Slot()
-    def run(self) -> None:
-        with failures_reported(self):
-            job = self.job
-            if job.kind == MAX_BATCH:
-                result = find_max_batch(job.config, job.memory_limit, stop_event=self.stop_event, on_probe=self._on_probe, cap=job.up_to)
-            else:
-                result = autotune(
-                    job.config, job.budget_s, job.allow_batch_change, job.max_batch, self.stop_event, self.point_done.emit, job.memory_limit
-                )
-            self.result_ready.emit(result)
+    def work(self) -> None:
+        job = self.job
+        result: MaxBatchResult | AutotuneResult
+        if job.kind == MAX_BATCH:
+            result = find_max_batch(job.config, job.memory_limit, stop_event=self.stop_event, on_probe=self._on_probe, cap=job.up_to)
+        else:
+            result = autotune(
+                job.config, job.budget_s, job.allow_batch_change, job.max_batch, self.stop_event, self.point_done.emit, job.memory_limit
+            )
+        self.result_ready.emit(result)
 
     def _on_probe(self, batch: int, probe: Probe | None) -> None:
         if probe is None:

@@ -184,8 +184,8 @@ class CompareTable(QTableWidget):
         self._comparison: Comparison | None = None
         self.setHorizontalHeaderLabels([column.title for column in COLUMNS])
         for index, column in enumerate(COLUMNS):
-            if column.tip:
-                self.horizontalHeaderItem(index).setToolTip(column.tip)
+            if column.tip and (heading := self.horizontalHeaderItem(index)) is not None:
+                heading.setToolTip(column.tip)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -198,9 +198,10 @@ class CompareTable(QTableWidget):
     def show_comparison(self, comparison: Comparison | None) -> None:
         """Fill the table with `comparison`'s rows (empty for None)."""
         self._comparison = comparison
-        rows = comparison.rows if comparison is not None else ()
-        self.setRowCount(len(rows))
-        for row_index, row in enumerate(rows):
+        self.setRowCount(len(comparison.rows) if comparison is not None else 0)
+        if comparison is None:
+            return
+        for row_index, row in enumerate(comparison.rows):
             is_baseline = row_index == comparison.baseline_index
             for position, column in enumerate(COLUMNS):
                 cell = column.cell(row, is_baseline, comparison)

@@ -65,7 +65,7 @@ def ceiling_details(report: PeaksReport | None, device: DeviceInfo) -> list[tupl
         return []
     estimates = [(f"Estimate {p}", format_si(value, "FLOP/s")) for p, value in peaks.estimate_flops.items()]
     estimates.append(("How estimated", peaks.estimate_method or "no estimate"))
-    if not report.measured:
+    if report is None or not report.measured:
         return [("Measured ceilings", "not yet: press Measure ceilings"), *estimates]
     rows = [(f"Measured {p} matmul", format_si(value, "FLOP/s")) for p, value in peaks.matmul_flops.items()]
     rows += [(f"Measured {what}", why) for what, why in peaks.not_measured.items()]

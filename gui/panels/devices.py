@@ -226,7 +226,8 @@ class DevicePanel(QWidget):
         self.table.setObjectName("deviceTable")
         self.table.setHorizontalHeaderLabels(COLUMNS)
         for offset, tip in enumerate(CEILING_TIPS):
-            self.table.horizontalHeaderItem(COLUMNS.index(CEILING_COLUMNS[0]) + offset).setToolTip(tip)
+            if (heading := self.table.horizontalHeaderItem(COLUMNS.index(CEILING_COLUMNS[0]) + offset)) is not None:
+                heading.setToolTip(tip)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -162,7 +162,7 @@ class HistoryPanel(QWidget):
                 self._plots.set_run_visible(shown, True)
                 keys.append(shown)
                 continue
-            result = self._store.load(run_id)
+            result = self._open_store().load(run_id)
             label = self._summary(run_id).label or target_text(result.config)
             self._plots.add_run(
                 plot_key(run_id), label, result.losses, result.step_times_s, result.warmup_steps, result.config.get("batch_size")
@@ -181,7 +181,7 @@ class HistoryPanel(QWidget):
             return
         entries: list[tuple[str, RunResult]] = []
         for run_id in run_ids:
-            result = self._store.load(run_id)  # with its step series: each speed-up gets its interval
+            result = self._open_store().load(run_id)  # with its step series: each speed-up gets its interval
             entries.append((f"{target_text(result.config)} #{run_id}", result))
         comparison = compare_results(entries)
         comparison = comparison.with_baseline(default_baseline([row.devices for row in comparison.rows]))
@@ -204,7 +204,7 @@ class HistoryPanel(QWidget):
             if answer != QMessageBox.StandardButton.Yes:
                 return []
         try:
-            self._store.delete(run_ids)
+            self._open_store().delete(run_ids)
         except StoreError as exc:
             self.message.emit(f"Nothing deleted: {exc}")
             return []
@@ -396,12 +396,20 @@ class HistoryPanel(QWidget):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """The Delete key in the table deletes the selected runs (after asking)."""
-        if watched is self.table and event.type() == QEvent.Type.KeyPress and event.matches(QKeySequence.StandardKey.Delete):
+        pressed = event if isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress else None
+        if watched is self.table and pressed is not None and pressed.matches(QKeySequence.StandardKey.Delete):
             self.delete_selected()
             return True
         return super().eventFilter(watched, event)
 
+    def _open_store(self) -> RunStore:
+        """The history's store, for runs `_selected_or_warn` gave (it gives none while the history is not open)."""
+        if self._store is None:
+            raise StoreError("the history is not open")
+        return self._store
+
     def _selected_or_warn(self, what: str) -> list[int]:
+        """The selected runs' ids, or [] (and a message) when none is selected or the history is not open."""
         run_ids = self.selected_ids() if self._store is not None else []
         if not run_ids:
             self.message.emit(f"Select one or more runs to {what}.")

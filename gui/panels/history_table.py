@@ -81,7 +81,8 @@ class HistoryTable(QTableWidget):
         self.setObjectName("historyTable")
         self.setHorizontalHeaderLabels([title for title, _ in COLUMNS])
         for figure in FIGURES:
-            self.horizontalHeaderItem(column_of(figure.name)).setToolTip(figure.description)
+            if (heading := self.horizontalHeaderItem(column_of(figure.name))) is not None:
+                heading.setToolTip(figure.description)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)

@@ -105,5 +105,5 @@ def _install_closed_path_fix() -> None:
                 path.setAttribute("d", close_paths_as_lines(d))
         return original(node, defs, item, options)
 
-    correct_coordinates._closes_paths = True
-    module.correctCoordinates = correct_coordinates
+    correct_coordinates._closes_paths = True  # type: ignore[attr-defined]  # the mark that it is patched once
+    module.correctCoordinates = correct_coordinates  # type: ignore[attr-defined]  # pyqtgraph's private SVG helper

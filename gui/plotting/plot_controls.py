@@ -78,7 +78,7 @@ class LossScale(QWidget):
             return (None, None)
         return series.bounds.get(name, (None, None))
 
-    def update(self, runs: Iterable[RunSeries]) -> None:
+    def follow_runs(self, runs: Iterable[RunSeries]) -> None:
         """Decide again which shown runs are kept out of the linear range; their curves and the note follow."""
         shown = [series for series in runs if series.visible and "loss_raw" in series.bounds]
         kept_out = set() if self.log else off_scale({s.key: s.bounds["loss_raw"][1] for s in shown})

@@ -24,7 +24,7 @@ RANGE_DIVISIONS = 8  # auto-range rounds out to steps of about this fraction of 
 
 def mix(color: QColor, background: QColor, weight: float) -> QColor:
     """`color` laid over `background` at opacity `weight`, as one opaque colour."""
-    top, bottom = color.getRgbF()[:3], background.getRgbF()[:3]
+    top, bottom = (color.redF(), color.greenF(), color.blueF()), (background.redF(), background.greenF(), background.blueF())
     return QColor.fromRgbF(*(weight * c + (1.0 - weight) * b for c, b in zip(top, bottom, strict=True)))
 
 
@@ -90,7 +90,7 @@ class GridAxis(pg.AxisItem):
 
     def restyle(self) -> None:
         """Draw again with the view's current background."""
-        self.picture = None
+        self.picture: QPicture | None = None
         self.update()
 
     def prepare(self) -> bool:

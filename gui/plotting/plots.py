@@ -158,7 +158,7 @@ class PlotsWidget(QWidget):
         series.visible = visible
         self._apply_visibility(series)
         self.run_list.set_shown(key, visible)
-        self.loss_scale.update(self._runs.values())
+        self.loss_scale.follow_runs(self._runs.values())
         if visible:
             self._dirty.add(key)  # hidden curves are not kept up to date
             self._schedule(prompt=True)
@@ -172,7 +172,7 @@ class PlotsWidget(QWidget):
             self._plot_of(name).removeItem(item)
         self.run_list.remove(key)
         self._relabel()
-        self.loss_scale.update(self._runs.values())
+        self.loss_scale.follow_runs(self._runs.values())
         self._update_info()
 
     def clear(self) -> None:
@@ -336,7 +336,7 @@ class PlotsWidget(QWidget):
                     self._draw(series)
                     self._stale_text.add(key)
             self._dirty.clear()
-            self.loss_scale.update(self._runs.values())
+            self.loss_scale.follow_runs(self._runs.values())
             for plot in self._plots():  # settle auto-range and the linked x range now: one paint per plot, not two
                 plot.scene().prepareForPaint()
             if not self._dirty:

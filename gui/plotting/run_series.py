@@ -8,7 +8,7 @@ smoothing and out of every curve's y range. What a curve was last drawn from
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from core.live.smoothing import EmaState, ema
 
 CURVES = ("loss_raw", "loss", "time_raw", "time")
 # What may tell runs apart beyond the label the run form gives them (model, data, target, batch): config key -> words.
-DIFFERENCES = {
+DIFFERENCES: dict[str, Callable[[Any], str]] = {
     "learning_rate": lambda v: f"lr {v:g}" if isinstance(v, int | float) else f"lr {v}",
     "optimizer": str,
     "precision": str,

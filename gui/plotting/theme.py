@@ -67,9 +67,15 @@ def theme_palette(choice: str) -> QPalette:
     return palette
 
 
+def gui_application() -> QGuiApplication | None:
+    """The running QGuiApplication (or QApplication); None before one is made or under a bare QCoreApplication."""
+    app = QGuiApplication.instance()
+    return app if isinstance(app, QGuiApplication) else None
+
+
 def apply_theme(choice: str) -> None:
     """Give the application the chosen look (one of THEMES; anything else counts as "system"), plots included."""
-    app = QGuiApplication.instance()
+    app = gui_application()
     if app is None:
         return
     choice = choice if choice in THEMES else "system"
@@ -84,7 +90,7 @@ def apply_theme(choice: str) -> None:
 
 def is_dark() -> bool:
     """True when the chosen theme is dark, or (following the system) the system scheme or else the palette is."""
-    app = QGuiApplication.instance()
+    app = gui_application()
     if app is None:
         return False
     choice = app.property(THEME_PROPERTY)
@@ -128,8 +134,9 @@ class ThemeFollower(QObject):
         self._root = root
         self._pending = False
         self.dark = is_dark()
-        app = QGuiApplication.instance()
-        app.styleHints().colorSchemeChanged.connect(self._schedule)
+        app = gui_application()
+        if app is not None:
+            app.styleHints().colorSchemeChanged.connect(self._schedule)
         root.installEventFilter(self)
         self.apply()
 

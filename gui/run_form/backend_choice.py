@@ -20,7 +20,7 @@ class BackendCombo(QComboBox):
         for info in backends():
             self.addItem(info.title if info.installed else f"{info.title} (not installed)", info.name)
             index = self.count() - 1
-            item = self.model().item(index)
+            item = self.model().item(index)  # type: ignore[attr-defined]  # a QComboBox's own model is a QStandardItemModel
             if not info.installed:
                 item.setEnabled(False)
             tip = (

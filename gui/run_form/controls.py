@@ -66,6 +66,7 @@ class RunControls(QWidget):
         buttons.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.addStretch(1)  # room the foot is given beyond its rows goes above them: the buttons keep to the bottom
         for widget in (self.hint_label, self.warning_label, self.result_area):
             layout.addWidget(widget)
         layout.addLayout(buttons)

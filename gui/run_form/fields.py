@@ -230,7 +230,7 @@ class TrainingFields(QObject):
             self.xla_check.setChecked(bool(wanted["xla"]))
         if "epochs" in wanted or "steps" in wanted:
             self.steps_unit.setCurrentText(EPOCHS_UNIT if "epochs" in wanted else STEPS_UNIT)
-            self.steps_edit.setText(str(int(wanted.get("epochs", wanted.get("steps")))))
+            self.steps_edit.setText(str(int(wanted["epochs"] if "epochs" in wanted else wanted["steps"])))
 
     def _on_unit_changed(self) -> None:
         epochs = self.steps_unit.currentText() == EPOCHS_UNIT

@@ -227,6 +227,8 @@ class ModelChoice(QObject):
 
     def _on_opened(self, outcome: OpenOutcome) -> None:
         opened = outcome.opened
+        if opened is None:
+            return  # the opener emits `opened` only with a model
         self._pending = ""
         if outcome.data is None:
             self._set_error("")

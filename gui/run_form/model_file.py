@@ -111,8 +111,16 @@ def inspect_model_file(
         description = describe_model_file(model, data=data, stop_event=stop_event)
     except ModelFileError as exc:
         reason = exc.reason if exc.path in (source.path, path) else f"{exc.path}: {exc.reason}"
-        needs = {"needs_trust": exc.needs_trust, "needs_custom_objects": exc.needs_custom_objects}
-        return OpenOutcome(request, source.path, data, error=reason, sha256=source.sha256, kind=source.kind, **needs)
+        return OpenOutcome(
+            request,
+            source.path,
+            data,
+            error=reason,
+            sha256=source.sha256,
+            kind=source.kind,
+            needs_trust=exc.needs_trust,
+            needs_custom_objects=exc.needs_custom_objects,
+        )
     if description.get("sha256") != source.sha256:
         return OpenOutcome(request, source.path, data, error="the file changed while it was being read: open it again.")
     return OpenOutcome(request, source.path, data, OpenedModel(source.path, source.sha256, description, is_trusted, custom_objects))
@@ -166,7 +174,7 @@ def details_html(opened: OpenedModel, optimizer: str, precision: str, measured: 
         f"Parameters: {format_value(d['params'], 'count')} ({format_value(d['trainable_params'], 'count')} trainable)",
     ]
     flops = flops_per_step(measured) if measured is not None else None
-    if flops is not None:
+    if measured is not None and flops is not None:
         lines.append(f"FLOPs per step: {format_si(flops, 'FLOP')} at batch {measured.config.get('batch_size')} (counted in the last run)")
     else:
         lines.append(f"FLOPs per step: {FLOPS_LATER}")

@@ -122,7 +122,8 @@ class RunPanel(QWidget):
         """Lay out again at the new width: QFormLayout keeps word-wrapped rows at their old heights (squashed text)."""
         super().resizeEvent(event)
         self._form.invalidate()
-        self.layout().invalidate()
+        if (layout := self.layout()) is not None:
+            layout.invalidate()
 
     def close_down(self) -> None:
         """The window is closing: start no more background work."""

@@ -89,7 +89,7 @@ class LocalWorkersNotes(QWidget):
         if key == self._crowding_for:
             return
         self._crowding_for = key
-        text = oversubscription_warning(config) if key else ""
+        text = oversubscription_warning(config) if config and key else ""
         self.crowding_label.setText(f"⚠ {text}" if text else "")
         self.crowding_label.setVisible(bool(text))
 
@@ -138,7 +138,8 @@ class LocalWorkersNotes(QWidget):
 
     def _on_confirm_finished(self, answer: int) -> None:
         self.allow_check.setChecked(answer == QMessageBox.StandardButton.Yes)
-        self.confirm_dialog.deleteLater()
+        if self.confirm_dialog is not None:
+            self.confirm_dialog.deleteLater()
         self.confirm_dialog = None
         self.changed.emit()
 

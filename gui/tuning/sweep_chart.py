@@ -82,9 +82,11 @@ class SweepChart(QWidget):
                 values = [_figure(row, figure) for row in picked]
                 _line(plot, values, color, name)
                 tops[plot] = max([tops[plot], *filter(None, values)])
-                if starred in indices:
-                    point = (float(indices.index(starred)), values[indices.index(starred)])
-                    _star(plot, int(point[0]), point[1])
+                position = indices.index(starred) if starred is not None and starred in indices else None
+                starred_value = values[position] if position is not None else None
+                if position is not None and starred_value is not None:
+                    point = (float(position), starred_value)
+                    _star(plot, position, starred_value)
                     if plot is self.rate_plot:
                         self._best = point
                     else:

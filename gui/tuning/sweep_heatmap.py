@@ -29,7 +29,8 @@ TEXT_COLOR = QColor("#202020")
 def shade(fraction: float) -> QColor:
     """The cell colour for `fraction` of the fastest point's samples/s (0: pale, 1: green)."""
     fraction = min(max(fraction, 0.0), 1.0)
-    mix = [round(a + (b - a) * fraction) for a, b in zip(SLOW_COLOR.getRgb()[:3], FAST_COLOR.getRgb()[:3], strict=True)]
+    slow, fast = (SLOW_COLOR.red(), SLOW_COLOR.green(), SLOW_COLOR.blue()), (FAST_COLOR.red(), FAST_COLOR.green(), FAST_COLOR.blue())
+    mix = [round(a + (b - a) * fraction) for a, b in zip(slow, fast, strict=True)]
     return QColor(*mix)
 
 

@@ -211,6 +211,8 @@ class SweepPanel(QWidget):
         if index is None or self._plan is None:
             return {}
         row = self._rows[index]
+        if row is None:
+            return {}
         changes = dict(row.settings)
         lr = row.suggested_learning_rate
         if self.scale_lr_check.isChecked() and lr is not None and lr != self._plan.base.learning_rate:
@@ -404,6 +406,8 @@ class SweepPanel(QWidget):
             self.use_button.setToolTip("Run a sweep first: the best point (or the row you select) fills the run form.")
             return
         row = self._rows[index]
+        if row is None:
+            return
         which = "best" if index == best_index(self._rows) else "selected"
         self.chosen_label.setText(f"{row.label} ({which})")
         self.use_button.setToolTip(f"Put {row.label} into the run form (select a row to pick another).")

@@ -77,7 +77,8 @@ class SweepTable(QTableWidget):
         self.setColumnCount(len(self._keys))
         self.setHorizontalHeaderLabels([_title(key) for key in self._keys])
         for column, key in enumerate(self._keys):
-            self.horizontalHeaderItem(column).setToolTip(LR_TIP if key == LR_KEY else _tip(key))
+            if (heading := self.horizontalHeaderItem(column)) is not None:
+                heading.setToolTip(LR_TIP if key == LR_KEY else _tip(key))
         points = plan.points()
         self.setRowCount(len(points))
         tied = set(tied_with_best(rows)) if best is not None else set()

@@ -163,7 +163,8 @@ class TuningBox(QGroupBox):
         return config
 
     def _start_max_batch(self) -> None:
-        if self._current_job() is None:
+        config = self._current_job()
+        if config is None:
             return
         try:
             memory = parse_size(self.memory_edit.text(), MEMORY_FIELD) if self.memory_edit.text().strip() else None
@@ -171,11 +172,12 @@ class TuningBox(QGroupBox):
         except ConfigError as exc:
             self._say_problem(str(exc))
             return
-        job = TuningJob(MAX_BATCH, self._config, memory, up_to=up_to)
+        job = TuningJob(MAX_BATCH, config, memory, up_to=up_to)
         self._start(job, f"Largest batch: each probe trains {PROBE_STEPS} steps in a child process.")
 
     def _start_autotune(self) -> None:
-        if self._current_job() is None:
+        config = self._current_job()
+        if config is None:
             return
         try:
             budget = check_budget(_number(self.budget_edit.text()), BUDGET_FIELD)
@@ -184,10 +186,10 @@ class TuningBox(QGroupBox):
             self._say_problem(str(exc))
             return
         allow = self.allow_batch_check.isChecked()
-        bound = self._max_batch[1] if self._max_batch and self._max_batch[0] == memory_key(self._config) else None
-        job = TuningJob(AUTOTUNE, self._config, memory, budget, allow, bound)
+        bound = self._max_batch[1] if self._max_batch and self._max_batch[0] == memory_key(config) else None
+        job = TuningJob(AUTOTUNE, config, memory, budget, allow, bound)
         self._start(
-            job, f"Fastest settings within {budget:g} s at batch {self._config.batch_size}" + (" (larger batches allowed)" if allow else "")
+            job, f"Fastest settings within {budget:g} s at batch {config.batch_size}" + (" (larger batches allowed)" if allow else "")
         )
 
     def _start(self, job: TuningJob, heading: str) -> None:
@@ -257,7 +259,7 @@ class TuningBox(QGroupBox):
         lines += ["Stopped."] if result.stopped else []
         lines += [f"The search ended early: {result.error}"] if result.error else []
         self.result_text.appendPlainText("\n".join(lines))
-        if result.max_batch >= 1 and result.finished:
+        if result.max_batch >= 1 and result.finished and self._config is not None:
             self._max_batch = (memory_key(self._config), result.max_batch)
             if result.max_batch != self._config.batch_size:
                 self._changes = {"batch_size": result.max_batch}

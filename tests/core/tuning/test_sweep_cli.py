@@ -51,3 +51,27 @@ def test_bad_sweep_values_exit_2_with_the_allowed_form(tmp_path) -> None:
     assert "Traceback" not in out.stderr
     empty = sweep(["--model", "mlp", "--batch-sizes", ""], tmp_path)  # was quoted as 'tensorflow', the job's backend
     assert empty.returncode == 2 and "--batch-sizes: got ''; allowed: comma-separated whole numbers" in empty.stderr
+
+
+@pytest.mark.slow
+def test_sweep_json_times_every_point_to_the_common_loss_and_names_the_first_there_best(tmp_path) -> None:
+    out = sweep(["--model", "mlp", "--data", "digits", "--batch-sizes", "16,512", "--steps", "60", "--json", "--no-save"], tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    rows = data["rows"]
+    target = data["target_loss"]
+    assert target is not None
+    for row in rows:
+        assert row["target_loss"] == target
+        assert (row["time_to_target_s"] is None) == (row["steps_to_target"] is None) == bool(row["target_reason"])
+    reached = [(row["time_to_target_steady_s"], index) for index, row in enumerate(rows) if row["time_to_target_s"] is not None]
+    assert reached, "the common target is a loss some point reached"  # the star: the least steady-state time to it
+    assert data["best"] == min(reached)[1]
+    most = max(range(len(rows)), key=lambda index: rows[index]["samples_per_s"])
+    assert data["best_by_samples_per_s"] == most and data["best_is_most_samples_per_s"] == (data["best"] == most)
+    assert bool(data["best_why"]) != data["best_is_most_samples_per_s"]
+    assert "smoothed final losses" in data["target_how"]
+    given = sweep(["--model", "mlp", "--batch-sizes", "16,32", "--steps", "4", "--target-loss", "-1", "--json", "--no-save"], tmp_path)
+    assert given.returncode == 0 and json.loads(given.stdout)["rows"][0]["target_reason"] == "not reached in 4 steps"
+    refused = sweep(["--model", "mlp", "--batch-sizes", "16,32", "--target-loss", "nan"], tmp_path)
+    assert refused.returncode == 2 and "--target-loss: got 'nan'; allowed: a finite number" in refused.stderr
