@@ -77,7 +77,7 @@ def set_pens(series: RunSeries, plot_of: PlotOf) -> None:
 
 
 def curve_points(
-    series: RunSeries, name: str, plot: PlotView, follow: tuple[float, float] | None
+    series: RunSeries, name: str, plot: PlotView, follow: tuple[float, float] | None, axis: str = "steps"
 ) -> tuple[np.ndarray, np.ndarray, Drawn | None]:
     """Two or three points per pixel of curve `name`, over the part of the series the view shows or will show.
 
@@ -85,7 +85,7 @@ def curve_points(
     series; zoomed in (`follow` None), the view and ZOOM_MARGIN of it on each side.
     The `Drawn` is None when every step is drawn.
     """
-    x, y = series.steps.values, series.curve_values(name)
+    x, y = series.x_values(axis), series.curve_values(name)
     pixels = plot.pixels()
     if len(x) <= FULL_DETAIL_PER_PIXEL * pixels:
         return x, y, None
@@ -123,7 +123,7 @@ def density(x: np.ndarray, low: float, high: float) -> float:
     return (last - first) / span if span > 0 else float(last - first + 1)
 
 
-def outgrown(series: RunSeries, plot_of: PlotOf) -> bool:
+def outgrown(series: RunSeries, plot_of: PlotOf, axis: str = "steps") -> bool:
     """Whether the view now shows a part of `series`, or a detail, its drawn curves lack (or far more points than pixels)."""
     for name in CURVES:
         item, drawn = series.items[name], series.drawn.get(name)
@@ -133,7 +133,8 @@ def outgrown(series: RunSeries, plot_of: PlotOf) -> bool:
             return True
         plot = plot_of(name)
         low, high = plot.getPlotItem().getViewBox().viewRange()[0]
-        first, last = float(series.steps.values[0]), float(series.steps.values[-1])
+        x = series.x_values(axis)
+        first, last = float(x[0]), float(x[-1])
         if max(low, first) < drawn.low or min(high, last) > drawn.high:
             return True
         step_per_pixel = (high - low) / plot.pixels()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout, QWidget
 
 from gui.plotting.curves import WARMUP_COLOR
 from gui.plotting.plot_view import PlotView
@@ -123,6 +123,14 @@ class PlotControls(QWidget):
         self.smoothing_value = QLabel(f"{smoothing:.2f}")
         self.smoothing_value.setMinimumWidth(32)
         self.loss_scale = LossScale(loss_plot)
+        self.x_axis_combo = QComboBox()
+        self.x_axis_combo.setObjectName("xAxisCombo")
+        self.x_axis_combo.addItems(["Steps", "Samples seen", "Seconds of training"])
+        self.x_axis_combo.setToolTip(
+            "What the x axis counts. Samples: steps × batch, so runs at different batches show what each sample taught. "
+            "Seconds: the step times summed from the first step (warm-up included, pauses between rounds left out): "
+            "which run got to a loss first."
+        )
         self.time_log_check = QCheckBox("Log scale (step time)")
         self.time_log_check.setObjectName("stepTimeLogCheck")
         self.time_log_check.setToolTip("Show step time on a logarithmic axis: fast and slow models stay readable side by side.")
@@ -151,6 +159,10 @@ class PlotControls(QWidget):
         smoothing_row.addWidget(self.smoothing_slider, 1)
         smoothing_row.addWidget(self.smoothing_value)
         layout.addLayout(smoothing_row)
+        x_row = QHBoxLayout()
+        x_row.addWidget(QLabel("x axis"))
+        x_row.addWidget(self.x_axis_combo, 1)
+        layout.addLayout(x_row)
         layout.addWidget(self.loss_scale)
         layout.addWidget(self.time_log_check)
         layout.addWidget(self.legend_check)

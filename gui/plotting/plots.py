@@ -37,7 +37,7 @@ from gui.plotting.curves import create_curves, curve_points, outgrown, set_pens,
 from gui.plotting.export import save_plots
 from gui.plotting.plot_controls import PlotControls
 from gui.plotting.plot_view import PlotView, sticky_range
-from gui.plotting.run_series import CURVES, RunSeries
+from gui.plotting.run_series import CURVES, X_AXES, RunSeries
 from gui.remembered import FOLDER_IMAGE, ask_save_file
 
 REDRAW_INTERVAL_MS = 100  # at most 10 redraws a second while steps arrive
@@ -58,6 +58,7 @@ class PlotsWidget(QWidget):
         self._dirty: set[Hashable] = set()
         self._next_color = 0
         self._smoothing = 0.6
+        self.x_axis = "steps"  # one of X_AXES: what both plots' x axis counts
         self._resmooth_pending = False
         self._frame_s = 0.0
         self.loss_plot = self._make_plot("lossPlot", "loss", "")
@@ -181,6 +182,22 @@ class PlotsWidget(QWidget):
             self.remove_run(key)
         self._next_color = 0
 
+    def set_x_axis(self, axis: str) -> None:
+        """Draw loss and step time against `axis` (one of X_AXES: steps, samples seen, seconds of training)."""
+        if axis not in X_AXES or axis == self.x_axis:
+            return
+        self.x_axis = axis
+        self.controls.x_axis_combo.setCurrentIndex(list(X_AXES).index(axis))
+        title, unit = X_AXES[axis]
+        for plot in self._plots():
+            plot.getPlotItem().setLabel("bottom", title, units=unit)
+            plot.getPlotItem().getViewBox().enableAutoRange(x=True)
+        for series in self._runs.values():
+            series.warmup_drawn = -1
+            series.drawn.clear()
+        self._dirty.update(self._runs)
+        self.redraw_now()
+
     def set_smoothing(self, weight: float) -> None:
         """EMA weight 0..0.99, like TensorBoard's smoothing slider."""
         self.smoothing_slider.setValue(round(weight * 100))
@@ -248,6 +265,7 @@ class PlotsWidget(QWidget):
         self.time_log_check, self.legend_check = controls.time_log_check, controls.legend_check
         self.time_log_check.toggled.connect(self._on_time_log)
         self.legend_check.toggled.connect(self.legend.setVisible)
+        self.controls.x_axis_combo.currentIndexChanged.connect(lambda index: self.set_x_axis(list(X_AXES)[index]))
 
     def _layout(self) -> None:
         self._splitter = QSplitter(Qt.Orientation.Vertical)
@@ -352,13 +370,14 @@ class PlotsWidget(QWidget):
         follow = self._x_extent() if self._following() else None
         for name in CURVES:
             item = series.items[name]
-            item.x_bounds = (float(series.steps.values[0]), float(series.steps.values[-1])) if series.size else (None, None)
+            x_all = series.x_values(self.x_axis)
+            item.x_bounds = (float(x_all[0]), float(x_all[-1])) if series.size else (None, None)
             item.y_bounds = self.loss_scale.y_bounds(series, name)
             if item.isVisible():
-                x, y, series.drawn[name] = curve_points(series, name, self._plot_of(name), follow)
+                x, y, series.drawn[name] = curve_points(series, name, self._plot_of(name), follow, self.x_axis)
                 item.setData(x, y)
         if series.warmup_drawn != series.warmup_steps:
-            warm, x = series.warmup_steps, series.steps.values
+            warm, x = series.warmup_steps, series.x_values(self.x_axis)
             series.items["loss_warmup"].setData(x[:warm], series.losses.values[:warm])
             series.items["time_warmup"].setData(x[:warm], series.times_ms.values[:warm])
             series.warmup_drawn = warm
@@ -368,15 +387,19 @@ class PlotsWidget(QWidget):
         return any(plot.getPlotItem().getViewBox().autoRangeEnabled()[0] for plot in self._plots())
 
     def _x_extent(self) -> tuple[float, float]:
-        """First and last step over the shown runs: the x range auto-range goes to."""
-        shown = [s.steps.values for s in self._runs.values() if s.visible and s.size]
+        """First and last x over the shown runs: the x range auto-range goes to."""
+        shown = [s.x_values(self.x_axis) for s in self._runs.values() if s.visible and s.size]
         if not shown:
             return (0.0, 1.0)
         return sticky_range(min(float(v[0]) for v in shown), max(float(v[-1]) for v in shown))
 
     def _on_view_changed(self, *_: object) -> None:
         """The x range or the plot's size changed: redo the curves that no longer have the detail to show."""
-        stale = {key for key, series in self._runs.items() if key not in self._dirty and series.visible and outgrown(series, self._plot_of)}
+        stale = {
+            key
+            for key, series in self._runs.items()
+            if key not in self._dirty and series.visible and outgrown(series, self._plot_of, self.x_axis)
+        }
         if stale:
             self._dirty.update(stale)
             self._schedule()

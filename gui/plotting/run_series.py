@@ -20,6 +20,8 @@ from core.live.decimation import GrowingArray, MinMaxPyramid
 from core.live.smoothing import EmaState, ema
 
 CURVES = ("loss_raw", "loss", "time_raw", "time")
+X_AXES = {"steps": ("step", ""), "samples": ("samples seen", ""), "seconds": ("training time", "s")}
+"""What the plots' x axis counts (its label and unit): steps, samples (steps × batch), or seconds of training from the first step."""
 # What may tell runs apart beyond the label the run form gives them (model, data, target, batch): config key -> words.
 DIFFERENCES: dict[str, Callable[[Any], str]] = {
     "learning_rate": lambda v: f"lr {v:g}" if isinstance(v, int | float) else f"lr {v}",
@@ -62,6 +64,7 @@ class RunSeries:
     steps: GrowingArray = field(default_factory=GrowingArray)
     losses: GrowingArray = field(default_factory=GrowingArray)
     times_ms: GrowingArray = field(default_factory=GrowingArray)
+    elapsed_s: GrowingArray = field(default_factory=GrowingArray)  # the step times summed from the first step: where each step ended
     loss_smooth: GrowingArray = field(default_factory=GrowingArray)
     time_smooth: GrowingArray = field(default_factory=GrowingArray)
     pyramids: dict[str, MinMaxPyramid] = field(default_factory=lambda: {name: MinMaxPyramid() for name in CURVES})
@@ -84,6 +87,14 @@ class RunSeries:
     @property
     def size(self) -> int:
         return self.steps.size
+
+    def x_values(self, axis: str) -> np.ndarray:
+        """Where each step lies on the x axis `axis` (one of X_AXES); samples need the batch (steps without it)."""
+        if axis == "seconds":
+            return self.elapsed_s.values
+        if axis == "samples" and self.batch_size:
+            return self.steps.values * float(self.batch_size)
+        return self.steps.values
 
     def curve_values(self, name: str) -> np.ndarray:
         """The y values of curve `name` (one of CURVES)."""
@@ -133,6 +144,8 @@ class RunSeries:
         self.steps.extend(steps)
         self.losses.extend(losses)
         self.times_ms.extend(times_ms)
+        start_s = float(self.elapsed_s.values[-1]) if self.elapsed_s.size else 0.0
+        self.elapsed_s.extend(start_s + np.cumsum(times_ms) / 1e3)
         smoothed_loss, self.loss_state = ema(losses, smoothing, self.loss_state)
         self.loss_smooth.extend(smoothed_loss)
         smoothed_time = times_ms.copy()

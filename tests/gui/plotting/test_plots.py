@@ -278,3 +278,33 @@ def test_step_time_has_a_log_scale_that_keeps_fast_and_slow_models_readable(plot
     plots.redraw_now()
     view.autoRange()
     assert view.viewRange()[1][1] >= 1000
+
+
+def test_the_x_axis_switches_between_steps_samples_seen_and_seconds_of_training(plots):
+    """A batch-64 run and a batch-8 run: in samples the first spans 8 times as far; in seconds, its step times summed."""
+    big_losses, big_times = a_run(seed=1)
+    small_losses, small_times = a_run(seed=2)
+    big = plots.add_run("big", "batch 64", big_losses, big_times, warmup_steps=1, batch_size=64)
+    small = plots.add_run("small", "batch 8", small_losses, small_times, warmup_steps=1, batch_size=8)
+    combo = plots.controls.x_axis_combo
+    assert combo.objectName() == "xAxisCombo" and combo.currentText() == "Steps"
+    assert big.items["loss"].getOriginalDataset()[0].tolist() == list(range(1, 201))
+
+    combo.setCurrentIndex(combo.findText("Samples seen"))
+    assert plots.x_axis == "samples" and plots.loss_plot.getPlotItem().getAxis("bottom").labelText == "samples seen"
+    assert big.items["loss"].getOriginalDataset()[0].tolist() == [64.0 * step for step in range(1, 201)]
+    assert small.items["loss_raw"].getOriginalDataset()[0][-1] == 8.0 * 200
+    assert big.items["loss_warmup"].getOriginalDataset()[0].tolist() == [64.0]
+    assert plots.loss_plot.getPlotItem().vb.viewRange()[0][1] >= 64 * 200, "auto-range follows to the last sample"
+
+    combo.setCurrentIndex(combo.findText("Seconds of training"))
+    x, y = big.items["loss"].getOriginalDataset()
+    assert x == pytest.approx(np.cumsum(big_times)) and y.size == 200
+    assert small.items["time"].getOriginalDataset()[0][-1] == pytest.approx(small_times.sum())
+    assert plots.step_time_plot.getPlotItem().getAxis("bottom").labelText == "training time"
+
+    plots.append_steps("small", np.array([201.0]), np.array([0.1]), np.array([0.5]), np.array([False]))
+    plots.redraw_now()
+    assert small.items["loss_raw"].getOriginalDataset()[0][-1] == pytest.approx(small_times.sum() + 0.5), "live steps go on from the sum"
+    combo.setCurrentIndex(combo.findText("Steps"))
+    assert small.items["loss_raw"].getOriginalDataset()[0][-1] == 201.0
