@@ -27,6 +27,7 @@ from core.compare.table import CompareRow, Comparison, over_linear
 from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
+from core.training.to_target import reach, target_how, to_target_text
 from gui.style import FAILED_COLOR, WARNING_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
@@ -60,6 +61,15 @@ def _speedup_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) ->
     source = f"over {rounds} interleaved rounds" if rounds >= 2 else "one round: measured one after another, no claim across runs"
     tip = f"95% interval {low:.2f}–{high:.2f}× ({source})" + ("" if row.beyond_noise else f": {NO_DIFFERENCE}")
     return text + ("" if row.beyond_noise else " ≈"), row.speedup, tip
+
+
+def _to_target_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
+    target = comparison.common_target()
+    to = reach(row.result, target)
+    if target is None or not row.status.ran:
+        return "", None, ""
+    tip = f"To loss {target:.4g} ({target_how(comparison.target_loss)}): " + (to.reason or f"{to.steps} steps, {to_target_text(to)}")
+    return ("not reached" if to.seconds is None else f"{to.seconds:.3g} s"), to.seconds, tip
 
 
 def _rounds_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
@@ -128,6 +138,13 @@ COLUMNS: tuple[CompareColumn, ...] = (
         "Speed-up",
         "Samples/s of this row / samples/s of the baseline row; ≈ marks no difference beyond noise (its 95% interval holds 1).",
         _speedup_cell,
+    ),
+    CompareColumn(
+        "time_to_target_s",
+        "To target",
+        "Seconds from the first step (warm-up included) until the smoothed loss reached the comparison's target: the highest "
+        "of the rows' smoothed final losses, which every row reached (hover a cell for its samples).",
+        _to_target_cell,
     ),
     CompareColumn(
         "rounds",

@@ -20,7 +20,8 @@ from core.formatting import format_value
 from core.jobs.rounds import rounds_measured
 from core.results import FIGURES_BY_NAME, RunStatus
 from core.training.noise import Interval, between_runs
-from core.tuning.sweep import SweepRow, tied_with_best
+from core.training.to_target import ToTarget, reach, to_target_text
+from core.tuning.sweep import SweepRow, sweep_target, tied_with_best
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting
 from gui.style import FAILED_COLOR
 
@@ -29,7 +30,13 @@ BEST_MARK = "★ best"
 TIED_MARK = "= tied (no difference beyond noise)"
 ROUNDS_KEY = "rounds"
 VERSUS_KEY = "versus_best"
+TARGET_KEY = "time_to_target_steady_s"
 EXTRA_COLUMNS = {
+    TARGET_KEY: (
+        "To target",
+        "Steady-state seconds (and samples) until the smoothed loss reached the sweep's target: the highest of the points' "
+        "smoothed final losses, which every point reached. The best point is the first there.",
+    ),
     ROUNDS_KEY: ("Rounds", "Interleaved rounds the point was measured in: every round ran every point once, in a new random order."),
     VERSUS_KEY: (
         "× best (95%)",
@@ -83,12 +90,14 @@ class SweepTable(QTableWidget):
         self.setRowCount(len(points))
         tied = set(tied_with_best(rows)) if best is not None else set()
         top = rows[best] if best is not None and best < len(rows) else None
+        target = sweep_target(rows)
         for index, settings in enumerate(points):
             row = rows[index] if index < len(rows) else None
             versus = between_runs(top.result, row.result) if top is not None and row is not None and index != best else None
+            to = reach(row.result, target) if row is not None else None
             for column, key in enumerate(self._keys):
                 is_tied = index in tied or (index == best and bool(tied))
-                self.setItem(index, column, _cell(key, settings, row, index == best, is_tied, versus))
+                self.setItem(index, column, _cell(key, settings, row, index == best, is_tied, versus, to))
 
 
 def _columns(plan: SweepPlan) -> list[str]:
@@ -97,7 +106,7 @@ def _columns(plan: SweepPlan) -> list[str]:
         keys.append(axis.name)
         if axis.name == "batch_size":
             keys.append(LR_KEY)
-    return [*keys, "status", *FIGURE_KEYS, ROUNDS_KEY, VERSUS_KEY]
+    return [*keys, "status", *FIGURE_KEYS, TARGET_KEY, ROUNDS_KEY, VERSUS_KEY]
 
 
 def _title(key: str) -> str:
@@ -119,7 +128,13 @@ def _tip(key: str) -> str:
 
 
 def _cell(
-    key: str, settings: dict[str, Any], row: SweepRow | None, is_best: bool, tied: bool, versus: Interval | None = None
+    key: str,
+    settings: dict[str, Any],
+    row: SweepRow | None,
+    is_best: bool,
+    tied: bool,
+    versus: Interval | None = None,
+    to: ToTarget | None = None,
 ) -> QTableWidgetItem:
     value: Any = None
     tip = ""
@@ -134,6 +149,14 @@ def _cell(
         value = versus.ratio if versus is not None else None
         text = "best" if is_best else f"{versus.ratio:.2f}× ({versus.low:.2f}–{versus.high:.2f})" if versus is not None else ""
         tip = versus.text() if versus is not None else ""
+    elif key == TARGET_KEY:
+        value = to.steady_seconds if to is not None else None
+        text = "" if to is None else "not reached" if value is None else f"{value:.3g} s, {to.samples or 0:,} samples"
+        tip = (
+            ""
+            if to is None or to.target_loss is None
+            else f"to loss {to.target_loss:.4g}: {to.reason or to_target_text(to) + ' from the first step'}"
+        )
     elif key == LR_KEY:
         value = row.suggested_learning_rate
         text = "" if value is None else f"{value:.3g}"

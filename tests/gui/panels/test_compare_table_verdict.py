@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
+
+import pytest
 
 from core.compare.table import compare_results
 from core.config import RunConfig
@@ -44,3 +47,20 @@ def test_each_row_shows_its_verdict_both_peaks_and_a_flagged_efficiency(qtbot):
     assert not table.item(1, column_index("scaling_efficiency")).text().endswith("(!)")
     titles = [column.title for column in COLUMNS]
     assert titles.count("% of peak") == 1 and "% of peak (%)" not in titles and "Achieved (FLOP/s)" not in titles
+
+
+def test_each_row_shows_its_time_to_the_common_loss_and_a_row_that_never_got_there_says_so(qtbot):
+    table = CompareTable()
+    qtbot.addWidget(table)
+    learns = RunResult(**{**_run(5.0).__dict__, "losses": tuple(2.0 * 0.9**i for i in range(100)), "step_times_s": (0.005,) * 100})
+    slow = RunResult(**{**_run(2.0).__dict__, "losses": tuple(2.0 * 0.999**i for i in range(100)), "step_times_s": (0.002,) * 100})
+    comparison = compare_results([("learns", learns), ("slow", slow)], peaks=PEAKS)
+    table.show_comparison(comparison)
+    column = column_index("time_to_target_s")
+    first, second = table.item(0, column), table.item(1, column)
+    target = comparison.common_target()
+    assert target is not None and 1.8 < target < 1.9, "the higher smoothed final loss: the slow learner's"
+    assert first.data(ROLE_VALUE) < 0.005 * 5 < second.data(ROLE_VALUE) == pytest.approx(0.2), "2.5x the step time, first there"
+    assert f"To loss {target:.4g}" in second.toolTip() and "100 steps" in second.toolTip()
+    table.show_comparison(replace(comparison, target_loss=0.5))
+    assert table.item(1, column).text() == "not reached" and "not reached in 100 steps" in table.item(1, column).toolTip()

@@ -47,6 +47,9 @@ def test_a_cnn_sweep_of_batch_by_precision_shows_table_heat_map_chart_and_its_be
     assert BEST_MARK not in panel.table.item(best, status_column).text()
     assert [panel.table.item(i, lr_column).data(ROLE_VALUE) for i in range(4)] == pytest.approx([5e-4, 5e-4, 1e-3, 1e-3])
     assert all(panel.table.item(i, loss_column).data(ROLE_VALUE) == sweep.rows[i].result.final_loss for i in range(4))
+    target_column = panel.table.column_index("time_to_target_steady_s")
+    to_target = [panel.table.item(i, target_column).data(ROLE_VALUE) for i in range(4)]
+    assert to_target[best] == min(seconds for seconds in to_target if seconds is not None), "the star: first to the common loss"
     assert panel.heat_map.isVisible() and (panel.heat_map.rowCount(), panel.heat_map.columnCount()) == (2, 2)
     assert [panel.heat_map.cell_value(i // 2, i % 2) for i in range(4)] == rates
     assert panel.heat_map.item(best // 2, best % 2).text().startswith("★")
