@@ -26,7 +26,16 @@ from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
 from core.config import MAX_BATCH_SIZE, PRECISIONS, ConfigError, RunConfig
 from core.formatting import NA, format_bytes, format_value
-from core.tuning.autotune import BUDGET_SLACK_S, DEFAULT_BUDGET_S, AutotuneResult, TunePoint, autotune, check_budget, settings_text
+from core.tuning.autotune import (
+    BUDGET_SLACK_S,
+    DEFAULT_BUDGET_S,
+    OBJECTIVES,
+    AutotuneResult,
+    TunePoint,
+    autotune,
+    check_budget,
+    settings_text,
+)
 from core.tuning.max_batch import (
     MEMORY_LIMIT_FIELD,
     SIZE_ALLOWED,
@@ -99,6 +108,12 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         help="also try these Keras backends, e.g. tensorflow,jax (off by default: each such point starts a child process)",
     )
     parser.add_argument("--max-batch", type=int, default=None, metavar="N", help="the largest batch to try (from `max-batch`)")
+    parser.add_argument(
+        "--objective",
+        default="loss",
+        choices=OBJECTIVES,
+        help="loss (default): adopt a setting only if it also reaches your settings' loss no later; samples: samples/s alone",
+    )
     add_rounds_argument(parser)
 
 
@@ -228,6 +243,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
                 started=started,
                 backends=backends,
                 rounds=args.rounds,
+                objective=args.objective,
             )
         )
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_autotune(result))
@@ -280,6 +296,11 @@ def format_autotune(result: AutotuneResult) -> str:
     )
     if result.gain_interval is not None:
         lines.append(f"how sure: {result.gain_interval.text()}; {result.gain_interval.sureness()}")
+    if result.target_loss is not None:
+        lines.append(
+            f"time to your settings' loss {result.target_loss:.4g} (steady seconds, in the rounds): {_times(result.time_to_target_gain)} "
+            f"as fast (objective: {result.objective})"
+        )
     lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)")
     lines += [f"left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
     lines += [f"note: {note}" for note in result.notes]

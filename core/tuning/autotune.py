@@ -22,6 +22,15 @@ new random order). The best is adopted only when it is faster than the start
 beyond noise over those rounds; otherwise the start stays, and the result says
 it could not tell. The reported figures and "how sure" come from the rounds.
 
+Faster is not enough: a setting must also learn as well (`objective` "loss", the
+default). In the rounds every candidate trains from the same weights on the same
+data for the same seconds, so the start's smoothed final loss is a target each
+can be timed to (`core.training.to_target`); the best is adopted only when it
+reached that loss in no more steady-state seconds than the start
+(`time_to_target_gain` >= 1). A larger batch is measured there with the learning
+rate it would be adopted with (scaled by the linear rule; no warm-up). With
+`objective` "samples" samples/s alone decides, as before, and the result says so.
+
 Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
 and compilation, is warm-up). The start point (the baseline) always runs; any
@@ -53,6 +62,7 @@ from core.jobs import JobOptions, RecordedRun, run_job
 from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
 from core.training.noise import Interval, between_runs, bootstrap_ratio, call_times
+from core.training.to_target import reach, smoothed_final_loss
 from core.tuning.backend_stage import backends_note, other_backends, setup_guess, setup_key
 from core.tuning.max_batch import default_memory_limit
 from core.tuning.point_clock import PointClock, bounded_run
@@ -77,6 +87,8 @@ XLA_SETUP_GUESS_S = 6.0
 END_RESERVE_S = 0.5
 BUDGET_SLACK_S = 10.0
 """The command ends within its budget plus this: the most a point's call in flight may run past the deadline before it is abandoned."""
+OBJECTIVES = ("loss", "samples")
+"""What autotune adopts on: "loss", faster and no later to the start's loss; "samples", samples/s alone."""
 TUNED = ("steps_per_call", "precision", "xla", "batch_size", "backend")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
@@ -144,6 +156,9 @@ class AutotuneResult:
     gain_interval: Interval | None = None  # best over start, 95% interval from the interleaved rounds of the last check
     abandoned: bool = False  # a point or the rounds still ran past the deadline plus the slack (left in its thread)
     confirmed: bool | None = None  # the interleaved rounds found the best faster than the start beyond noise (None: not run)
+    objective: str = "loss"  # "loss": adopted only if it also reached the start's loss no later; "samples": samples/s alone
+    target_loss: float | None = None  # the start's smoothed final loss in the rounds, which the best was timed to
+    time_to_target_gain: float | None = None  # the start's steady seconds to target_loss over the best's (None: not timed)
 
     @property
     def measured(self) -> bool:
@@ -189,6 +204,9 @@ class AutotuneResult:
             "error": self.error,
             "left_out": [{"precision": value, "reason": reason} for value, reason in self.left_out],
             "notes": list(self.notes),
+            "objective": self.objective,
+            "target_loss": self.target_loss,
+            "time_to_target_gain": self.time_to_target_gain,
         }
 
 
@@ -226,6 +244,7 @@ def autotune(
     started: float | None = None,
     backends: Sequence[str] = (),
     rounds: int = DEFAULT_ROUNDS,
+    objective: str = "loss",
 ) -> AutotuneResult:
     """Search the fastest settings for `config` within `budget_s` seconds (see the module docstring).
 
@@ -235,8 +254,11 @@ def autotune(
     available RAM). `has_accelerator` and `cpu_flags` (None: ask the machine)
     decide the precisions; `run` is the job service (`core.jobs.run_job`);
     `started` the time.monotonic() the budget counts from (default: now); `backends` others to try (none: said so);
-    `rounds` the interleaved rounds of the last check, which decides whether the best is adopted.
+    `rounds` the interleaved rounds of the last check, which decides whether the best is adopted;
+    `objective` "loss" (the best must also reach the start's loss no later) or "samples" (samples/s alone).
     """
+    if objective not in OBJECTIVES:
+        raise ConfigError("objective", objective, ", ".join(OBJECTIVES))
     from core.tuning.sweep_plan import target_has_accelerator
 
     started = time.monotonic() if started is None else started
@@ -245,6 +267,7 @@ def autotune(
     precisions, left_out = usable_precisions(config, accelerated, cpu_flags)
     tuner = _Tuner(config, (started, budget_s), stop_event or threading.Event(), on_point, run)
     tuner.backends = other_backends(config.backend, backends)
+    tuner.objective = objective
     tuner.plan(len(precisions) + len(tuner.backends), allow_batch_change)
     start = tuner.measure(settings_of(config), "start")
     if start.status == "measured":
@@ -276,6 +299,9 @@ class _Tuner:
         self.chosen: dict[str, Any] | None = None  # what the interleaved rounds chose (None: they did not run)
         self.chosen_interval: Interval | None = None
         self.confirmed: bool | None = None  # the best was faster than the start beyond noise over the rounds
+        self.objective = "loss"
+        self.target_loss: float | None = None
+        self.time_to_target_gain: float | None = None
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -473,6 +499,7 @@ class _Tuner:
             if index == 1 and 2 in faster and over_best is not None and over_best.beyond_noise and over_best.low > 1:
                 index = 2  # the runner-up beat the best beyond noise in the rounds
             self.chosen, self.chosen_interval, self.confirmed = candidates[index], faster[index], True
+            self._check_learning(candidates[index], start_result, results[index])
         else:
             self.chosen, self.confirmed = start, False
             shown = between_runs(start_result, results[1]) if start_result is not None and results[1] is not None else None
@@ -482,6 +509,17 @@ class _Tuner:
                 "rounds" + (f" ({shown.text()})" if shown is not None else "") + ": could not tell a gain; re-run on a quiet machine "
                 "or with a larger --budget-s"
             )
+
+    def _check_learning(self, chosen: dict[str, Any], start_result: RunResult | None, chosen_result: RunResult | None) -> None:
+        """Keep the start instead of `chosen` when, in the rounds, it took longer to reach the start's loss (objective "loss")."""
+        if start_result is None or chosen_result is None:
+            return
+        check = learning_check(chosen, start_result, chosen_result, self.objective)
+        self.target_loss, self.time_to_target_gain = check.target_loss, check.gain
+        if check.note:
+            self.notes.append(check.note)
+        if not check.adopt:
+            self.chosen, self.confirmed = settings_of(self.config), False
 
     def _runner_up(self, start: dict[str, Any], best: dict[str, Any], count: int) -> list[dict[str, Any]]:
         """The `count` fastest other measured settings (by mean samples/s), fastest first."""
@@ -501,7 +539,7 @@ class _Tuner:
         def starter(settings: dict[str, Any]) -> Callable[[RoundGate], RunResult | None]:
             def start(gate: RoundGate) -> RunResult | None:
                 try:
-                    job = self.config.with_changes(**settings, steps=MAX_STEPS, epochs=None)
+                    job = self.config.with_changes(**settings, steps=MAX_STEPS, epochs=None, learning_rate=self.learning_rate_for(settings))
                 except ConfigError:
                     return None
                 return self.run(job, None, JobOptions(hooks=(gate,)), gate.end_event).result
@@ -515,6 +553,10 @@ class _Tuner:
             self.hard_deadline,
             self.stop_event,
         )
+
+    def learning_rate_for(self, settings: dict[str, Any]) -> float:
+        """The learning rate `settings` would be adopted with: the start's, scaled by the linear rule at another batch."""
+        return self.config.learning_rate * settings["batch_size"] / self.config.batch_size
 
     def _call_sizes(self) -> None:
         """Steps per call, upwards from 1, while a call stays under MAX_CALL_S and larger calls keep gaining."""
@@ -559,12 +601,13 @@ class _Tuner:
         if not error and not any(p.status == "measured" for p in self.points):
             why = first.message if first is not None else "no point ran"
             error = f"nothing was measured within the {self.budget_s:g} s budget ({why}): give it a larger --budget-s"
-        scaled = self.config.learning_rate * best["batch_size"] / start["batch_size"] if best["batch_size"] != start["batch_size"] else None
+        scaled = self.learning_rate_for(best) if best["batch_size"] != start["batch_size"] else None
         notes = list(self.notes)
         notes.append(backends_note(self.config.backend, self.backends))
         if scaled is not None:
             notes.append(
-                f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {scaled:.3g}, with warm-up"
+                f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {scaled:.3g} "
+                "(measured so in the rounds; no warm-up)"
             )
         return AutotuneResult(
             start=start,
@@ -583,7 +626,45 @@ class _Tuner:
             gain_interval=self.chosen_interval if self.chosen is not None else None,
             abandoned=self.abandoned,
             confirmed=self.confirmed,
+            objective=self.objective,
+            target_loss=self.target_loss,
+            time_to_target_gain=self.time_to_target_gain,
         )
+
+
+@dataclass(frozen=True)
+class LearningCheck:
+    """Whether a faster setting also learns as well: its steady seconds to the start's loss against the start's."""
+
+    adopt: bool
+    target_loss: float | None  # the start's smoothed final loss
+    gain: float | None  # the start's steady seconds to it over the setting's (None: the setting never got there)
+    note: str = ""  # why it was not adopted, or adopted for samples/s alone
+
+
+def learning_check(settings: dict[str, Any], start: RunResult, candidate: RunResult, objective: str = "loss") -> LearningCheck:
+    """Judge `candidate` (run with `settings`) against `start`, both trained from the same weights and data in the rounds.
+
+    It learns as well when it reached the start's smoothed final loss in no more steady-state seconds. Under
+    objective "samples" it is adopted whatever the answer, the note saying what it costs.
+    """
+    target = smoothed_final_loss(start)
+    if target is None:
+        return LearningCheck(True, None, None)
+    start_to, candidate_to = reach(start, target), reach(candidate, target)
+    gain = _ratio(start_to.steady_seconds, candidate_to.steady_seconds)
+    if candidate_to.reached and (gain is None or gain >= 1.0):
+        return LearningCheck(True, target, gain)
+    if not candidate_to.reached:
+        why = f"{settings_text(settings)} did not reach the start's loss {target:.4g} ({candidate_to.reason})"
+    else:
+        why = (
+            f"{settings_text(settings)} reached the start's loss {target:.4g} later: {candidate_to.steady_seconds:.3g} s against "
+            f"{start_to.steady_seconds:.3g} s of steady training ({candidate_to.samples or 0:,} samples against {start_to.samples or 0:,})"
+        )
+    if objective == "samples":
+        return LearningCheck(True, target, gain, f"adopted for samples/s alone (--objective samples), though {why}")
+    return LearningCheck(False, target, gain, f"not adopted: {why}; --objective samples adopts the most samples/s regardless")
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:

@@ -58,8 +58,10 @@ def test_autotune_returns_the_best_settings_and_the_gain_within_its_budget(tmp_p
     assert data["points"][0]["stage"] == "start" and data["points"][0]["status"] == "measured"
     assert all(p["flops_per_step"] > 0 for p in data["points"] if p["status"] == "measured"), "every measured point counts its FLOPs"
     assert all(p["flops_method"] for p in data["points"]), "a point without a count says why"
-    if data["best"] != data["start"]:  # adopted only when the last check's interleaved rounds found it faster beyond noise
+    assert data["objective"] == "loss"
+    if data["best"] != data["start"]:  # adopted only when the last check's rounds found it faster beyond noise, and no later to the loss
         assert data["confirmed"] is True and data["rounds"] >= 2 and data["gain_ci"][0] > 1 and data["beyond_noise"]
+        assert data["target_loss"] is not None and data["time_to_target_gain"] >= 1.0
         assert {p["stage"] for p in data["points"]} >= {"rounds"} and all(
             p["rounds"] >= 2 for p in data["points"] if p["stage"] == "rounds"
         )
