@@ -44,6 +44,7 @@ BENCHMARKS = (
     "aa_drift",
     "ab_power",
     "rounds_cost",
+    "time_to_loss",
 )
 
 
