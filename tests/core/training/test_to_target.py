@@ -66,3 +66,13 @@ def test_a_real_run_reaches_its_own_smoothed_final_loss_at_the_latest_on_its_las
     reached = reach(result, final)
     assert reached.steps is not None and reached.steps <= 40 and reached.samples == reached.steps * 32
     assert reached.seconds == pytest.approx(sum(result.step_times_s[: reached.steps]))
+
+
+def test_two_runs_of_one_setting_learn_the_same_curve_and_steps_per_call_changes_no_step():
+    """Same seed, weights and data order: any difference between compared curves is the settings', not luck's."""
+    first = run_training(RunConfig(model="mlp", dataset="digits", steps=30, batch_size=32))
+    again = run_training(RunConfig(model="mlp", dataset="digits", steps=30, batch_size=32))
+    grouped = run_training(RunConfig(model="mlp", dataset="digits", steps=30, batch_size=32, steps_per_call=6))
+    assert len(first.losses) == 30
+    assert again.losses == pytest.approx(first.losses, rel=1e-6, abs=1e-7)
+    assert grouped.losses == pytest.approx(first.losses, rel=1e-6, abs=1e-7), "each step's own loss, whatever the call size"
