@@ -94,8 +94,7 @@ def test_a_job_is_polled_while_it_runs_and_fully_drained_when_stopped(qtbot):
         controller.stop()
     assert changes == [True, False] and not controller.is_running()
     assert controller.drained == controller.worker.appended, "the last steps are drained when the job ends"
-    qtbot.wait(50)
-    assert controller.polls_after_end == 0, "the timer stops with the job"
+    assert not controller._timer.isActive() and controller.polls_after_end == 0, "the timer stops with the job"
     qtbot.waitUntil(lambda: not running_threads(), timeout=5000)
 
 

@@ -124,12 +124,13 @@ def test_refreshed_gpu_rows_are_matched_by_tf_name_and_bus_id_not_position() -> 
 
 
 def test_gpu_refreshes_never_overlap_and_none_outlives_close_down(qtbot, monkeypatch):
-    active, most = [], [0]
+    active, most, done = [], [0], [0]
 
     def slow_nvml_refresh(devices):
         """Stands in for NVML (no GPU here): a slow re-read that notes how many run at once."""
         active.append(1)
         most[0] = max(most[0], len(active))
+        done[0] += 1
         time.sleep(0.05)
         active.pop()
         return list(devices)
@@ -140,8 +141,8 @@ def test_gpu_refreshes_never_overlap_and_none_outlives_close_down(qtbot, monkeyp
     panel.show()
     gpu = DeviceInfo("GPU", "Test GPU", "GPU:0", 16 << 30, 1 << 30, 15 << 30, {}, bus_id="0000:01:00.0")
     panel.set_report(DeviceReport((CPU, gpu), ()))
-    panel._gpu_timer.setInterval(5)
-    qtbot.wait(300)
+    panel._gpu_timer.setInterval(5)  # ten times faster than a re-read takes: every tick finds one in flight
+    qtbot.waitUntil(lambda: done[0] >= 5, timeout=10_000)
     assert most[0] == 1
     qtbot.waitUntil(lambda: panel._refreshing_gpus, timeout=5_000)
     panel.close_down()
