@@ -45,7 +45,7 @@ from gui.menus import WindowMenus
 from gui.panels.devices import DevicePanel
 from gui.panels.log_dock import LogDock
 from gui.qt_threads import wait_for_threads
-from gui.remembered import WindowMemory
+from gui.remembered import WindowMemory, fit_on_screen
 from gui.run_form.hooks_box import RunOptionsBox
 from gui.run_form.outcome import RunResultPanel
 from gui.run_form.panel import RunPanel
@@ -171,7 +171,13 @@ class MainWindow(QMainWindow):
         return self.charts().history_panel
 
     def start(self) -> None:
-        """Detect devices (importing TensorFlow, applying the start-up settings) off the GUI thread."""
+        """Once shown: fit a restored window on its screen, then detect devices (importing TensorFlow, applying the start-up settings) off the GUI thread.
+
+        Fitted after it is shown, when its frame is known: a geometry saved on a larger screen would otherwise
+        reopen with Start and Stop out of reach.
+        """
+        if self._restored_geometry:
+            fit_on_screen(self)
         self.device_panel.detect(self.runtime)
 
     # --- building ------------------------------------------------------------
@@ -424,7 +430,8 @@ class MainWindow(QMainWindow):
 
     def _restore_geometry(self) -> None:
         geometry = self.settings.value(KEY_WINDOW_GEOMETRY)
-        if geometry is None or not self.restoreGeometry(geometry):
+        self._restored_geometry = geometry is not None and self.restoreGeometry(geometry)
+        if not self._restored_geometry:
             self.resize(1400, 880)
         state = self.settings.value(KEY_WINDOW_STATE)
         if state is not None:

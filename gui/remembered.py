@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, QStandardPaths, Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QCheckBox,
@@ -56,6 +57,28 @@ class TargetChooser(Protocol):
 
 
 FIELD_TYPES = (QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox, QCheckBox, QListWidget)
+
+
+def fit_on_screen(window: QWidget) -> None:
+    """Shrink and move `window` so that it lies whole on the screen it opens on.
+
+    A geometry saved on a larger screen (or at a larger size) would otherwise reopen with
+    its bottom rows, Start and Stop among them, out of reach.
+    """
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        return
+    area = screen.availableGeometry()
+    frame = window.frameGeometry()
+    extra_w, extra_h = frame.width() - window.width(), frame.height() - window.height()
+    width, height = min(window.width(), area.width() - extra_w), min(window.height(), area.height() - extra_h)
+    if (width, height) != (window.width(), window.height()):
+        window.resize(width, height)  # no smaller than its minimum size: then its left and top edges stay on the screen
+    width, height = window.width(), window.height()
+    x = max(min(frame.x(), area.left() + area.width() - width - extra_w), area.left())
+    y = max(min(frame.y(), area.top() + area.height() - height - extra_h), area.top())
+    if (x, y) != (frame.x(), frame.y()):
+        window.move(x, y)
 
 
 def form_fields(root: QWidget, exclude: Sequence[QWidget] = ()) -> list[QWidget]:
