@@ -176,11 +176,11 @@ class SweepPanel(QWidget):
         def on_running(running: bool) -> None:
             if running:
                 job[0] = "sweep" if self.controller.is_running() else "search"
-                self.message.emit(f"A {job[0]} is running in the Sweep tab…")
+            ended = f"The {job[0]} has ended: its results are in the Sweep tab."
+            self.message.emit(f"A {job[0]} is running in the Sweep tab…" if running else ended)  # never left saying it runs
             bar.setRange(0, 1)
             bar.setValue(0 if running else 1)
             bar.setFormat(f"{job[0].capitalize()} running (Sweep tab)…" if running else f"{job[0].capitalize()} ended")
-            ended = f"The {job[0]} has ended: its results are in the Sweep tab."
             label.setText(f"A {job[0]} is running: follow it in the Sweep tab (Stop or Esc ends it)." if running else ended)
 
         self.running_changed.connect(on_running)

@@ -220,6 +220,7 @@ class TuningBox(QGroupBox):
         self.apply_button.setEnabled(bool(self._changes) and not running)
         if not running:
             self.progress_bar.setRange(0, 100)
+            self.progress_bar.setValue(100 if self.progress_bar.value() > 0 else 0)  # over: never left part-way (93%)
             if not self._problem_shown:  # what was in flight is over: no "point 7: measuring…" left behind
                 self.progress_label.setText("")
 

@@ -221,3 +221,18 @@ def test_quick_start_names_every_sample_model(window):
     for model in MODELS.values():
         assert model.title in shown, model.title
     dialog.close()
+
+
+def test_after_a_search_ends_the_status_bar_and_its_bar_say_it_has_ended(ready_window, qtbot):
+    """A one-probe largest-batch search (up to 32 under 2 GiB) from the Sweep tab: while it runs, then once it has ended."""
+    box = ready_window.sweep_panel.tuning_box
+    ready_window.show_panel(ready_window.sweep_panel)
+    box.memory_edit.setText("2GiB")
+    box.up_to_edit.setText("32")
+    with qtbot.waitSignal(box.controller.result_ready, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(box.max_batch_button, Qt.MouseButton.LeftButton)
+        assert ready_window.statusBar().currentMessage() == "A search is running in the Sweep tab…"
+    qtbot.waitUntil(lambda: not box.controller.is_running(), timeout=10_000)
+    assert ready_window.statusBar().currentMessage() == "The search has ended: its results are in the Sweep tab."
+    assert box.progress_bar.value() in (0, 100), "over: never left part-way"
+    assert ready_window.run_panel.progress_bar.text() == "Search ended"
