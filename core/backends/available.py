@@ -10,8 +10,9 @@ from core.config import BACKENDS
 TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 INSTALL_HINTS = {
     "tensorflow": "pip install tensorflow",
-    "jax": "pip install 'device-lab[jax]' (or: pip install jax)",
-    "torch": "pip install 'device-lab[torch]' (or: pip install torch; on Linux the PyPI wheel brings several GB of CUDA libraries)",
+    "jax": 'pip install -e ".[jax]" in the checkout (or: pip install jax), then Devices > Refresh (F5)',
+    "torch": 'pip install -e ".[torch]" in the checkout (or: pip install torch; on Linux the PyPI wheel brings several GB of CUDA '
+    "libraries), then Devices > Refresh (F5)",
 }
 
 
@@ -36,7 +37,8 @@ def backend_title(name: str) -> str:
 
 
 def is_installed(name: str) -> bool:
-    """True when the backend's package can be imported (it is not imported here)."""
+    """True when the backend's package can be imported (it is not imported here), installed since this process began or not."""
+    importlib.invalidate_caches()  # the finders' listings of site-packages are cached: a package installed meanwhile was missed
     return importlib.util.find_spec(name) is not None
 
 

@@ -13,6 +13,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QLineEdit, QVBoxLayout, QWidget
 
+from core.backends.available import backend_title, installed_backends
 from core.compare.targets import TARGET_FORMS, CompareTarget, parse_targets
 from core.config import ConfigError
 from core.machine.types import DeviceReport
@@ -53,6 +54,11 @@ def target_offers(report: DeviceReport, devices_known: bool) -> list[Offer]:
         offers.append(
             ("Multi-worker: 2 local processes", "multi-worker:2", "Two worker processes on this machine, one replica each.", False)
         )
+    for backend in installed_backends():
+        if backend != "tensorflow" and cpus:
+            title = backend_title(backend)
+            tip = f"The same job with Keras on {title}, on {cpus[0].name}: a child process of its own, from the same weights."
+            offers.append((f"{title} on CPU:0", f"{backend}:CPU:0", tip, False))
     return offers
 
 

@@ -17,6 +17,14 @@ class BackendCombo(QComboBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("backendCombo")
+        self.refresh()
+        self.setToolTip("The Keras backend that trains the model: the same model, weights and data on each.")
+
+    def refresh(self) -> None:
+        """List the backends again (Devices > Refresh): one installed since the app started becomes a choice; the choice is kept."""
+        chosen = self.currentData()
+        self.blockSignals(True)
+        self.clear()
         for info in backends():
             self.addItem(info.title if info.installed else f"{info.title} (not installed)", info.name)
             index = self.count() - 1
@@ -33,7 +41,8 @@ class BackendCombo(QComboBox):
                 )
             )
             self.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
-        self.setToolTip("The Keras backend that trains the model: the same model, weights and data on each.")
+        self.setCurrentIndex(max(0, self.findData(chosen)))
+        self.blockSignals(False)
 
     def backend(self) -> str:
         """The chosen backend's name ("tensorflow", "jax", "torch")."""

@@ -91,9 +91,10 @@ class RunPanel(QWidget):
     # --- public API ----------------------------------------------------------
 
     def set_devices(self, report: DeviceReport) -> None:
-        """The device list changed: refill device choices and strategy availability."""
+        """The device list changed (or was read again, F5): refill device choices, strategy availability and the backends."""
         self._devices = report.devices
         self._devices_known = True
+        self.backend_combo.refresh()  # a backend installed since the app started becomes a choice
         self.device_box.fill(self._devices)
         self._fill_strategies()
         self.validate()

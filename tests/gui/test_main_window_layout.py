@@ -236,3 +236,31 @@ def test_after_a_search_ends_the_status_bar_and_its_bar_say_it_has_ended(ready_w
     assert ready_window.statusBar().currentMessage() == "The search has ended: its results are in the Sweep tab."
     assert box.progress_bar.value() in (0, 100), "over: never left part-way"
     assert ready_window.run_panel.progress_bar.text() == "Search ended"
+
+
+def test_installed_backends_are_compare_targets_and_f5_finds_one_installed_meanwhile(ready_window, qtbot, tmp_path, monkeypatch):
+    """JAX (installed with the tests) is a box to tick; a PyTorch that appears while the app runs shows up on F5.
+
+    PyTorch cannot be installed here (GBs of CUDA wheels): a package named `torch` on the path stands in for
+    it being installed (only whether it can be found is asked; nothing imports it).
+    """
+    import sys
+
+    specs = ready_window.compare_panel.target_specs()
+    assert "jax:CPU:0" in specs and "torch:CPU:0" not in specs
+    combo = ready_window.run_panel.backend_combo
+    torch_item = combo.model().item(combo.findData("torch"))
+    assert not torch_item.isEnabled() and 'pip install -e ".[torch]"' in combo.itemData(
+        combo.findData("torch"), Qt.ItemDataRole.ToolTipRole
+    )
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('a stand-in: only found, never imported')\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    combo.setCurrentIndex(combo.findData("jax"))
+    with qtbot.waitSignal(ready_window.device_panel.devices_changed, timeout=DETECTION_TIMEOUT_MS):
+        refresh = next(a for a in ready_window.menuBar().actions()[2].menu().actions() if a.text() == "Refresh")
+        assert refresh.shortcut() == QKeySequence("F5")
+        refresh.trigger()
+    assert "torch:CPU:0" in ready_window.compare_panel.target_specs()
+    assert combo.model().item(combo.findData("torch")).isEnabled() and combo.backend() == "jax", "the choice is kept"
