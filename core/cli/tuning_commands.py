@@ -38,6 +38,7 @@ from core.tuning.autotune import (
 )
 from core.tuning.max_batch import (
     MEMORY_LIMIT_FIELD,
+    NOT_MEASURABLE,
     SIZE_ALLOWED,
     TOLERANCE,
     MaxBatchResult,
@@ -200,7 +201,7 @@ def _print_probe(batch: int, probe: Probe | None) -> None:
 def format_max_batch(result: MaxBatchResult) -> str:
     rows = [[f"{p.batch:,}", "yes" if p.fits else "no", format_bytes(p.peak_bytes), f"{p.seconds:.1f} s", p.reason] for p in result.probes]
     lines = [format_columns(["batch", "fits", "peak memory", "time", "why not"], rows), ""]
-    per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NA
+    per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NOT_MEASURABLE
     found = f"{result.max_batch:,}" if not result.stopped or result.smallest_failing is not None else "not found"
     lines.append(f"largest batch: {found} ({margin_text(result)})")
     lines.append(f"memory per example: {per_example}; limit: {result.limit_kind} {format_bytes(result.memory_limit)}")

@@ -48,6 +48,10 @@ TOLERANCE = 0.03
 MAX_PROBES = 30
 MAX_JUMP = 16
 MIN_RISE = 0.05
+PEAK_NOISE_BYTES = 4 * 2**20
+PEAK_NOISE_SHARE = 0.01
+NOT_MEASURABLE = "not measured (the probes' peaks did not grow beyond noise, or one batch fit)"
+"""A rise of the peak within this (bytes, or share of the smaller peak) is noise: no memory per example is read from it."""
 """A predicted batch is trusted once the fitting probes' peaks rose by 5% of the memory left above the first one."""
 MEMORY_LIMIT_FIELD = "--memory-limit"
 SIZE_ALLOWED = "a size such as 512MiB or 4GiB"
@@ -343,11 +347,18 @@ class _Search:
 
 
 def bytes_per_example(points: Sequence[tuple[int, int]]) -> float | None:
-    """Peak growth per example between the smallest and the largest batch that fit; None with fewer than two."""
+    """Peak growth per example between the smallest and the largest batch that fit.
+
+    None with fewer than two, or when the peak did not grow beyond noise (PEAK_NOISE_BYTES, PEAK_NOISE_SHARE of the
+    smaller peak): a small model's host peaks move by that much from run to run, and "725 B per example" read from
+    them would be noise, not memory.
+    """
     if len(points) < 2 or points[-1][0] == points[0][0]:
         return None
     (small, small_peak), (large, large_peak) = points[0], points[-1]
-    return max(0.0, (large_peak - small_peak) / (large - small))
+    if large_peak - small_peak <= max(PEAK_NOISE_BYTES, PEAK_NOISE_SHARE * small_peak):
+        return None
+    return (large_peak - small_peak) / (large - small)
 
 
 def predicted_batch(points: Sequence[tuple[int, int]], budget: int | None) -> int | None:

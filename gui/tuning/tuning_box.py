@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 from core.config import MAX_BATCH_SIZE, ConfigError, RunConfig
 from core.formatting import format_bytes
 from core.tuning.autotune import DEFAULT_BUDGET_S, AutotuneResult, TunePoint, check_budget, settings_of, settings_text
-from core.tuning.max_batch import MaxBatchResult, Probe, margin_text, parse_size
+from core.tuning.max_batch import NOT_MEASURABLE, MaxBatchResult, Probe, margin_text, parse_size
 from core.tuning.max_batch_probe import PROBE_STEPS
 from core.tuning.sweep_plan import format_setting
 from core.workloads.workload import model_title
@@ -253,7 +253,7 @@ class TuningBox(QGroupBox):
         self.apply_button.setEnabled(bool(self._changes) and not self.controller.is_running())
 
     def _show_max_batch(self, result: MaxBatchResult) -> None:
-        per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else "n/a"
+        per_example = format_bytes(int(result.bytes_per_example)) if result.bytes_per_example is not None else NOT_MEASURABLE
         lines = [f"Largest batch: {result.max_batch:,} ({margin_text(result)})"]
         lines.append(f"Memory per example: {per_example}; limit: {result.limit_kind} {format_bytes(result.memory_limit)}")
         lines += [f"Note: {note}" for note in result.notes]

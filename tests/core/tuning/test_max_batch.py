@@ -46,9 +46,10 @@ def test_the_search_lands_just_below_the_true_limit_never_above(base, per_exampl
         assert result.smallest_failing - result.largest_fitting <= TOLERANCE * result.largest_fitting
         assert len(result.probes) <= 14
         fitting = [p.batch for p in result.probes if p.fits]
-        assert abs(result.bytes_per_example - per_example) <= 2 * 4 * MiB / (
-            max(fitting) - min(fitting)
-        )  # the noise over the batches between
+        if result.bytes_per_example is None:  # the batches that fit lie too close for their peaks to rise beyond noise
+            assert (max(fitting) - min(fitting)) * per_example <= 2 * 4 * MiB + 0.01 * budget
+        else:
+            assert abs(result.bytes_per_example - per_example) <= 2 * 4 * MiB / (max(fitting) - min(fitting))  # the noise over the span
 
 
 def test_nothing_fits_gives_zero_and_a_start_that_does_not_fit_is_halved() -> None:
@@ -62,6 +63,9 @@ def test_nothing_fits_gives_zero_and_a_start_that_does_not_fit_is_halved() -> No
 def test_sizes_are_read_in_binary_and_decimal_units_and_bad_ones_say_what_is_allowed() -> None:
     assert parse_size("4GiB") == 4 * 2**30 and parse_size("512 MiB") == 512 * MiB and parse_size("1.5GB") == 1_500_000_000
     assert bytes_per_example([(64, 100), (64, 120)]) is None
+    # a small model's host peaks: 300 MiB at batch 64 and 2 MiB more at 4096 read "725 B per example" before; noise, said so
+    assert bytes_per_example([(64, 300 * MiB), (4096, 302 * MiB)]) is None
+    assert bytes_per_example([(64, 300 * MiB), (4096, 300 * MiB + 4032 * 10_000)]) == pytest.approx(10_000)
     for bad in ("4XB", "", "-1GiB", "0.5KiB"):
         with pytest.raises(ConfigError, match="a size such as 512MiB or 4GiB"):
             parse_size(bad)
