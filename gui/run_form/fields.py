@@ -14,11 +14,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLineEdit, QWidget
 
-from core.config import MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, PRECISIONS, RunConfig
+from core.config import FILE_OPTIMIZER, MAX_BATCH_SIZE, MAX_STEPS, MAX_STEPS_PER_CALL, OPTIMIZERS, PRECISIONS, RunConfig
 from core.formatting import format_value
 from gui.style import INVALID_FIELD_STYLE
 
@@ -29,6 +29,8 @@ DEFAULT_STEPS = RunConfig.steps
 DEFAULT_BATCH = RunConfig.batch_size
 DEFAULT_LEARNING_RATE = f"{RunConfig.learning_rate:g}"
 DEFAULT_OPTIMIZER = RunConfig.optimizer
+FILE_OPTIMIZER_TITLE = "the file's own"
+FILE_OPTIMIZER_TIP = "The optimizer the model file was compiled with, with its settings (Adam when it has none), as the CLI uses."
 MAX_EPOCHS = 100_000
 PRECISION_LABELS = {"off": "off (float32)", "float16": "float16 (mixed)", "bfloat16": "bfloat16 (mixed)"}
 STEPS_UNIT, EPOCHS_UNIT = "steps", "epochs"
@@ -141,7 +143,8 @@ class TrainingFields(QObject):
         self.optimizer_combo = QComboBox()
         self.optimizer_combo.setObjectName("optimizerCombo")
         self.optimizer_combo.setToolTip("The Keras optimizer that updates the weights.")
-        self.optimizer_combo.addItems(OPTIMIZERS)
+        for name in OPTIMIZERS:
+            self.optimizer_combo.addItem(name, name)
         self.optimizer_combo.setCurrentText(DEFAULT_OPTIMIZER)
         self.precision_combo = QComboBox()
         self.precision_combo.setObjectName("precisionCombo")
@@ -198,7 +201,7 @@ class TrainingFields(QObject):
             "steps": DEFAULT_STEPS if epochs else length,
             "epochs": length if epochs else None,
             "learning_rate": float(self.lr_edit.value()),
-            "optimizer": self.optimizer_combo.currentText(),
+            "optimizer": str(self.optimizer_combo.currentData()),
             "precision": self.precision_combo.currentData(),
             "xla": self.xla_check.isChecked(),
             "steps_per_call": int(self.spc_edit.value()),
@@ -225,12 +228,26 @@ class TrainingFields(QObject):
         if "precision" in wanted:
             self.precision_combo.setCurrentIndex(self.precision_combo.findData(wanted["precision"]))
         if "optimizer" in wanted:
-            self.optimizer_combo.setCurrentText(wanted["optimizer"])
+            if (index := self.optimizer_combo.findData(wanted["optimizer"])) >= 0:
+                self.optimizer_combo.setCurrentIndex(index)
         if "xla" in wanted:
             self.xla_check.setChecked(bool(wanted["xla"]))
         if "epochs" in wanted or "steps" in wanted:
             self.steps_unit.setCurrentText(EPOCHS_UNIT if "epochs" in wanted else STEPS_UNIT)
             self.steps_edit.setText(str(int(wanted["epochs"] if "epochs" in wanted else wanted["steps"])))
+
+    def offer_file_optimizer(self, offered: bool) -> None:
+        """A model file is chosen (True): offer its own compiled optimizer, chosen by default as the CLI does; else take it away."""
+        index = self.optimizer_combo.findData(FILE_OPTIMIZER)
+        if offered and index < 0:
+            self.optimizer_combo.addItem(FILE_OPTIMIZER_TITLE, FILE_OPTIMIZER)
+            self.optimizer_combo.setItemData(self.optimizer_combo.count() - 1, FILE_OPTIMIZER_TIP, Qt.ItemDataRole.ToolTipRole)
+            self.optimizer_combo.setCurrentIndex(self.optimizer_combo.count() - 1)
+        elif not offered and index >= 0:
+            chosen = index == self.optimizer_combo.currentIndex()
+            self.optimizer_combo.removeItem(index)
+            if chosen:
+                self.optimizer_combo.setCurrentIndex(self.optimizer_combo.findData(DEFAULT_OPTIMIZER))
 
     def _on_unit_changed(self) -> None:
         epochs = self.steps_unit.currentText() == EPOCHS_UNIT

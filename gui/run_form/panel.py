@@ -26,7 +26,7 @@ from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
-from core.workloads.workload import model_title
+from core.workloads.workload import is_model_file, model_title
 from gui.job_data import FinishedRun
 from gui.run_form.backend_choice import BackendCombo
 from gui.run_form.cluster_box import ClusterBox
@@ -331,6 +331,7 @@ class RunPanel(QWidget):
     def _on_model_changed(self) -> None:
         """A different model: the last job's line and bar were about another one (its results stay in their tabs)."""
         model = self.model_choice.config_fields()["model"]
+        self.training.offer_file_optimizer(is_model_file(model))
         if model == self._model_shown:
             return
         first = self._model_shown is None
@@ -340,7 +341,7 @@ class RunPanel(QWidget):
             self.model_changed.emit(model_title(model))
 
     def _on_training_choice(self) -> None:
-        self.model_choice.set_training(self.optimizer_combo.currentText(), self.precision_combo.currentData())
+        self.model_choice.set_training(str(self.optimizer_combo.currentData()), self.precision_combo.currentData())
 
     # --- choices -------------------------------------------------------------
 

@@ -361,3 +361,25 @@ def test_a_model_with_custom_layers_is_opened_with_their_py_from_the_trust_dialo
     assert config is not None and config.model == str(path), panel.model_choice.model_error.text()
     assert config.trust and config.custom_objects == str(layers_py)
     assert "custom layers from shift_layers.py" in panel.model_info.text()
+
+
+@pytest.mark.slow
+def test_a_model_file_trains_with_its_own_optimizer_by_default_and_a_sample_model_gives_it_back(qtbot, tmp_path):
+    """As the CLI: a file compiled with SGD trains with its SGD unless another optimizer is chosen."""
+    import keras
+
+    path = tmp_path / "sgd.keras"
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.save(path)
+    panel = make_panel(qtbot)
+    combo = panel.optimizer_combo
+    assert combo.findData("file") < 0, "a sample model has no file optimizer to offer"
+    panel.open_model_file(str(path))
+    wait_opened(qtbot, panel)
+    assert combo.currentText() == "the file's own" and panel.config().optimizer == "file"
+    combo.setCurrentIndex(combo.findData("rmsprop"))
+    assert panel.config().optimizer == "rmsprop", "the user's choice wins"
+    combo.setCurrentIndex(combo.findData("file"))
+    choose(panel.model_combo, "mlp")
+    assert combo.findData("file") < 0 and combo.currentText() == "adam" and panel.config().optimizer == "adam"
