@@ -22,6 +22,7 @@ from gui.style import ERROR_COLOR, WARNING_COLOR
 
 RESULT_HEIGHT = 96  # the last result's box: the same height empty or full (it scrolls beyond)
 NO_RUN_YET = "<span style='color:#777'>No run yet: the last run's result appears here, its verdict in full in the Result tab.</span>"
+STOPPING = "Stopping after the call in flight… |"
 IDLE_STEPS = 300  # the idle bar's range before any run
 TICK_MS = 1000  # the first call's elapsed time is updated this often
 
@@ -88,7 +89,8 @@ class RunControls(QWidget):
             self.progress_bar.setValue(min(done, total))
         else:
             self.progress_bar.setRange(0, 0)
-        self.progress_bar.setFormat(progress_text(done, total, samples_per_s, eta_s))
+        text = progress_text(done, total, samples_per_s, eta_s)
+        self.progress_bar.setFormat(f"{STOPPING} {text}" if self._stopping else text)
 
     def show_diagnosing(self, what: str) -> None:
         """A completed run is being diagnosed (short probe runs; Stop ends them): the full bar says what it does."""
@@ -107,10 +109,12 @@ class RunControls(QWidget):
             self._say_on_bar(starting_text(time.monotonic() - self._starting_since, self._stopping), done=False)
 
     def _on_stop(self) -> None:
-        """Stop before the first step: it takes effect when the first call ends, and the bar says so."""
+        """Stop pressed: the bar says so at once (before the first step: when the first call ends; after: after the call in flight)."""
+        self._stopping = True
         if self._starting_since is not None:
-            self._stopping = True
             self._show_starting_time()
+        elif not self.progress_bar.format().startswith(STOPPING):
+            self.progress_bar.setFormat(f"{STOPPING} {self.progress_bar.format()}")
 
     def _end_starting(self) -> None:
         self._tick.stop()

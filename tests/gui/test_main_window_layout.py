@@ -264,3 +264,15 @@ def test_installed_backends_are_compare_targets_and_f5_finds_one_installed_meanw
         refresh.trigger()
     assert "torch:CPU:0" in ready_window.compare_panel.target_specs()
     assert combo.model().item(combo.findData("torch")).isEnabled() and combo.backend() == "jax", "the choice is kept"
+
+
+def test_the_first_stop_says_stopping_at_once_on_the_bar(ready_window, qtbot):
+    """Stop after steps have come in: the bar says "Stopping…" at once, not "Running" until the call in flight ends."""
+    set_one_device(ready_window, steps=1_000_000)
+    panel = ready_window.run_panel
+    with qtbot.waitSignal(ready_window.run_controller.run_finished, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: panel.progress_bar.maximum() == 1_000_000, timeout=RUN_TIMEOUT_MS)  # steps have come in
+        qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+        assert panel.progress_bar.text().startswith("Stopping after the call in flight…")
+        assert ready_window.statusBar().currentMessage() == "Stopping after the step in flight…"
