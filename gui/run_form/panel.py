@@ -203,8 +203,9 @@ class RunPanel(QWidget):
         pending = self.model_choice.pending()
         if pending and errors == [pending]:  # opening a model file: a wait, not a mistake
             errors, warnings = [], [f"{pending} Start is enabled once it is read."]
-        if not self._devices_known and not errors:
-            warnings = ["Detecting devices… Start is enabled once TensorFlow has listed them."]
+        if not self._devices_known:  # nothing is wrong yet: a device or strategy "not usable" may be one not listed yet
+            warnings = ["Detecting devices… Start is enabled once TensorFlow has listed them.", *errors]
+            errors = []
         self.controls.show_hints(errors, warnings, muted=not self._devices_known)
         self.form_changed.emit(config)
         can_start = config is not None and not self._running and self._devices_known

@@ -191,3 +191,19 @@ def test_the_parameter_count_is_that_of_the_model_built_for_the_chosen_data(qtbo
     assert "421,642" not in panel.model_info.text() and "Digits" in panel.model_info.text()
     choose(panel.dataset_combo, "synthetic")
     qtbot.waitUntil(lambda: "421,642 parameters" in panel.model_info.text(), timeout=60_000)  # 28x28x1, the model's own input
+
+
+def test_before_the_devices_are_listed_nothing_is_red_and_after_they_are_a_real_problem_is(qtbot):
+    """Start-up: "No device is usable" is no mistake while TensorFlow is still listing the devices (a restored form)."""
+    panel = RunPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.strategy_combo.setCurrentIndex(panel.strategy_combo.findData("one-device"))  # as the saved form restores it
+    assert panel.strategy_combo.currentData() == "one-device"
+    assert panel.hint_label.isHidden(), f"red before detection ended: {panel.hint_label.text()}"
+    warning = panel.controls.warning_label.text()
+    assert warning.startswith("Detecting devices…") and "No device is usable" in warning and not panel.is_start_enabled()
+    panel.set_devices(DeviceReport((CPU0,), ()))
+    assert panel.hint_label.isHidden() and panel.is_start_enabled()
+    panel.batch_edit.setText("x")
+    assert panel.hint_label.isVisible() and "Batch" in panel.hint_label.text(), "once listed, a real problem is red"
