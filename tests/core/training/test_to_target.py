@@ -58,6 +58,7 @@ def test_the_common_target_is_the_highest_smoothed_final_loss_which_every_run_re
     assert fast.seconds is not None and slow.seconds is not None and fast.seconds < slow.seconds  # twice the step time, still first
 
 
+@pytest.mark.slow
 def test_a_real_run_reaches_its_own_smoothed_final_loss_at_the_latest_on_its_last_step():
     result = run_training(RunConfig(model="mlp", dataset="digits", steps=40, batch_size=32))
     assert result.status == RunStatus.COMPLETED, result.message
@@ -68,6 +69,7 @@ def test_a_real_run_reaches_its_own_smoothed_final_loss_at_the_latest_on_its_las
     assert reached.seconds == pytest.approx(sum(result.step_times_s[: reached.steps]))
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_setting_learn_the_same_curve_and_steps_per_call_changes_no_step():
     """Same seed, weights and data order: any difference between compared curves is the settings', not luck's."""
     first = run_training(RunConfig(model="mlp", dataset="digits", steps=30, batch_size=32))
