@@ -10,6 +10,7 @@ relative to a baseline row the user picks and can change without re-running
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from core.compare.table import Comparison, check_baseline, compare_results
 from core.compare.targets import TARGET_FORMS, CompareTarget, sweep_targets
 from core.config import ConfigError, RunConfig
+from core.history.database import StoreError
 from core.jobs import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
 from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, run_in_rounds
 from core.machine.types import short_name
@@ -91,7 +93,36 @@ def run_comparison(
         (target.label, recorded.result if recorded is not None else _unrun(base, target, RunStatus.SKIPPED, SKIPPED_MESSAGE))
         for target, recorded in zip(targets, recorded_runs, strict=True)
     ]
-    return compare_results(entries, baseline_index, counter.flops, counter.method, counter.params)
+    comparison = compare_results(entries, baseline_index, counter.flops, counter.method, counter.params)
+    if store is not None:
+        unsaved = _record_judgements(store, comparison, recorded_runs)
+        comparison = replace(comparison, warnings=(*comparison.warnings, *unsaved))
+    return comparison
+
+
+def _record_judgements(store: RunStore, comparison: Comparison, recorded_runs: Sequence[RecordedRun | None]) -> list[str]:
+    """Store what the comparison judged of each recorded run (verdict, FLOPs, achieved FLOP/s, % of peak): History shows what Compare did.
+
+    The runs were saved as they trained, before the comparison judged them; their steps stay as saved.
+    Returns a line for each run whose judgement could not be stored.
+    """
+    unsaved: list[str] = []
+    for row, recorded in zip(comparison.rows, recorded_runs, strict=True):
+        if recorded is None or recorded.run_id is None:
+            continue
+        judged = replace(
+            row.result,
+            losses=(),
+            step_times_s=(),
+            flops_per_step=row.result.flops_per_step if row.result.flops_per_step is not None else comparison.flops_per_step,
+            achieved_flops=row.achieved_flops,
+            pct_of_measured_peak=None if row.fraction_of_peak is None else 100.0 * row.fraction_of_peak,
+        )
+        try:
+            store.finish_run(recorded.run_id, judged)
+        except (StoreError, sqlite3.Error) as exc:  # the comparison stands; the history keeps what was saved while training
+            unsaved.append(f"{row.label}: the history keeps run #{recorded.run_id} without the comparison's verdict ({exc})")
+    return unsaved
 
 
 def _run_target(

@@ -181,6 +181,9 @@ def test_compare_json_gives_rows_with_speedup_and_export_matches(cli_env, tmp_pa
 
     history = json.loads(cli(["history", "--json"], cli_env).stdout)
     assert len(history) == 2
+    in_order = sorted(history, key=lambda run: run["id"])  # recorded in target order
+    assert [(run["bound"], run["achieved_flops"]) for run in in_order] == [(row["bound"], row["achieved_flops"]) for row in rows]
+    assert all(run["bound"] for run in in_order), "History shows the verdict Compare judged"
     ids = [str(run["id"]) for run in history]
     exported = tmp_path / "runs.json"
     assert cli(["export", *ids, "--json", str(exported)], cli_env).returncode == 0
