@@ -51,9 +51,12 @@ def test_bad_sweep_values_exit_2_with_the_allowed_form(tmp_path) -> None:
     assert "Traceback" not in out.stderr
     empty = sweep(["--model", "mlp", "--batch-sizes", ""], tmp_path)  # was quoted as 'tensorflow', the job's backend
     assert empty.returncode == 2 and "--batch-sizes: got ''; allowed: comma-separated whole numbers" in empty.stderr
+    refused = sweep(["--model", "mlp", "--batch-sizes", "16,32", "--target-loss", "nan"], tmp_path)
+    assert refused.returncode == 2 and "--target-loss: got 'nan'; allowed: a finite number" in refused.stderr
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # three sweep processes; the star's rule is checked in process by tests/core/tuning/test_sweep.py
 def test_sweep_json_times_every_point_to_the_common_loss_and_names_the_first_there_best(tmp_path) -> None:
     out = sweep(["--model", "mlp", "--data", "digits", "--batch-sizes", "16,512", "--steps", "60", "--json", "--no-save"], tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -73,5 +76,3 @@ def test_sweep_json_times_every_point_to_the_common_loss_and_names_the_first_the
     assert "smoothed final losses" in data["target_how"]
     given = sweep(["--model", "mlp", "--batch-sizes", "16,32", "--steps", "4", "--target-loss", "-1", "--json", "--no-save"], tmp_path)
     assert given.returncode == 0 and json.loads(given.stdout)["rows"][0]["target_reason"] == "not reached in 4 steps"
-    refused = sweep(["--model", "mlp", "--batch-sizes", "16,32", "--target-loss", "nan"], tmp_path)
-    assert refused.returncode == 2 and "--target-loss: got 'nan'; allowed: a finite number" in refused.stderr
