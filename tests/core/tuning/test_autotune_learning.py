@@ -32,7 +32,7 @@ def test_the_most_samples_per_s_is_rejected_when_its_scaled_learning_rate_does_n
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # the adoption side: time_loss's benchmark and the CLI autotune test adopt such settings too
+@pytest.mark.heavy  # the adoption side: the time_to_loss benchmark and the CLI autotune test adopt such settings too
 def test_a_setting_that_learns_the_same_per_step_and_runs_faster_is_adopted_with_its_time_gain():
     """Steps per call changes no step's learning: 16 per call reaches the start's loss at the same step, in fewer seconds."""
     start = run_training(RunConfig(model="mlp", dataset="digits", steps=160, batch_size=32))
