@@ -20,7 +20,7 @@ from typing import Any
 
 from core.backends.call_timer import CallClock, timed_calls_class
 from core.backends.initial_weights import load_initial_weights
-from core.backends.job_data import epoch_arrays, job_data
+from core.backends.job_data import epoch_arrays, first_examples, job_data
 from core.backends.job_setup import (
     PRECISION_POLICIES,
     backend_devices,
@@ -87,7 +87,13 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
             warmup = per_call * config.batch_size
             warmup_fit = timed_calls(clock, per_call, model, 1, per_call)
             model.fit(
-                _head(x, warmup), _head(y, warmup), batch_size=config.batch_size, epochs=1, shuffle=shuffle, verbose=0, callbacks=warmup_fit
+                first_examples(x, warmup),
+                first_examples(y, warmup),
+                batch_size=config.batch_size,
+                epochs=1,
+                shuffle=shuffle,
+                verbose=0,
+                callbacks=warmup_fit,
             )
             rest = total - clock.steps_done
             if rest > 0 and not stop.is_set():
@@ -97,15 +103,6 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=shuffle, verbose=0, callbacks=steady_fit)
         finally:
             clock.flush()  # the steps of a run that failed part-way are the run's too
-
-
-def _head(value: Any, count: int) -> Any:
-    """A copy of the first `count` examples of an array, or of each array in a dict or list of model inputs or targets."""
-    if isinstance(value, dict):
-        return {key: array[:count].copy() for key, array in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [array[:count].copy() for array in value]
-    return value[:count].copy()
 
 
 def _memory_estimate(model: Any, optimizer: Any, config: RunConfig, replicas: int) -> dict[str, Any]:

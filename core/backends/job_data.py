@@ -86,6 +86,11 @@ def epoch_arrays(data: JobData, batch_size: int, steps_per_call: int, start_batc
     return _take(data.x, index), _take(data.y, index), batches
 
 
+def first_examples(value: Any, count: int) -> Any:
+    """A copy of the first `count` examples of an array, or of each array in a dict or list of model inputs or targets."""
+    return _take(value, np.arange(count))
+
+
 def _take(value: Any, index: np.ndarray) -> Any:
     if isinstance(value, dict):
         return {key: np.asarray(array)[index] for key, array in value.items()}

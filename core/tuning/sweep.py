@@ -123,6 +123,7 @@ class Sweep:
         base = self.plan.base
         swept = {axis.name for axis in self.plan.axes}
         target = sweep_target(self.rows, self.target_loss)
+        best, tied, most = self.best, tied_with_best(self.rows, self.target_loss), most_samples_index(self.rows)
         return {
             "model": base.model,
             "dataset": base.dataset,
@@ -135,13 +136,13 @@ class Sweep:
             "left_out": [item.to_dict() for item in self.plan.left_out],
             "group": self.group,
             "rows": [row.to_dict(target) for row in self.rows],
-            "best": self.best,
-            "tied_with_best": list(tied_with_best(self.rows, self.target_loss)),
-            "best_beyond_noise": self.best is not None and not tied_with_best(self.rows, self.target_loss),
+            "best": best,
+            "tied_with_best": list(tied),
+            "best_beyond_noise": best is not None and not tied,
             "target_loss": target,
             "target_how": target_how(self.target_loss),
-            "best_by_samples_per_s": most_samples_index(self.rows),
-            "best_is_most_samples_per_s": self.best == most_samples_index(self.rows),
+            "best_by_samples_per_s": most,
+            "best_is_most_samples_per_s": best == most,
             "best_why": why_not_most_samples(self.rows, self.target_loss),
             "lr_note": self.lr_note(),
             "rounds": max((rounds_measured(row.result) for row in self.rows), default=0),
