@@ -101,7 +101,11 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget-s", type=float, default=DEFAULT_BUDGET_S, metavar="S", help=f"seconds the search may take (default {DEFAULT_BUDGET_S:g})"
     )
-    parser.add_argument("--allow-batch-change", action="store_true", help="also try larger batches (the learning rate scaled to match)")
+    parser.add_argument(
+        "--allow-batch-change",
+        action="store_true",
+        help="also try larger batches, each at your learning rate and at the linear rule's (scaled with the batch)",
+    )
     parser.add_argument(
         "--backends",
         default="",

@@ -27,9 +27,11 @@ default). In the rounds every candidate trains from the same weights on the same
 data for the same seconds, so the start's smoothed final loss is a target each
 can be timed to (`core.training.to_target`); the best is adopted only when it
 reached that loss in no more steady-state seconds than the start
-(`time_to_target_gain` >= 1). A larger batch is measured there with the learning
-rate it would be adopted with (scaled by the linear rule; no warm-up). With
-`objective` "samples" samples/s alone decides, as before, and the result says so.
+(`time_to_target_gain` >= 1). A larger batch runs there at two learning rates,
+each a candidate of its own: the start's and the linear rule's (scaled with the
+batch, Goyal et al. 2017; no warm-up); of the candidates that learn as well, the
+one that reaches the loss soonest is adopted, and a note says how each learning
+rate did. With `objective` "samples" samples/s alone decides, as before, and the result says so.
 
 Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
@@ -455,7 +457,9 @@ class _Tuner:
             return
         # the search kept the start: a load that came and went may have hidden a gain, so its two fastest rivals get the rounds
         rivals = self._runner_up(start, best, 2 if best == start else 1)
-        candidates = [start, *([best] if best != start else []), *rivals]
+        if best["batch_size"] != start["batch_size"]:
+            rivals = []  # the best's second learning rate takes the runner-up's turn
+        candidates = [start, *(self.at_learning_rates(best) if best != start else []), *(self.at_learning_rates(r)[0] for r in rivals)]
         if len(candidates) < 2:
             return
         setups = sum(self.overheads.get(setup_key(c, self.config.backend), SETUP_GUESS_S) for c in candidates)
@@ -492,12 +496,10 @@ class _Tuner:
             and interval.beyond_noise
             and interval.low > 1
         }
+        if best["batch_size"] != start["batch_size"] and start_result is not None:
+            self.notes.append(learning_rates_note(candidates[1:3], start_result, results[1:3]))
         if faster:
-            index = 1 if 1 in faster else min(faster)
-            best_result, runner_result = results[1], results[-1]
-            over_best = between_runs(best_result, runner_result) if len(candidates) > 2 and best_result and runner_result else None
-            if index == 1 and 2 in faster and over_best is not None and over_best.beyond_noise and over_best.low > 1:
-                index = 2  # the runner-up beat the best beyond noise in the rounds
+            index = self._pick(candidates, results, faster)
             self.chosen, self.chosen_interval, self.confirmed = candidates[index], faster[index], True
             self._check_learning(candidates[index], start_result, results[index])
         else:
@@ -509,6 +511,33 @@ class _Tuner:
                 "rounds" + (f" ({shown.text()})" if shown is not None else "") + ": could not tell a gain; re-run on a quiet machine "
                 "or with a larger --budget-s"
             )
+
+    def _pick(self, candidates: list[dict[str, Any]], results: list[RunResult | None], faster: dict[int, Interval]) -> int:
+        """Which of the candidates faster than the start (`faster`, by index) to adopt.
+
+        Objective "loss": of those that reached the start's loss no later, the one that got there soonest; where none did,
+        the fastest, which the learning check then turns down. Objective "samples": the best, unless the runner-up beat it
+        beyond noise in the rounds.
+        """
+        start_result = results[0]
+        if self.objective == "loss" and start_result is not None:
+            checks = {i: learning_check(candidates[i], start_result, result) for i in faster if (result := results[i]) is not None}
+            learned = [i for i, check in checks.items() if check.adopt]
+            if learned:
+                return max(learned, key=lambda i: checks[i].gain or 0.0)
+        index = 1 if 1 in faster else min(faster)
+        best_result, runner_result = results[1], results[-1]
+        over_best = between_runs(best_result, runner_result) if len(candidates) > 2 and best_result and runner_result else None
+        if index == 1 and len(candidates) - 1 in faster and over_best is not None and over_best.beyond_noise and over_best.low > 1:
+            index = len(candidates) - 1  # the runner-up beat the best beyond noise in the rounds
+        return index
+
+    def at_learning_rates(self, settings: dict[str, Any]) -> list[dict[str, Any]]:
+        """`settings` as the rounds run them: at the start's batch, as they are; at another batch, at two learning rates,
+        the linear rule's (scaled with the batch) and the start's, each a point of its own."""
+        if settings["batch_size"] == self.config.batch_size:
+            return [settings]
+        return [{**settings, "learning_rate": self.learning_rate_for(settings)}, {**settings, "learning_rate": self.config.learning_rate}]
 
     def _check_learning(self, chosen: dict[str, Any], start_result: RunResult | None, chosen_result: RunResult | None) -> None:
         """Keep the start instead of `chosen` when, in the rounds, it took longer to reach the start's loss (objective "loss")."""
@@ -539,7 +568,7 @@ class _Tuner:
         def starter(settings: dict[str, Any]) -> Callable[[RoundGate], RunResult | None]:
             def start(gate: RoundGate) -> RunResult | None:
                 try:
-                    job = self.config.with_changes(**settings, steps=MAX_STEPS, epochs=None, learning_rate=self.learning_rate_for(settings))
+                    job = self.config.with_changes(**settings, steps=MAX_STEPS, epochs=None)
                 except ConfigError:
                     return None
                 return self.run(job, None, JobOptions(hooks=(gate,)), gate.end_event).result
@@ -601,14 +630,15 @@ class _Tuner:
         if not error and not any(p.status == "measured" for p in self.points):
             why = first.message if first is not None else "no point ran"
             error = f"nothing was measured within the {self.budget_s:g} s budget ({why}): give it a larger --budget-s"
-        scaled = self.learning_rate_for(best) if best["batch_size"] != start["batch_size"] else None
+        learning_rate = None
         notes = list(self.notes)
         notes.append(backends_note(self.config.backend, self.backends))
-        if scaled is not None:
-            notes.append(
-                f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {scaled:.3g} "
-                "(measured so in the rounds; no warm-up)"
-            )
+        if best["batch_size"] != start["batch_size"]:
+            learning_rate = best.get("learning_rate", self.learning_rate_for(best))
+            if "learning_rate" not in best:  # not measured in the rounds
+                notes.append(
+                    f"batch {start['batch_size']} -> {best['batch_size']}: learning rate scaled by the linear rule to {learning_rate:.3g}"
+                )
         return AutotuneResult(
             start=start,
             best=best,
@@ -621,7 +651,7 @@ class _Tuner:
             stopped=self.stop_event.is_set(),
             error=error,
             left_out=left_out,
-            learning_rate=scaled,
+            learning_rate=learning_rate,
             notes=tuple(notes),
             gain_interval=self.chosen_interval if self.chosen is not None else None,
             abandoned=self.abandoned,
@@ -665,6 +695,31 @@ def learning_check(settings: dict[str, Any], start: RunResult, candidate: RunRes
     if objective == "samples":
         return LearningCheck(True, target, gain, f"adopted for samples/s alone (--objective samples), though {why}")
     return LearningCheck(False, target, gain, f"not adopted: {why}; --objective samples adopts the most samples/s regardless")
+
+
+def learning_rates_note(variants: list[dict[str, Any]], start: RunResult, results: list[RunResult | None]) -> str:
+    """How a larger batch learned at each learning rate the rounds tried: its steady seconds to the start's smoothed final loss."""
+    target = smoothed_final_loss(start)
+    start_to = reach(start, target) if target is not None else None
+    parts = []
+    for settings, result, kind in zip(variants, results, ("the linear rule's", "the start's"), strict=False):
+        if result is None or target is None:
+            parts.append(f"{settings['learning_rate']:.3g} ({kind}) did not run")
+            continue
+        got = reach(result, target)
+        how = (
+            f"reached it in {got.steady_seconds:.3g} s"
+            if got.reached and got.steady_seconds is not None
+            else f"did not reach it ({got.reason})"
+        )
+        parts.append(f"{settings['learning_rate']:.3g} ({kind}) {how}")
+    start_text = f"; the start took {start_to.steady_seconds:.3g} s" if start_to is not None and start_to.steady_seconds is not None else ""
+    loss = f" {target:.4g}" if target is not None else ""
+    return (
+        f"batch {variants[0]['batch_size']} at two learning rates (no warm-up), timed to the start's loss{loss}: "
+        + "; ".join(parts)
+        + start_text
+    )
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:

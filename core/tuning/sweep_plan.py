@@ -229,7 +229,7 @@ def _cpu_flags() -> list[str]:
 
 
 def format_setting(name: str, value: Any) -> str:
-    """A point's setting as people read it: 'batch 32', '16 steps/call', 'float32', 'bfloat16', 'XLA on', 'JAX'."""
+    """A point's setting as people read it: 'batch 32', '16 steps/call', 'float32', 'bfloat16', 'XLA on', 'JAX', 'learning rate 0.064'."""
     if name == "batch_size":
         return f"batch {value}"
     if name == "steps_per_call":
@@ -238,14 +238,15 @@ def format_setting(name: str, value: Any) -> str:
         return "float32" if value == "off" else str(value)
     if name == "backend":
         return BACKEND_TITLES.get(value, str(value))
+    if name == "learning_rate":
+        return f"learning rate {value:.3g}"
     return "XLA on" if value else "XLA off"
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
     """'JAX · batch 64 · 16 steps/call · float32 · XLA off': the tuned settings present in `settings`, as people read them."""
-    return " · ".join(
-        format_setting(name, settings[name]) for name in ("backend", "batch_size", "steps_per_call", "precision", "xla") if name in settings
-    )
+    names = ("backend", "batch_size", "learning_rate", "steps_per_call", "precision", "xla")
+    return " · ".join(format_setting(name, settings[name]) for name in names if name in settings)
 
 
 def point_label(settings: Mapping[str, Any]) -> str:

@@ -101,7 +101,7 @@ class TuningBox(QGroupBox):
         self.allow_batch_check = QCheckBox("Allow batch change")
         self.allow_batch_check.setObjectName("allowBatchChangeCheck")
         self.allow_batch_check.setToolTip(
-            "Also try larger batches (the learning rate scaled by the linear rule); this changes the learning problem"
+            "Also try larger batches (each at the learning rate scaled by the linear rule and at the start's); this changes the learning problem"
         )
         self.autotune_button = _button("autotuneButton", "Find fastest settings", self._start_autotune)
         self.autotune_button.setToolTip("Try precision, steps per call and XLA at this batch within the time budget, and report the gain")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from core import RunConfig, RunStatus, run_training
+from core.jobs import run_job
 from core.training.to_target import reach, smoothed_final_loss
-from core.tuning.autotune import learning_check
+from core.tuning.autotune import _Tuner, learning_check, settings_of
 
 
 @pytest.mark.slow
@@ -44,3 +48,30 @@ def test_a_setting_that_learns_the_same_per_step_and_runs_faster_is_adopted_with
     steady_gain = reach(start, check.target_loss).steady_seconds / reached.steady_seconds  # type: ignore[operator]
     assert check.gain == pytest.approx(steady_gain)
     assert check.adopt == (check.gain >= 1.0) and check.adopt == (check.note == "")  # adopted exactly when it got there no later
+
+
+@pytest.mark.slow
+def test_a_larger_batch_runs_in_the_rounds_at_the_scaled_and_the_start_s_learning_rate_and_is_turned_down_when_neither_learns_as_fast():
+    """The search found batch 4096 the most samples/s over batch 8; the interleaved rounds run it at 0.512 (the linear
+    rule's) and at 0.001 (the start's). At 0.512 Adam does not learn; at 0.001 it takes full-data steps, each 512x the
+    examples of the start's (2048 learned per step as much and reached the loss about as soon; 4096, twice the
+    examples, no more per step): neither reaches the start's loss as soon, so the start is kept and the note says how
+    each learning rate did."""
+    config = RunConfig(model="mlp", dataset="digits", batch_size=8, learning_rate=0.001)
+    tuner = _Tuner(config, (time.monotonic(), 24.0), threading.Event(), None, run_job)
+    start = settings_of(config)
+    large = {**start, "batch_size": 4096}
+    tuner.measure(start, "start")
+    tuner.measure(large, "batch")
+    assert tuner.best() == large  # the most samples/s, beyond noise
+
+    tuner.confirm_in_rounds(3)
+    result = tuner.result(())
+    in_rounds = {p.settings.get("learning_rate"): p for p in result.points if p.in_rounds and p.settings["batch_size"] == 4096}
+    assert sorted(in_rounds) == pytest.approx([0.001, 0.512]), result.notes
+    assert all(p.status == "measured" and p.rounds and p.rounds >= 2 for p in in_rounds.values())
+    assert result.best == start and result.changes() == {} and result.learning_rate is None
+    note = next(n for n in result.notes if n.startswith("batch 4096 at two learning rates"))
+    assert "0.512 (the linear rule's)" in note and "0.001 (the start's)" in note
+    assert any(n.startswith("not adopted: TensorFlow · batch 4096 · learning rate ") for n in result.notes), result.notes
+    assert result.to_dict()["target_loss"] == result.target_loss is not None
