@@ -9,7 +9,12 @@ a field, `hooks` (a `HookSettings`). The model a run trains keeps its flat
 fields (`model`, `trust`, `vocab`, `custom_objects`, `model_sha256`: the
 constructor's keywords and `to_dict()`'s keys are used everywhere and stored
 with every run), and `model_ref` gives them as one value, a
-`core.workloads.model_file.ModelRef`, for the functions that open or check the file.
+`ModelRef`, for the functions that open or check the file.
+
+A config is a plain value: it knows no catalogue. Whether `model` names a
+sample model or a usable file, and whether the data suits it, is checked by
+`check_workload` (in the workloads package), which the job options, the window's
+form and `run_job` call.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from core.workloads.file_optimizer import FILE_OPTIMIZER  # a model file's own compiled optimizer (Adam when it has none)
-from core.workloads.model_file import ModelRef
-
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+MODEL_FILE_SUFFIXES = (".keras", ".h5", ".hdf5", ".py")
+NPZ_SUFFIX = ".npz"
+"""The user's own data: a NumPy archive of named arrays."""
+FILE_OPTIMIZER = "file"
+"""The optimizer setting that means: the model file's own compiled optimizer (Adam when it has none)."""
 PRECISIONS = ("off", "float16", "bfloat16")
 BACKENDS = ("tensorflow", "jax", "torch")
 TF_ONLY_STRATEGIES = ("multi-worker", "tpu")
@@ -50,6 +57,32 @@ class ConfigError(ValueError):
         self.given = given
         self.allowed = allowed
         super().__init__(f"{field_name}: got {given!r}; allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A sample model's name, or a model file (`.keras`, `.h5`, `.py`) and what opening it may do: one value.
+
+    The functions that open, describe or check a run's model take it instead of
+    five parameters (`RunConfig.model_ref` builds it). For a file: `trust` lets
+    it run its code, `vocab` bounds integer inputs no Embedding describes,
+    `custom_objects` is a trusted `.py` defining its custom classes, `sha256` the
+    content the run was set up with ("" when not known yet: nothing to check).
+    """
+
+    path_or_name: str
+    trust: bool = False
+    vocab: int | None = None
+    custom_objects: str = ""
+    sha256: str = ""
+
+
+def names_a_file(model: Any) -> bool:
+    """Whether `model` is written as a model file's path (a folder in it, or a model file's suffix); sample names are bare words.
+
+    A bare name of a folder that exists (a SavedModel beside you) is a file too: the workloads package's `is_model_file` knows.
+    """
+    return isinstance(model, str) and ("/" in model or os.sep in model or os.path.splitext(model)[1].lower() in MODEL_FILE_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -223,9 +256,7 @@ class RunConfig:
         kwargs = {k: v for k, v in data.items() if k in known}
         if "devices" in kwargs:
             kwargs["devices"] = tuple(kwargs["devices"] or ())
-        from core.workloads.workload import is_model_file
-
-        if not is_model_file(str(kwargs.get("model", ""))):
+        if not names_a_file(kwargs.get("model")):  # a stored file's path is absolute
             kwargs.pop("custom_objects", None)  # stored by older versions, which ignored it for a sample model
         return cls(**kwargs, hooks=HookSettings.from_dict(recorded_hooks(data)))
 
@@ -285,52 +316,33 @@ def normalize_address(address: str) -> str:
 
 
 def _absolute_paths(config: RunConfig) -> None:
-    """A model file and an .npz as absolute paths: workers and later sessions may start elsewhere."""
-    from core.workloads.workload import NPZ_SUFFIX, is_model_file
-
-    if is_model_file(config.model):
+    """A model file, its custom objects and an .npz as absolute paths: workers and later sessions may start elsewhere."""
+    if names_a_file(config.model):
         object.__setattr__(config, "model", os.path.abspath(os.path.expanduser(config.model)))
-        if config.custom_objects:
-            object.__setattr__(config, "custom_objects", os.path.abspath(os.path.expanduser(config.custom_objects)))
-        if isinstance(config.dataset, str) and config.dataset.lower().endswith(NPZ_SUFFIX):
-            object.__setattr__(config, "dataset", os.path.abspath(os.path.expanduser(config.dataset)))
+    if config.custom_objects and isinstance(config.custom_objects, str):
+        object.__setattr__(config, "custom_objects", os.path.abspath(os.path.expanduser(config.custom_objects)))
+    if isinstance(config.dataset, str) and config.dataset.lower().endswith(NPZ_SUFFIX):
+        object.__setattr__(config, "dataset", os.path.abspath(os.path.expanduser(config.dataset)))
 
 
-def _validate_model_file(config: RunConfig) -> None:
-    """The settings of a run on the user's model file; whether the file opens is checked where it is opened."""
-    from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
-    from core.workloads.workload import NPZ_SUFFIX
-
-    if config.dataset not in (SYNTHETIC, PYTHON_DATA) and not str(config.dataset).lower().endswith(NPZ_SUFFIX):
-        raise ConfigError("dataset", config.dataset, f"for a model file: {SYNTHETIC}, {PYTHON_DATA} (a .py's) or an .npz file")
+def _validate(config: RunConfig) -> None:
+    """The checks a plain value can make; the catalogue's and the model file's are `check_workload`'s."""
+    for name in ("model", "dataset"):
+        if not isinstance(getattr(config, name), str) or not getattr(config, name):
+            raise ConfigError(
+                name,
+                getattr(config, name),
+                "a sample model's name or a model file's path" if name == "model" else "a data set's name or an .npz file",
+            )
     if config.vocab is not None:
         _check_int("vocab", config.vocab, 2, 2**31 - 1)
     if not isinstance(config.trust, bool):
         raise ConfigError("trust", config.trust, "true or false")
     if not isinstance(config.custom_objects, str) or (config.custom_objects and not config.custom_objects.lower().endswith(".py")):
         raise ConfigError("custom_objects", config.custom_objects, "a .py file that defines the model's custom classes")
-
-
-def _validate(config: RunConfig) -> None:
-    from core.workloads import data, models  # local: keeps config importable on its own
-    from core.workloads.workload import is_model_file
-
-    if is_model_file(config.model):
-        _validate_model_file(config)
-    elif config.model not in models.MODELS:
-        raise ConfigError("model", config.model, ", ".join(models.MODELS) + ", or a .keras, .h5 or .py model file")
-    elif config.custom_objects:
-        raise ConfigError("custom_objects", config.custom_objects, "none for a sample model: custom classes belong to a model file")
-    elif config.dataset not in data.DATASETS:
-        raise ConfigError("dataset", config.dataset, ", ".join(data.DATASETS))
-    else:
-        model_spec = models.MODELS[config.model]
-        if not model_spec.accepts(data.DATASETS[config.dataset]):
-            usable = [name for name, ds in data.DATASETS.items() if model_spec.accepts(ds)]
-            raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
     _check_choice("strategy", config.strategy, STRATEGIES)
     _check_backend(config)
-    _check_choice("optimizer", config.optimizer, (*OPTIMIZERS, FILE_OPTIMIZER) if is_model_file(config.model) else OPTIMIZERS)
+    _check_choice("optimizer", config.optimizer, (*OPTIMIZERS, FILE_OPTIMIZER))
     _check_choice("precision", config.precision, PRECISIONS)
     _check_int("batch_size", config.batch_size, 1, MAX_BATCH_SIZE)
     _check_int("steps", config.steps, 1, MAX_STEPS)

@@ -17,14 +17,14 @@ from core.history.database import StoreError
 from core.results import FIGURES
 
 if TYPE_CHECKING:
-    from core.history.model_files import ModelFileStates
     from core.history.store import RunStore, RunSummary
     from core.jobs import JobOptions, RecordedRun
+    from core.workloads.model_file_states import ModelFileStates
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     """The stored runs, newest first; a run on a model file says whether that file changed since (or is gone)."""
-    from core.history.model_files import ModelFileStates
+    from core.workloads.model_file_states import ModelFileStates
 
     runs = _stored_runs()
     files = ModelFileStates()  # each model file hashed once for the whole listing

@@ -24,7 +24,7 @@ from core.config import BACKENDS, FILE_OPTIMIZER, MAX_LOGICAL_CPUS, OPTIMIZERS, 
 from core.formatting import format_bytes
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.workloads.memory_estimate import estimate_from_description
-from core.workloads.workload import is_model_file, model_title
+from core.workloads.workload import check_workload, is_model_file, model_title
 
 SAMPLE_DATA_DEFAULT = "synthetic"
 MAX_VOCAB = 2**31 - 1
@@ -187,7 +187,7 @@ def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **
         backend=args.backend,
     )
     fields.update(overrides)
-    config = RunConfig(**fields)  # every setting checked before a child is started for the file
+    config = check_workload(RunConfig(**fields))  # every setting checked before a child is started for the file
     if target is not None:
         config = target.config_for(config)
     check_devices_here(config)

@@ -21,6 +21,7 @@ from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.callbacks import RunCallback
 from core.training.flops import FlopsCounter
+from core.workloads.workload import check_workload
 
 if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
     from core.history.recorder import HistoryRecorder
@@ -65,6 +66,12 @@ def run_job(
     `started` False (raised instead with `options.raise_config_error`).
     """
     stop_event = stop_event or threading.Event()
+    try:
+        config = check_workload(config)
+    except ConfigError as exc:  # a model or data the catalogue does not have: a run that never started
+        if options.raise_config_error:
+            raise
+        return record_unrun(_failed(config, exc), config, store, options)
     recorder = _recorder(store, config, options)
     listeners = run_hooks(config, options, stop_event)
     if recorder is not None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-FILE_OPTIMIZER = "file"  # the run's optimizer setting that means: the model file's own (Adam when it has none)
 SHOWN_SETTINGS = (
     "learning_rate",
     "momentum",

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.workloads.file_optimizer import FILE_OPTIMIZER
+from core.config import FILE_OPTIMIZER
 
 FLOAT32_BYTES = 4
 BASE_SLOTS = {"adam": 2, "adamw": 2, "adamax": 2, "nadam": 2, "adadelta": 2, "ftrl": 2, "rmsprop": 1, "adagrad": 1, "lion": 1, "sgd": 0}

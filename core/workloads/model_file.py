@@ -27,11 +27,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from core.config import MODEL_FILE_SUFFIXES
 from core.workloads import legacy_compat
 from core.workloads.archive import ArchiveLimitError, check_archive, read_json_member
 
 KERAS, H5, PYTHON = "keras", "h5", "python"
-EXTENSIONS = {".keras": KERAS, ".h5": H5, ".hdf5": H5, ".py": PYTHON}
+EXTENSIONS = dict(zip(MODEL_FILE_SUFFIXES, (KERAS, H5, H5, PYTHON), strict=True))
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SAVEDMODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 RESAVE_HINT = 'Re-save it from the code that built it: model.save("m.keras"), and open that file.'
@@ -58,24 +59,6 @@ class ModelFileError(ValueError):
         self.needs_trust = needs_trust
         self.needs_custom_objects = needs_custom_objects
         super().__init__(f"{self.path}: {reason}")
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    """A sample model's name, or a model file (`.keras`, `.h5`, `.py`) and what opening it may do: one value.
-
-    The functions that open, describe or check a run's model take it instead of
-    five parameters (`RunConfig.model_ref` builds it). For a file: `trust` lets
-    it run its code, `vocab` bounds integer inputs no Embedding describes,
-    `custom_objects` is a trusted `.py` defining its custom classes, `sha256` the
-    content the run was set up with ("" when not known yet: nothing to check).
-    """
-
-    path_or_name: str
-    trust: bool = False
-    vocab: int | None = None
-    custom_objects: str = ""
-    sha256: str = ""
 
 
 @dataclass(frozen=True)

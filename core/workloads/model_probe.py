@@ -17,7 +17,8 @@ import threading
 from typing import Any
 
 from core.child_process import STOPPED, TIMEOUT, Child, listen_to_parent, reply, stage
-from core.workloads.model_file import ModelFileError, ModelRef, check_content, check_model_path
+from core.config import ModelRef
+from core.workloads.model_file import ModelFileError, check_content, check_model_path
 from core.workloads.user_workload import open_user_workload
 
 DEFAULT_TIMEOUT_S = 120.0

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from core.config import FILE_OPTIMIZER
 from core.workloads import legacy_compat
 from core.workloads.data import SYNTHETIC_EPOCH_EXAMPLES
-from core.workloads.file_optimizer import FILE_OPTIMIZER, build_optimizer, optimizer_name, optimizer_settings
+from core.workloads.file_optimizer import build_optimizer, optimizer_name, optimizer_settings
 from core.workloads.model_data import (
     UNKNOWN_DIM,
     ModelDataError,

@@ -4,7 +4,9 @@
 use alike (`model_ref`: a `ModelRef`, the model and how its file may be opened): `build_model(seed)` inside `strategy.scope()`, `make_dataset(batch,
 seed)`, `loss_fn(y, logits)` (per example), `make_optimizer(lr, setting)` (None:
 the run's optimizer setting), `steps_per_epoch(batch)`, `num_examples` and `run_notes(optimizer)` (for the run's details).
-`is_model_file` tells a file path from a sample model's name without opening anything.
+`is_model_file` tells a file path from a sample model's name without opening anything;
+`check_workload(config)` checks a run's model and data against the catalogue (a plain
+`RunConfig` knows none).
 """
 
 from __future__ import annotations
@@ -12,19 +14,47 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from core.config import FILE_OPTIMIZER, NPZ_SUFFIX, OPTIMIZERS, ConfigError, ModelRef, RunConfig, names_a_file
 from core.workloads import data as data_module
-from core.workloads.model_file import EXTENSIONS, ModelRef, check_content, check_model_path
+from core.workloads.model_file import check_content, check_model_path
 from core.workloads.models import MODELS, ModelSpec, get_model_spec, param_count
-
-NPZ_SUFFIX = ".npz"
 
 
 def is_model_file(model: str) -> bool:
-    """True when `model` names a file or folder (a path, or a known model-file suffix), not a sample model."""
+    """True when `model` names a file or folder (a path, a known model-file suffix, or a folder here), not a sample model."""
     if not isinstance(model, str) or not model or model in MODELS:
         return False
-    suffix = os.path.splitext(model)[1].lower()
-    return suffix in EXTENSIONS or os.sep in model or "/" in model or os.path.exists(model)
+    return names_a_file(model) or os.path.exists(model)
+
+
+def check_workload(config: RunConfig) -> RunConfig:
+    """`config` checked against the catalogue: a sample model and a data set it accepts, or a model file with data it can
+    take (whether the file opens is checked where it is opened); a model file named bare (a folder here) made absolute.
+
+    Raises ConfigError naming the field, the value and what is allowed.
+    """
+    from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
+
+    if is_model_file(config.model):
+        if not os.path.isabs(config.model):
+            config = config.with_changes(model=os.path.abspath(config.model))
+        if config.dataset not in (SYNTHETIC, PYTHON_DATA) and not config.dataset.lower().endswith(NPZ_SUFFIX):
+            raise ConfigError("dataset", config.dataset, f"for a model file: {SYNTHETIC}, {PYTHON_DATA} (a .py's) or an .npz file")
+        return config
+    if config.model not in MODELS:
+        raise ConfigError("model", config.model, ", ".join(MODELS) + ", or a .keras, .h5 or .py model file")
+    if config.custom_objects:
+        raise ConfigError("custom_objects", config.custom_objects, "none for a sample model: custom classes belong to a model file")
+    datasets = data_module.DATASETS
+    if config.dataset not in datasets:
+        raise ConfigError("dataset", config.dataset, ", ".join(datasets))
+    spec = MODELS[config.model]
+    if not spec.accepts(datasets[config.dataset]):
+        usable = [name for name, ds in datasets.items() if spec.accepts(ds)]
+        raise ConfigError("dataset", config.dataset, f"for model {config.model!r}: " + ", ".join(usable))
+    if config.optimizer == FILE_OPTIMIZER:
+        raise ConfigError("optimizer", config.optimizer, ", ".join(OPTIMIZERS))
+    return config
 
 
 def model_title(model: str) -> str:

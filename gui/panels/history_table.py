@@ -19,9 +19,9 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from core.compare.significance import CONTENDED_MARK
 from core.formatting import MISSING, format_value
-from core.history.model_files import ModelFileStates
 from core.history.store import RunSummary
 from core.results import FIGURES, FIGURES_BY_NAME, RunStatus
+from core.workloads.model_file_states import ModelFileStates
 from core.workloads.workload import is_model_file
 from gui.style import FAILED_COLOR, WARNING_COLOR
 

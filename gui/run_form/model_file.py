@@ -23,10 +23,11 @@ from typing import Any
 from PySide6.QtCore import QObject, QSettings, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
+from core.config import ModelRef
 from core.formatting import format_bytes, format_si, format_value
 from core.results import RunResult
 from core.workloads.memory_estimate import estimate_from_description, optimizer_for_run
-from core.workloads.model_file import PYTHON, ModelFileError, ModelRef, check_model_path
+from core.workloads.model_file import PYTHON, ModelFileError, check_model_path
 from core.workloads.model_probe import describe_model_file
 from core.workloads.model_signature import INTEGER_DTYPES
 from gui.dialogs.trust import ask_custom_objects, ask_trust

@@ -26,7 +26,7 @@ from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
-from core.workloads.workload import is_model_file, model_title
+from core.workloads.workload import check_workload, is_model_file, model_title
 from gui.job_data import FinishedRun
 from gui.run_form.backend_choice import BackendCombo
 from gui.run_form.cluster_box import ClusterBox
@@ -393,18 +393,20 @@ class RunPanel(QWidget):
         if errors:
             return None, errors
         try:
-            config = RunConfig(
-                **self.model_choice.config_fields(),
-                **self.training.values(),
-                strategy=strategy,
-                devices=self.device_box.selected(strategy),
-                workers=self.cluster_box.workers(),
-                tpu_address=self.tpu.address(),
-                tpu_timeout_s=self.tpu_timeout_s,
-                cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
-                cluster_timeout_s=self.cluster_box.timeout_s(),
-                allow_network_workers=strategy == "multi-worker" and self.cluster_box.allow_network_workers(),
-                backend=self.backend_combo.backend(),
+            config = check_workload(
+                RunConfig(
+                    **self.model_choice.config_fields(),
+                    **self.training.values(),
+                    strategy=strategy,
+                    devices=self.device_box.selected(strategy),
+                    workers=self.cluster_box.workers(),
+                    tpu_address=self.tpu.address(),
+                    tpu_timeout_s=self.tpu_timeout_s,
+                    cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
+                    cluster_timeout_s=self.cluster_box.timeout_s(),
+                    allow_network_workers=strategy == "multi-worker" and self.cluster_box.allow_network_workers(),
+                    backend=self.backend_combo.backend(),
+                )
             )
         except ConfigError as exc:
             return None, [f"Settings rejected: {exc}"]

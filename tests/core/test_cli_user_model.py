@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from core.config import RunConfig
-from core.history.model_files import ModelFileStates
 from core.history.store import RunStore
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.workloads.model_file import file_sha256
+from core.workloads.model_file_states import ModelFileStates
 from tests.core.workloads.conftest import PY_MODEL, two_io_model, write_py
 
 pytestmark = pytest.mark.slow

@@ -1,10 +1,15 @@
-"""RunConfig validation: every bad value names its field, what was given and what is allowed."""
+"""RunConfig validation: every bad value names its field, what was given and what is allowed.
+
+A RunConfig checks what a plain value can; the model and data against the catalogue are `check_workload`'s,
+which every front end calls (the job options, the window's form, `run_job`).
+"""
 
 import math
 
 import pytest
 
 from core.config import ConfigError, RunConfig
+from core.workloads.workload import check_workload
 
 
 @pytest.mark.parametrize(
@@ -31,13 +36,26 @@ from core.config import ConfigError, RunConfig
 )
 def test_invalid_values_raise_config_error_naming_field(changes, field, allowed_fragment):
     with pytest.raises(ConfigError) as info:
-        RunConfig(**changes)
+        check_workload(RunConfig(**changes))
     error = info.value
     assert error.field == field
     message = str(error)
     assert message.startswith(f"{field}:")
     assert repr(error.given) in message
     assert allowed_fragment in message
+
+
+def test_a_config_knows_no_catalogue_and_check_workload_refuses_what_it_lacks(tmp_path, monkeypatch):
+    """A plain value takes any model name; the catalogue check names what exists. A bare folder here is a model file, made absolute."""
+    plain = RunConfig(model="gpt5")
+    with pytest.raises(ConfigError, match="model: got 'gpt5'; allowed: mlp"):
+        check_workload(plain)
+    assert check_workload(RunConfig(model="mlp")) == RunConfig(model="mlp")
+    (tmp_path / "saved").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert check_workload(RunConfig(model="saved", optimizer="file")).model == str(tmp_path / "saved")
+    with pytest.raises(ConfigError, match="optimizer: got 'file'"):
+        check_workload(RunConfig(model="mlp", optimizer="file"))
 
 
 def test_valid_config_round_trips_through_dict():
@@ -72,7 +90,7 @@ def test_whole_number_learning_rate_becomes_float_and_trains(two_cpus):
 def test_custom_objects_for_a_sample_model_are_refused_and_an_old_stored_run_still_reads_back():
     """`--custom-objects` with `--model mlp` was silently ignored: it is refused, naming the field; a run stored that way still loads."""
     with pytest.raises(ConfigError) as caught:
-        RunConfig(model="mlp", custom_objects="/tmp/layers.py")
+        check_workload(RunConfig(model="mlp", custom_objects="/tmp/layers.py"))
     assert caught.value.field == "custom_objects" and "sample model" in caught.value.allowed
     stored = {**RunConfig(model="mlp").to_dict(), "custom_objects": "/tmp/layers.py"}
     assert RunConfig.from_dict(stored) == RunConfig(model="mlp")

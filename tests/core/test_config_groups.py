@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from core.config import ConfigError, HookSettings, RunConfig, hooks_in_words, recorded_hooks
-from core.workloads.model_file import ModelFileError, ModelRef, file_sha256
+from core.config import ConfigError, HookSettings, ModelRef, RunConfig, hooks_in_words, recorded_hooks
+from core.workloads.model_file import ModelFileError, file_sha256
 from core.workloads.model_probe import describe_model_file
 from core.workloads.workload import check_model_file
 from tests.core.workloads.conftest import write_py

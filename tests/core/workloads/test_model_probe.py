@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from core.workloads.model_file import ModelFileError, ModelRef, file_sha256
+from core.config import ModelRef
+from core.workloads.model_file import ModelFileError, file_sha256
 from core.workloads.model_probe import describe_model_file
 from tests.core.workloads.conftest import VOCAB, two_io_model, write_py
 

@@ -6,10 +6,10 @@ import csv
 from pathlib import Path
 
 from core.config import RunConfig
-from core.history.model_files import ModelFileStates
 from core.history.store import RunStore
 from core.results import RunResult, RunStatus
 from core.workloads.model_file import file_sha256
+from core.workloads.model_file_states import ModelFileStates
 
 
 def file_run(model: Path, sha: str) -> RunResult:
