@@ -398,7 +398,7 @@ def _check_backend(config: RunConfig) -> None:
             "dataset",
             config.dataset,
             f"synthetic or an .npz on the {config.backend} backend: a .py's build_dataset() gives a tf.data pipeline, "
-            "which trains on the TensorFlow backend only",
+            "which trains on the TensorFlow backend only; add --data synthetic (or an .npz), or --backend tensorflow",
         )
 
 

@@ -48,7 +48,11 @@ class WithoutTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
-        raise ModuleNotFoundError(f"No module named {spec.name!r}: a Keras job on another backend runs without TensorFlow", name=spec.name)
+        raise ModuleNotFoundError(
+            f"No module named {spec.name!r}: a Keras job on another backend runs without TensorFlow; "
+            "a file that imports it trains with --backend tensorflow",
+            name=spec.name,
+        )
 
     def exec_module(self, module: Any) -> None:
         raise ModuleNotFoundError(f"No module named {module.__name__!r}", name=module.__name__)

@@ -24,6 +24,7 @@ from core.config import BACKENDS, FILE_OPTIMIZER, MAX_LOGICAL_CPUS, OPTIMIZERS, 
 from core.formatting import format_bytes
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.workloads.memory_estimate import estimate_from_description
+from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
 from core.workloads.workload import check_workload, is_model_file, model_title
 
 SAMPLE_DATA_DEFAULT = "synthetic"
@@ -279,13 +280,20 @@ def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
 
     Says on stderr what the file is (inputs, outputs, parameters, losses, data)
     and its memory estimate. `data_given` False lets the file pick its data
-    (its build_dataset when a .py has one, else synthetic).
+    (its build_dataset when a .py has one, else synthetic; synthetic on JAX and PyTorch, said in the line).
     """
     from core.workloads.model_probe import describe_model_file
 
     described = describe_model_file(config.model_ref, data=config.dataset if data_given else None, batch_size=config.batch_size)
+    data = described["data"]
+    if data == PYTHON_DATA and config.backend != "tensorflow" and not data_given:
+        data = described["data"] = SYNTHETIC
+        described["notes"] = [
+            *described.get("notes", []),
+            "synthetic data: its build_dataset() is a tf.data pipeline, which trains on TensorFlow only (--backend tensorflow trains on it)",
+        ]
     print(describe_line(described, config), file=sys.stderr)
-    return config.with_changes(dataset=described["data"], model_sha256=described["sha256"])
+    return config.with_changes(dataset=data, model_sha256=described["sha256"])
 
 
 def describe_line(described: dict[str, Any], config: RunConfig) -> str:

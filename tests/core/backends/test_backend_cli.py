@@ -34,6 +34,25 @@ def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
     assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
 
 
+def test_a_py_whose_default_data_is_its_build_dataset_trains_on_jax_with_synthetic_data_and_says_so(cli_env, tmp_path):
+    """The plain command works: on JAX the file's tf.data pipeline cannot run, so its synthetic data is used, and the model line says why."""
+    model_file = tmp_path / "with_data.py"
+    model_file.write_text(
+        "import keras\n"
+        "def build_model():\n"
+        "    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation='relu'), keras.layers.Dense(3)])\n"
+        "loss = 'sparse_categorical_crossentropy'\n"
+        "def build_dataset(batch_size):\n"
+        "    import tensorflow as tf\n"
+        "    return tf.data.Dataset.from_tensor_slices(([[0.0] * 4] * 8, [0] * 8)).batch(batch_size)\n"
+    )
+    done = cli(["run", "--model", str(model_file), "--trust", "--backend", "jax", "--steps", "6", "--json", "--no-verdict"], cli_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["status"] == "completed" and result["dataset"] == "synthetic" and result["backend"] == "jax"
+    assert "synthetic data: its build_dataset() is a tf.data pipeline, which trains on TensorFlow only" in done.stderr
+
+
 def test_compare_of_a_keras_file_on_tensorflow_and_jax_trains_the_files_weights_alike(cli_env, tmp_path):
     import keras
 

@@ -39,6 +39,7 @@ def test_a_py_files_build_dataset_is_refused_on_jax_in_plain_words(tmp_path):
     with pytest.raises(ConfigError) as caught:
         RunConfig(model=str(model_file), dataset="build_dataset", trust=True, backend="jax")
     assert caught.value.field == "dataset" and "tf.data" in str(caught.value) and "TensorFlow backend only" in str(caught.value)
+    assert str(caught.value).endswith("add --data synthetic (or an .npz), or --backend tensorflow")  # what to type
 
 
 def test_compare_targets_may_name_a_backend_before_the_place():
