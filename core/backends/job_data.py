@@ -5,7 +5,8 @@ with the same seed, the shipped digits, a keras.datasets set); a model file
 gets synthetic arrays from its signature or the user's `.npz`, and the losses
 it trains with as Keras compile arguments. One epoch is whole batches only
 (a whole number of calls), the data repeated when it holds fewer, so every
-call has the same shapes and nothing is traced twice.
+call has the same shapes and nothing is traced twice; where it holds enough,
+the epoch is a view of the data, not a copy (a large `.npz` is held once).
 """
 
 from __future__ import annotations
@@ -82,21 +83,23 @@ def epoch_arrays(data: JobData, batch_size: int, steps_per_call: int, start_batc
     batches = max(1, examples // batch_size)
     batches = max(steps_per_call, batches // steps_per_call * steps_per_call)
     wanted = batches * batch_size
+    if wanted <= examples and (start_batch == 0 or not data.synthetic):
+        return first_examples(data.x, wanted), first_examples(data.y, wanted), batches  # shuffled each epoch: its start does not matter
     index = (np.arange(wanted) + start_batch * batch_size) % wanted % examples
-    return _take(data.x, index), _take(data.y, index), batches
+    return _map(data.x, lambda array: array[index]), _map(data.y, lambda array: array[index]), batches
 
 
 def first_examples(value: Any, count: int) -> Any:
-    """A copy of the first `count` examples of an array, or of each array in a dict or list of model inputs or targets."""
-    return _take(value, np.arange(count))
+    """The first `count` examples of an array, or of each array in a dict or list of model inputs or targets: views, no copy."""
+    return _map(value, lambda array: array[:count])
 
 
-def _take(value: Any, index: np.ndarray) -> Any:
+def _map(value: Any, cut: Any) -> Any:
     if isinstance(value, dict):
-        return {key: np.asarray(array)[index] for key, array in value.items()}
+        return {key: cut(np.asarray(array)) for key, array in value.items()}
     if isinstance(value, (list, tuple)):
-        return [np.asarray(array)[index] for array in value]
-    return np.asarray(value)[index]
+        return [cut(np.asarray(array)) for array in value]
+    return cut(np.asarray(value))
 
 
 def _first(value: Any) -> Any:

@@ -171,7 +171,7 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
         if not 1 <= value <= MAX_BATCH_SIZE:
             raise ConfigError(option, value, f"a whole number from 1 to {MAX_BATCH_SIZE}")
     job = job_for(args, args.start_batch)
-    check_target(job)
+    check_target(job, limit)
     with stop_on_signals() as stop_event:
         say(f"largest batch of {job.model} on {args.target}: {PROBE_STEPS} steps per probe, each in a child process")
         result = run_interruptibly(

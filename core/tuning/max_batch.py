@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.config import MAX_BATCH_SIZE, ConfigError, RunConfig
+from core.config import MAX_BATCH_SIZE, NPZ_SUFFIX, ConfigError, RunConfig
 from core.tuning.max_batch_probe import PROBE_TIMEOUT_S, Probe, ProbeLimits, run_probe
 
 MARGIN = 0.05
@@ -135,10 +135,30 @@ def default_memory_limit() -> int:
     return int(psutil.virtual_memory().available // 2)
 
 
-def check_target(config: RunConfig) -> None:
-    """ConfigError when the search cannot probe this target."""
+def check_target(config: RunConfig, memory_limit: int | None = None) -> None:
+    """ConfigError when the search cannot probe this target, or on the CPU when the data alone would not fit in the host budget.
+
+    An `.npz`'s arrays are sized from their headers (nothing inflated): a TensorFlow probe holds them twice (the
+    arrays and tf.data's copy), a JAX or PyTorch probe once; every probe under a budget they fill would fail.
+    """
     if config.strategy in UNSUPPORTED_STRATEGIES:
         raise ConfigError("--target", config.strategy, UNSUPPORTED_STRATEGIES[config.strategy])
+    if not config.dataset.lower().endswith(NPZ_SUFFIX) or target_on_accelerator(config):
+        return
+    from core.formatting import format_bytes
+    from core.workloads.model_data import npz_array_bytes
+
+    data_bytes = sum(npz_array_bytes(config.dataset).values())
+    copies = 2 if config.backend == "tensorflow" else 1
+    budget = memory_limit or default_memory_limit()
+    if copies * data_bytes >= budget:
+        held = "twice that (the arrays and TensorFlow's input pipeline)" if copies == 2 else "them once"
+        raise ConfigError(
+            MEMORY_LIMIT_FIELD,
+            format_bytes(budget),
+            f"more than the data needs: {os.path.basename(config.dataset)}'s arrays take {format_bytes(data_bytes)} once loaded "
+            f"and a probe holds {held}; give a larger --memory-limit or fewer examples",
+        )
 
 
 def find_max_batch(
@@ -161,7 +181,7 @@ def find_max_batch(
     between probes and kills the probe in flight when `stop_event` is set, or
     at `budget_s` seconds after `started` (time.monotonic(); default now).
     """
-    check_target(config)
+    check_target(config, memory_limit)
     search = _Search(config, memory_limit, default_memory_limit(), granularity(config), cap, tolerance)
     search.on_accelerator = target_on_accelerator(config)
     runner = probe or _child_probe

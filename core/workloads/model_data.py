@@ -134,7 +134,10 @@ def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequenc
         problems += [problem] if problem else []
     if problems:
         raise ModelDataError(path, "the data does not fit the model: " + "; ".join(problems) + ".")
-    xs = [array.astype("float32" if info.dtype == "bfloat16" else info.dtype) for info, array in zip(signature.inputs, xs, strict=True)]
+    xs = [
+        array.astype("float32" if info.dtype == "bfloat16" else info.dtype, copy=False)
+        for info, array in zip(signature.inputs, xs, strict=True)
+    ]
     x = structure(xs, signature.inputs, signature.dict_inputs)
     return x, structure(targets, signature.outputs, signature.dict_outputs), len(xs[0])
 
@@ -252,12 +255,12 @@ def _fit_target(choice: LossChoice, output: OutputInfo, array: np.ndarray) -> tu
                 f"output '{output.name}' ({choice.loss}) expects targets of shape {shown(expected)} per example, the file gives {shown(array.shape)}",
             )
     if choice.target != CLASS_IDS:
-        return array.astype(np.float32), ""
+        return array.astype(np.float32, copy=False), ""
     if not np.issubdtype(array.dtype, np.integer):
         return array, f"output '{output.name}' ({choice.loss}) expects integer class ids, the file gives {array.dtype}"
     if output.units and array.size and (array.min() < 0 or array.max() >= output.units):
         return array, f"output '{output.name}' has {output.units} classes, the file's ids go from {array.min()} to {array.max()}"
-    return array.astype(np.int32), ""
+    return array.astype(np.int32, copy=False), ""
 
 
 def check_element_spec(spec: Any, signature: ModelSignature, path: str) -> None:

@@ -142,3 +142,48 @@ def test_h5_file_trains_in_this_process_with_the_memory_estimate_of_its_variable
     params = keras.saving.load_model(files["h5"], compile=False).count_params()
     assert result.memory_estimate["weight_bytes"] == params * 4 and result.memory_estimate["optimizer_bytes"] == 0
     assert result.config["model_sha256"] == file_sha256(files["h5"])
+
+
+@pytest.fixture(scope="module")
+def wide_data(tmp_path_factory, two_cpus) -> dict[str, Path]:
+    """A model of 512 inputs, and two .npz for it: 1,000 examples, and 131,072 (256 MiB of float32 once loaded)."""
+    import keras
+
+    folder = tmp_path_factory.mktemp("wide")
+    model = keras.Sequential([keras.Input((512,)), keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    paths = {"model": folder / "wide.keras", "small": folder / "small.npz", "large": folder / "large.npz"}
+    model.save(paths["model"])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((131_072, 512), dtype=np.float32)
+    y = rng.integers(0, 10, 131_072).astype(np.int32)
+    np.savez(paths["large"], x=x, y=y)
+    np.savez(paths["small"], x=x[:1000], y=y[:1000])
+    return paths
+
+
+@pytest.mark.heavy  # four training processes, 256 MiB of data each for two
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_an_npz_that_fits_trains_with_at_most_about_twice_its_inflated_size_in_memory(wide_data, tmp_path, backend):
+    """Its arrays are held once (JAX: the epochs are views of them) or twice (TensorFlow: the arrays and tf.data's copy), not ~5 times."""
+    inflated = 131_072 * 512 * 4 + 131_072 * 4
+    peaks = {}
+    for name in ("small", "large"):
+        args = ["run", "--model", str(wide_data["model"]), "--data", str(wide_data[name]), "--backend", backend]
+        done = cli([*args, "--steps", "20", "--json", "--no-verdict", "--no-save"], tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        peaks[name] = json.loads(done.stdout)["peak_memory_bytes"]
+    added = peaks["large"] - peaks["small"]
+    assert added <= 2.2 * inflated, (backend, added / inflated)
+    if backend == "jax":
+        assert added <= 1.3 * inflated, added / inflated
+
+
+def test_max_batch_refuses_a_memory_limit_the_data_alone_would_fill_before_any_probe(wide_data, tmp_path):
+    """256 MiB of arrays, held twice by a TensorFlow probe, in a 400 MiB budget: every probe would fail, so none runs."""
+    args = ["max-batch", "--model", str(wide_data["model"]), "--data", str(wide_data["large"]), "--memory-limit", "400MiB"]
+    done = cli(args, tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: --memory-limit: got '400.0 MiB'") and "large.npz's arrays take 256.5 MiB once loaded" in error
+    assert "probe: batch" not in done.stderr
