@@ -25,6 +25,8 @@ from core.workloads.model_signature import (
     CLASS_IDS,
     MASK_ONES,
     ONE_HOT,
+    SHIPPED_WORDS,
+    TEXT_DTYPE,
     InputInfo,
     LossChoice,
     ModelSignature,
@@ -58,7 +60,13 @@ def synthetic_example_count(signature: ModelSignature, losses: Sequence[LossChoi
     return int(max(1, min(SYNTHETIC_EXAMPLES, SYNTHETIC_BUDGET_BYTES // max(1, per_example))))
 
 
+TEXT_ITEM_BYTES = 128
+"""What one synthetic sentence takes (4-24 words as NumPy unicode): a text input's size per element."""
+
+
 def _itemsize(dtype: str) -> int:
+    if dtype == TEXT_DTYPE:
+        return TEXT_ITEM_BYTES
     return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
 
 
@@ -81,6 +89,10 @@ def _synthetic_input(info: InputInfo, examples: int, rng: np.random.Generator, p
     shape = (examples, *_fixed(info.shape[1:]))
     if info.fill == MASK_ONES:
         return np.ones(shape, dtype=bool if info.dtype == "bool" else info.dtype)
+    if info.is_text:
+        words = np.asarray(info.words or SHIPPED_WORDS)
+        lengths = rng.integers(4, 25, size=shape).ravel()
+        return np.array([" ".join(rng.choice(words, count)) for count in lengths]).reshape(shape)
     if info.float_ids and info.vocab is not None:
         return rng.integers(0, info.vocab, size=shape).astype(info.dtype)
     if info.is_integer:
@@ -125,6 +137,10 @@ def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequenc
     arrays = _read_npz(path)
     xs = _pick(arrays, signature.inputs, "x", "input", path)
     ys = _pick(arrays, signature.outputs, "y", "output", path)
+    xs = [
+        array.reshape(-1, 1) if info.shape[1:] == (1,) and array.ndim == 1 else array
+        for info, array in zip(signature.inputs, xs, strict=True)
+    ]
     problems = _length_problems(xs + ys)
     problems += [p for info, array in zip(signature.inputs, xs, strict=True) if (p := _input_problem(info, array))]
     targets = []
@@ -134,12 +150,16 @@ def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequenc
         problems += [problem] if problem else []
     if problems:
         raise ModelDataError(path, "the data does not fit the model: " + "; ".join(problems) + ".")
-    xs = [
-        array.astype("float32" if info.dtype == "bfloat16" else info.dtype, copy=False)
-        for info, array in zip(signature.inputs, xs, strict=True)
-    ]
+    xs = [_as_input(info, array) for info, array in zip(signature.inputs, xs, strict=True)]
     x = structure(xs, signature.inputs, signature.dict_inputs)
     return x, structure(targets, signature.outputs, signature.dict_outputs), len(xs[0])
+
+
+def _as_input(info: InputInfo, array: np.ndarray) -> np.ndarray:
+    """The array in the input's dtype (without a copy where it has it already); text stays NumPy unicode (tf.string to TensorFlow)."""
+    if info.is_text:
+        return array
+    return array.astype("float32" if info.dtype == "bfloat16" else info.dtype, copy=False)
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
@@ -231,6 +251,8 @@ def _input_problem(info: InputInfo, array: np.ndarray) -> str:
         return (
             f"input '{info.name}' takes ids in [0, {info.vocab}) ({info.vocab_source}), the file's go from {array.min()} to {array.max()}"
         )
+    if info.is_text:
+        return "" if array.dtype.kind in "US" else f"input '{info.name}' takes text (strings), the file gives {array.dtype}"
     if not info.is_integer and not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
         return f"input '{info.name}' takes numbers, the file gives {array.dtype}"
     return ""

@@ -4,8 +4,9 @@
 shape and dtype; for an input that feeds a layer with an `input_dim` (Embedding,
 keras-hub's ReversibleEmbedding) or a `vocabulary_size` (TokenAndPositionEmbedding),
 its id range, integer or float (keras.io models declare token inputs float32); a
-mask input (named so: `padding_mask`) is filled with ones; each output's shape
-and last activation. `choose_losses` picks the loss per output:
+mask input (named so: `padding_mask`) is filled with ones; for a text (string)
+input, the words of the TextVectorization or StringLookup it feeds (synthetic
+sentences are made of them); each output's shape and last activation. `choose_losses` picks the loss per output:
 the file's compiled loss when it has one, else one inferred from the output.
 """
 
@@ -19,6 +20,18 @@ INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 _MAX_WALK = 64  # integer-preserving layers followed from an input towards its Embedding
 MASK_ONES = "ones"  # an input's synthetic fill: every position real
 RANGE_ATTRIBUTES = ("input_dim", "vocabulary_size")
+TEXT_DTYPE = "string"
+MAX_WORDS = 5000
+"""The most words of a text layer's vocabulary kept for synthetic sentences (its most frequent, as adapt() orders them)."""
+SHIPPED_WORDS = tuple(
+    "the of and to in is it that for on was with as by at from this be are or an have not they which one you had "
+    "all were but can there their has more been if when time will would no about up out so what some into than "
+    "them these two its only other new could may first way years over also after most made did many before must "
+    "through back where much well should because each just those people how too little state good very make world "
+    "still own see men work long here get both between life being under never day same another know while last "
+    "might great old year off come since against go came right used take three small large number water house".split()
+)
+"""Words for synthetic text where the model names no vocabulary (a text layer adapted to nothing, or none at all)."""
 
 
 @dataclass(frozen=True)
@@ -31,10 +44,15 @@ class InputInfo:
     vocab: int | None = None
     vocab_source: str = ""
     fill: str = ""
+    words: tuple[str, ...] = ()  # a text input's words for synthetic sentences (vocab_source says whose)
 
     @property
     def is_integer(self) -> bool:
         return self.dtype in INTEGER_DTYPES
+
+    @property
+    def is_text(self) -> bool:
+        return self.dtype == TEXT_DTYPE
 
     @property
     def float_ids(self) -> bool:
@@ -45,6 +63,8 @@ class InputInfo:
         """What synthetic data puts in this input when it is not plain random values or ids ("" otherwise)."""
         if self.fill == MASK_ONES:
             return f"input '{self.name}' is a mask: all ones in synthetic data (every position real)"
+        if self.is_text:
+            return f"input '{self.name}' is text: synthetic sentences of 4-24 words from {self.vocab_source}"
         if self.float_ids:
             return f"input '{self.name}' is {self.dtype} but feeds an embedding: integer ids in [0, {self.vocab}) ({self.vocab_source}) cast to {self.dtype}"
         return ""
@@ -139,6 +159,8 @@ def _input_info(tensor: Any, key: str | None, vocab: int | None) -> InputInfo:
     info = InputInfo(name, tuple(tensor.shape), dtype)
     if "mask" in name.lower():
         return InputInfo(name, info.shape, dtype, fill=MASK_ONES)
+    if info.is_text:
+        return _text_input(info, layer)
     embedding = _embedding_fed_by(layer)
     if embedding is not None and (info.is_integer or "float" in dtype):
         size, attribute = _id_range(embedding)
@@ -146,6 +168,21 @@ def _input_info(tensor: Any, key: str | None, vocab: int | None) -> InputInfo:
     if info.is_integer and vocab is not None:
         return InputInfo(name, info.shape, dtype, vocab, "--vocab")
     return info
+
+
+def _text_input(info: InputInfo, input_layer: Any) -> InputInfo:
+    """A text input with the words of the first layer it feeds that has a vocabulary (TextVectorization, StringLookup)."""
+    for node in getattr(input_layer, "_outbound_nodes", []):
+        layer = node.operation
+        try:
+            vocabulary = [str(word) for word in layer.get_vocabulary()] if hasattr(layer, "get_vocabulary") else []
+        except Exception:  # a layer not adapted yet
+            vocabulary = []
+        words = tuple(word for word in vocabulary if word and word != "[UNK]" and " " not in word)[:MAX_WORDS]
+        if words:
+            source = f"the vocabulary of {type(layer).__name__} '{layer.name}' ({len(words):,} words)"
+            return InputInfo(info.name, info.shape, info.dtype, vocab_source=source, words=words)
+    return InputInfo(info.name, info.shape, info.dtype, vocab_source="a built-in list of common English words", words=SHIPPED_WORDS)
 
 
 def _id_range(layer: Any) -> tuple[int, str]:

@@ -310,3 +310,44 @@ def test_vocab_applies_only_where_the_model_says_no_range_and_masks_are_all_ones
     assert by_name["bucket"].numpy().max() < 5
     losses, _ = train_steps(workload)
     assert np.all(np.isfinite(losses))
+
+
+@pytest.fixture(scope="module")
+def text_model(tmp_path_factory, two_cpus):
+    """A model that takes raw text: a string input, TextVectorization adapted to a few sentences, an Embedding, two classes."""
+    import keras
+
+    vectorize = keras.layers.TextVectorization(max_tokens=100, output_sequence_length=12)
+    vectorize.adapt(["the cat sat on the mat", "dogs bark loudly at night", "a quick brown fox jumps over the lazy dog"])
+    inputs = keras.Input((1,), dtype="string", name="review")
+    hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(100, 8)(vectorize(inputs)))
+    model = keras.Model(inputs, keras.layers.Dense(2)(hidden))
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = tmp_path_factory.mktemp("text") / "text_classifier.keras"
+    model.save(path)
+    return path, vectorize.get_vocabulary()
+
+
+@pytest.mark.slow
+def test_a_text_vectorization_model_trains_on_synthetic_sentences_of_its_own_words_and_on_a_string_npz(text_model, tmp_path):
+    from core import RunConfig, RunStatus, run_training
+
+    path, vocabulary = text_model
+    workload = open_user_workload(str(path), data=SYNTHETIC)
+    (review,) = workload.signature.inputs
+    assert review.is_text and set(review.words) == set(vocabulary) - {"", "[UNK]"}
+    assert "synthetic sentences of 4-24 words from the vocabulary of TextVectorization" in review.note()
+    x, _ = next(iter(workload.make_dataset(BATCH, seed=0)))
+    assert x.dtype.name == "string" and all(word in review.words for word in x.numpy()[0, 0].decode().split())
+    synthetic = run_training(RunConfig(model=str(path), steps=6))
+    assert synthetic.status == RunStatus.COMPLETED and synthetic.samples_per_s > 0, synthetic.message
+
+    data = tmp_path / "reviews.npz"
+    sentences = np.array(["the cat sat on the mat", "a lazy dog", "dogs bark at the fox"] * 20)  # <U22, one per example
+    np.savez(data, x=sentences, y=np.arange(60) % 2)
+    from_file = run_training(RunConfig(model=str(path), dataset=str(data), steps=6))
+    assert from_file.status == RunStatus.COMPLETED and from_file.samples_per_s > 0, from_file.message
+    numbers = tmp_path / "numbers.npz"
+    np.savez(numbers, x=np.zeros((60, 1)), y=np.arange(60) % 2)
+    with pytest.raises(ModelDataError, match=r"input 'review' takes text \(strings\), the file gives float64"):
+        open_user_workload(str(path), data=str(numbers))
