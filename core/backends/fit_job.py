@@ -86,7 +86,8 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
         try:
             warmup = per_call * config.batch_size
             warmup_fit = timed_calls(clock, per_call, model, 1, per_call)
-            model.fit(
+            fit = _plain_fit(model)
+            fit(
                 first_examples(x, warmup),
                 first_examples(y, warmup),
                 batch_size=config.batch_size,
@@ -100,9 +101,24 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
                 x, y, _ = epoch_arrays(data, config.batch_size, per_call, start_batch=per_call)  # on from the warm-up's batches
                 epochs = -(-rest // batches)
                 steady_fit = timed_calls(clock, rest, model, epochs, batches)
-                model.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=shuffle, verbose=0, callbacks=steady_fit)
+                fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=shuffle, verbose=0, callbacks=steady_fit)
         finally:
             clock.flush()  # the steps of a run that failed part-way are the run's too
+
+
+def _plain_fit(model: Any) -> Callable[..., Any]:
+    """Keras's own `fit` of the model, where a keras-hub task would wrap it.
+
+    A keras-hub task (a `PipelineModel`: GPT2CausalLM, BertTextClassifier) builds a
+    grain or tf.data pipeline around the arrays in its `fit` to run its preprocessor;
+    the job feeds the model's own inputs (token ids, masks), already what the
+    preprocessor would give, and neither library is there on JAX or PyTorch.
+    """
+    import keras
+
+    if callable(getattr(model, "preprocess_samples", None)):
+        return lambda *args, **kwargs: keras.Model.fit(model, *args, **kwargs)
+    return model.fit
 
 
 def _memory_estimate(model: Any, optimizer: Any, config: RunConfig, replicas: int) -> dict[str, Any]:

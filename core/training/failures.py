@@ -7,6 +7,7 @@ the same paragraph (what happened and the likely fix) through `explain_failure`.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Sequence
 
@@ -42,7 +43,33 @@ def explain_failure(exc: BaseException) -> str:
     if isinstance(exc, tf.errors.ResourceExhaustedError):
         return f"Out of memory on the device: {first_line}. Lower the batch size, pick a smaller model, or use mixed precision."
     if isinstance(exc, tf.errors.InvalidArgumentError):
-        return f"TensorFlow rejected the computation: {first_line}. Check the data set fits the model and the batch size divides across replicas."
+        node, detail = tensorflow_error_detail(str(exc))
+        where = f" at {node}" if node else ""
+        if _OUT_OF_RANGE.search(detail):
+            return (
+                f"TensorFlow rejected the computation{where}: {detail}. An integer input holds ids past what the layer it "
+                "feeds takes: give data whose ids fit, or --vocab N with the range that layer takes."
+            )
+        return f"TensorFlow rejected the computation{where}: {detail or first_line}. Check the data fits the model's inputs."
     if isinstance(exc, tf.errors.UnavailableError):
         return f"A device or worker became unreachable: {first_line}."
     return f"{type(exc).__name__}: {first_line}"
+
+
+_NODE = re.compile(r"Detected at node (\S+)")
+_OUT_OF_RANGE = re.compile(r"= -?\d+ is not in \[")
+
+
+def tensorflow_error_detail(text: str) -> tuple[str, str]:
+    """(the node, what went wrong) of a TensorFlow error whose first line says only "Graph execution error:".
+
+    Its text names the node ("Detected at node ..."), then the Python frames that built it, then the op's own
+    message ("indices[0,0] = 42 is not in [0, 2)"); ("", the first line) when it has no such shape.
+    """
+    lines = [line.strip() for line in text.splitlines()]
+    node_match = _NODE.search(text)
+    node = node_match.group(1) if node_match else ""
+    skipped = ("Graph execution error", "Detected at node", "File ", "[[")
+    details = [line for line in lines if line and not line.startswith(skipped)]
+    first = next((line for line in lines if line), "")
+    return node, (details[-1] if node and details else first).rstrip(".:")

@@ -60,13 +60,15 @@ class InputInfo:
         return self.vocab is not None and not self.is_integer and self.dtype != "bool"
 
     def note(self) -> str:
-        """What synthetic data puts in this input when it is not plain random values or ids ("" otherwise)."""
+        """What synthetic data puts in this input when it is not plain random values: masks, text, ids and whose range ("" otherwise)."""
         if self.fill == MASK_ONES:
             return f"input '{self.name}' is a mask: all ones in synthetic data (every position real)"
         if self.is_text:
             return f"input '{self.name}' is text: synthetic sentences of 4-24 words from {self.vocab_source}"
         if self.float_ids:
             return f"input '{self.name}' is {self.dtype} but feeds an embedding: integer ids in [0, {self.vocab}) ({self.vocab_source}) cast to {self.dtype}"
+        if self.is_integer and self.vocab is not None:
+            return f"input '{self.name}': ids in [0, {self.vocab}) ({self.vocab_source})"
         return ""
 
 

@@ -1,7 +1,7 @@
 """A corpus of real model files nobody on this project wrote, each described and trained for a few steps (2 of 2).
 
-keras-hub GPT-2 and BERT backbones from tiny configs (no presets, no
-downloads), a keras.io-style model whose token input is float32, and a
+keras-hub GPT-2 and BERT backbones and task models (a BERT classifier, a GPT-2
+causal LM) from tiny configs (no presets, no downloads), a keras.io-style model whose token input is float32, and a
 custom-layer model opened with --custom-objects. The files are made once for
 the module. keras.applications and tf.keras 2 files are in test_real_files.py.
 """
@@ -56,6 +56,11 @@ def corpus(tmp_path_factory, two_cpus) -> dict[str, Path]:
     keras_hub.models.GPT2Backbone(**tiny).save(paths["gpt2"])
     paths["bert"] = folder / "bert_backbone.keras"
     keras_hub.models.BertBackbone(**tiny, num_segments=2).save(paths["bert"])
+    paths["bert_classifier"] = folder / "bert_classifier.keras"
+    classifier_backbone = keras_hub.models.BertBackbone(**tiny, num_segments=2)
+    keras_hub.models.BertTextClassifier(backbone=classifier_backbone, num_classes=3, preprocessor=None).save(paths["bert_classifier"])
+    paths["gpt2_lm"] = folder / "gpt2_causal_lm.keras"
+    keras_hub.models.GPT2CausalLM(backbone=keras_hub.models.GPT2Backbone(**tiny), preprocessor=None).save(paths["gpt2_lm"])
     paths["keras_io"] = folder / "keras_io_text.keras"
     tokens = keras.Input((SEQ,))  # as keras.io writes it: float32 token ids
     pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(30, 8)(tokens))
@@ -90,6 +95,20 @@ def test_keras_hub_backbones_train_without_flags(corpus, name, tmp_path):
         assert inputs["segment_ids"]["vocab"] == 2
     result, stderr = cli_run(corpus[name], tmp_path)
     assert result["samples_per_s"] > 0 and "padding_mask" in stderr
+
+
+@pytest.mark.parametrize("name", ["bert_classifier", "gpt2_lm"])
+def test_keras_hub_task_models_train_on_tensorflow_and_on_jax_from_the_same_weights(corpus, name, tmp_path):
+    """A BertTextClassifier head on a BertBackbone and a GPT-2 causal LM, with synthetic ids: each integer input's range comes
+    from the embedding it feeds (segment_ids [0, 2), not the vocabulary's [0, 60)), and the model line says which.
+    On JAX the task's own fit (a grain or tf.data pipeline for its preprocessor) is bypassed: the job feeds the model's inputs."""
+    tf_result, stderr = cli_run(corpus[name], tmp_path / "tf")  # STEPS steps: the JAX run below the same
+    assert "input 'token_ids': ids in [0, 60) (input_dim of ReversibleEmbedding 'token_embedding')" in stderr
+    if name == "bert_classifier":
+        assert "input 'segment_ids': ids in [0, 2) (input_dim of Embedding 'segment_embedding')" in stderr
+    jax_result, _ = cli_run(corpus[name], tmp_path / "jax", "--backend", "jax")
+    assert jax_result["backend"] == "jax" and jax_result["status"] == "completed" and jax_result["steps"] == STEPS
+    assert jax_result["final_loss"] == pytest.approx(tf_result["final_loss"], rel=1e-3)  # the file's weights, the same synthetic ids
 
 
 def test_keras_io_float_token_input_gets_integer_ids(corpus, tmp_path):

@@ -351,3 +351,23 @@ def test_a_text_vectorization_model_trains_on_synthetic_sentences_of_its_own_wor
     np.savez(numbers, x=np.zeros((60, 1)), y=np.arange(60) % 2)
     with pytest.raises(ModelDataError, match=r"input 'review' takes text \(strings\), the file gives float64"):
         open_user_workload(str(path), data=str(numbers))
+
+
+@pytest.mark.slow
+def test_ids_past_the_range_of_the_embedding_they_feed_fail_with_the_ops_own_message_not_a_guess(tmp_path, two_cpus):
+    """The ids reach Embedding(2) through a float layer, so their range is unknown and --vocab 50 is believed: TensorFlow's
+    error reads "Graph execution error:" on its first line; the run's message names the node and the op's own words."""
+    import keras
+
+    from core import RunConfig, RunStatus, run_training
+
+    ids = keras.Input((8,), dtype="int32", name="ids")
+    hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(2, 4)(keras.layers.Rescaling(1.0)(ids)))
+    model = keras.Model(ids, keras.layers.Dense(3)(hidden))
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = tmp_path / "hidden_range.keras"
+    model.save(path)
+    result = run_training(RunConfig(model=str(path), vocab=50, steps=3))
+    assert result.status == RunStatus.FAILED
+    assert "TensorFlow rejected the computation at " in result.message and "GatherV2: indices[" in result.message
+    assert "is not in [0, 2)" in result.message and "--vocab N" in result.message and "replicas" not in result.message
