@@ -75,6 +75,7 @@ class ModelRef:
     vocab: int | None = None
     custom_objects: str = ""
     sha256: str = ""
+    vocab_by_input: tuple[tuple[str, int], ...] = ()  # (input name, N): ids in [0, N), over what its embedding says
 
 
 def names_a_file(model: Any) -> bool:
@@ -185,6 +186,7 @@ class RunConfig:
     (`.keras`, `.h5`, `.py`); for a file, `dataset` is "synthetic",
     "build_dataset" (the .py's) or an `.npz` path, `trust` lets the file run
     its code, `vocab` bounds integer inputs no Embedding describes,
+    `vocab_by_input` sets named inputs' id ranges over what their Embedding says,
     `custom_objects` is a trusted `.py` defining the file's custom classes,
     `optimizer` may be FILE_OPTIMIZER (the file's own), and
     `model_sha256` is the content the run was set up with (checked again
@@ -222,10 +224,16 @@ class RunConfig:
     custom_objects: str = ""
     model_sha256: str = ""
     backend: str = "tensorflow"
+    vocab_by_input: tuple[tuple[str, int], ...] = ()
     hooks: HookSettings = field(default=HookSettings(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "devices", tuple(normalize_device_name(d) for d in self.devices))
+        if not isinstance(self.vocab_by_input, (tuple, list)) or any(
+            not isinstance(pair, (tuple, list)) or len(pair) != 2 for pair in self.vocab_by_input
+        ):
+            raise ConfigError("vocab_by_input", self.vocab_by_input, "(input name, N) pairs")
+        object.__setattr__(self, "vocab_by_input", tuple((name, size) for name, size in self.vocab_by_input))
         if isinstance(self.cluster_hosts, str):
             raise ConfigError("cluster_hosts", self.cluster_hosts, "a list of host:port addresses, one per worker")
         object.__setattr__(self, "cluster_hosts", tuple(normalize_address(a) for a in self.cluster_hosts))
@@ -263,7 +271,7 @@ class RunConfig:
     @property
     def model_ref(self) -> ModelRef:
         """The model and how its file may be opened (trust, vocab, custom objects, expected sha256), as one value."""
-        return ModelRef(self.model, self.trust, self.vocab, self.custom_objects, self.model_sha256)
+        return ModelRef(self.model, self.trust, self.vocab, self.custom_objects, self.model_sha256, self.vocab_by_input)
 
     def with_hooks(self, tensorboard: str | os.PathLike | None = None, profile: tuple[int, int] | None = None) -> RunConfig:
         """A copy that records which hooks are on (TensorBoard folder, profiled step range); none when called bare."""
@@ -336,6 +344,10 @@ def _validate(config: RunConfig) -> None:
             )
     if config.vocab is not None:
         _check_int("vocab", config.vocab, 2, 2**31 - 1)
+    for name, size in config.vocab_by_input:
+        if not isinstance(name, str) or not name:
+            raise ConfigError("vocab_by_input", config.vocab_by_input, "(input name, N) pairs")
+        _check_int("vocab", size, 2, 2**31 - 1)
     if not isinstance(config.trust, bool):
         raise ConfigError("trust", config.trust, "true or false")
     if not isinstance(config.custom_objects, str) or (config.custom_objects and not config.custom_objects.lower().endswith(".py")):

@@ -105,10 +105,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, trains_here: bool = True,
     )
     parser.add_argument(
         "--vocab",
-        type=whole_number("--vocab", 2, MAX_VOCAB, f"a whole number from 2 to {MAX_VOCAB}"),
-        default=None,
-        metavar="N",
-        help="synthetic ids in [0, N) for integer inputs whose range the model does not say",
+        type=vocab_setting,
+        default=(None, ()),
+        metavar="N|NAME=N",
+        help="synthetic ids in [0, N) for integer inputs whose range the model does not say; NAME=N (comma-separated) "
+        "sets a named input's range over what its embedding says",
     )
     parser.add_argument(
         "--custom-objects",
@@ -180,7 +181,8 @@ def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **
         model=args.model,
         dataset=args.data or SAMPLE_DATA_DEFAULT,
         trust=args.trust,
-        vocab=args.vocab,
+        vocab=args.vocab[0],
+        vocab_by_input=args.vocab[1],
         learning_rate=args.lr,
         optimizer=args.optimizer or (FILE_OPTIMIZER if is_model_file(args.model) else "adam"),
         seed=args.seed,
@@ -257,6 +259,23 @@ def whole_number(option: str, low: int, high: int, rule: str) -> Callable[[str],
 
     check.__name__ = option
     return check
+
+
+def vocab_setting(text: str) -> tuple[int | None, tuple[tuple[str, int], ...]]:
+    """`--vocab`: "N" (inputs no embedding bounds), "NAME=N" pairs (named inputs, over their embedding's range), or both."""
+    rule = f"N or NAME=N (comma-separated), N a whole number from 2 to {MAX_VOCAB}"
+    size = whole_number("--vocab", 2, MAX_VOCAB, rule)
+    plain: int | None = None
+    named: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, equals, value = item.rpartition("=")
+        if not equals and plain is None:
+            plain = size(value)
+        elif equals and name.strip() and name.strip() not in named:
+            named[name.strip()] = size(value)
+        else:
+            raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {rule}")
+    return plain, tuple(named.items())
 
 
 def finite_number(option: str, rule: str) -> Callable[[str], float]:

@@ -78,8 +78,13 @@ def count_forward(model: Any, batch_size: int) -> FlopCount:
     if not inputs:
         raise ValueError("the model has no defined inputs: build it with keras.Input (Sequential or functional) first")
     specs = [tf.TensorSpec((batch_size, *tuple(t.shape)[1:]), t.dtype) for t in inputs]
-    single = len(specs) == 1
-    traced = tf.function(lambda *xs: model(xs[0] if single else list(xs), training=False))
+    keys = _dict_keys(model, len(specs))
+
+    def forward(*xs: Any) -> Any:
+        given = dict(zip(keys, xs, strict=True)) if keys else xs[0] if len(xs) == 1 else list(xs)
+        return model(given, training=False)
+
+    traced = tf.function(forward)
     graph = traced.get_concrete_function(*specs).graph
     logger = tf.get_logger()
     level = logger.level
@@ -88,6 +93,15 @@ def count_forward(model: Any, batch_size: int) -> FlopCount:
         return _graph_count(graph, graph)
     finally:
         logger.setLevel(level)
+
+
+def _dict_keys(model: Any, count: int) -> list[str]:
+    """The input names in `model.inputs` order (sorted, as Keras flattens a dict) for a model that takes a dict; else []."""
+    try:
+        structure = model.input
+    except (AttributeError, ValueError):
+        return []
+    return sorted(structure) if isinstance(structure, dict) and len(structure) == count else []
 
 
 def forward_flops(model: Any, batch_size: int) -> float:

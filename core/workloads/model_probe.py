@@ -54,6 +54,7 @@ def describe_model_file(
     file = source.path
     args = [file, *(["--trust"] if model.trust else [])]
     args += ["--vocab", str(model.vocab)] if model.vocab is not None else []
+    args += [item for name, size in model.vocab_by_input for item in ("--vocab-input", f"{name}={size}")]
     args += ["--data", data] if data is not None else []
     args += ["--batch-size", str(batch_size)] if batch_size is not None else []
     args += ["--custom-objects", source.custom_objects] if source.custom_objects else []
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path")
     parser.add_argument("--trust", action="store_true")
     parser.add_argument("--vocab", type=int)
+    parser.add_argument("--vocab-input", action="append", default=[], help="NAME=N: that input's ids in [0, N)")
     parser.add_argument("--data")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--custom-objects")
@@ -90,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     listen_to_parent()
     try:
         stage("opening the file and building its model" + (" (its build_model())" if args.path.endswith(".py") else ""))
-        workload = open_user_workload(args.path, args.trust, args.data, args.vocab, args.custom_objects)
+        by_input = [(name, int(size)) for name, _, size in (item.rpartition("=") for item in args.vocab_input)]
+        workload = open_user_workload(args.path, args.trust, args.data, args.vocab, args.custom_objects, by_input)
         if args.batch_size is not None:
             stage("checking the data against the model")
             workload.check_data(args.batch_size)

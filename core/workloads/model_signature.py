@@ -118,8 +118,12 @@ class ModelSignature:
         }
 
 
-def read_signature(model: Any, vocab: int | None = None) -> ModelSignature:
-    """The inputs and outputs of a built model; raises ValueError when it has no symbolic inputs."""
+def read_signature(model: Any, vocab: int | None = None, vocab_by_input: dict[str, int] | None = None) -> ModelSignature:
+    """The inputs and outputs of a built model; raises ValueError when it has no symbolic inputs or `vocab_by_input` names none.
+
+    `vocab` is the id range of integer inputs nothing in the model bounds; `vocab_by_input` the range of named inputs,
+    over what the embedding they feed says.
+    """
     try:
         inputs = list(model.inputs or [])
         outputs = list(model.outputs or [])
@@ -133,6 +137,16 @@ def read_signature(model: Any, vocab: int | None = None) -> ModelSignature:
     input_keys = _struct_keys(_structure(model, "input"), len(inputs))
     output_keys = _struct_keys(_structure(model, "output"), len(outputs))
     infos = tuple(_input_info(tensor, key, vocab) for tensor, key in zip(inputs, input_keys, strict=True))
+    by_input = vocab_by_input or {}
+    unknown = sorted(set(by_input) - {info.name for info in infos})
+    if unknown:
+        raise ValueError(f"--vocab names no input {', '.join(unknown)}: its inputs are {', '.join(info.name for info in infos)}")
+    infos = tuple(
+        InputInfo(info.name, info.shape, info.dtype, by_input[info.name], f"--vocab {info.name}={by_input[info.name]}")
+        if info.name in by_input
+        else info
+        for info in infos
+    )
     outs = tuple(_output_info(tensor, key, i) for i, (tensor, key) in enumerate(zip(outputs, output_keys, strict=True)))
     return ModelSignature(infos, outs, input_keys[0] is not None, output_keys[0] is not None)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -306,19 +307,20 @@ def open_user_workload(
     data: str | None = None,
     vocab: int | None = None,
     custom_objects: str | os.PathLike | None = None,
+    vocab_by_input: Sequence[tuple[str, int]] = (),
 ) -> UserWorkload:
     """Open the model file and its data; raises ModelFileError (or ModelDataError) with the path and the reason.
 
     `data` is "synthetic", "build_dataset" (the .py's) or an .npz path; None picks the
     .py's build_dataset when it has one, else synthetic. `vocab` bounds integer
-    inputs whose range nothing in the model says. `custom_objects` is a trusted
-    .py defining the file's custom classes.
+    inputs whose range nothing in the model says; `vocab_by_input` sets named inputs'
+    ranges over what the model says. `custom_objects` is a trusted .py defining the file's custom classes.
     """
     source = check_model_path(path, trust, custom_objects)
     module = import_model_module(source) if source.kind == PYTHON else None
     data = _resolve_data(source, module, data)
     model = build_from_module(source, module) if module is not None else load_model_file(source)
-    signature = _signature(source, model, vocab)
+    signature = _signature(source, model, vocab, vocab_by_input)
     compiled = compiled_config(source) if module is None else None
     loss_config, weights, origin = _loss_config(model, module, compiled)
     losses, notes = _restorable(choose_losses(signature, loss_config, weights, origin), signature)
@@ -364,9 +366,9 @@ def _resolve_data(source: ModelSource, module: Any, data: str | None) -> str:
     return str(os.path.abspath(os.path.expanduser(data)))
 
 
-def _signature(source: ModelSource, model: Any, vocab: int | None) -> ModelSignature:
+def _signature(source: ModelSource, model: Any, vocab: int | None, vocab_by_input: Sequence[tuple[str, int]]) -> ModelSignature:
     try:
-        signature = read_signature(model, vocab)
+        signature = read_signature(model, vocab, dict(vocab_by_input))
     except ValueError as exc:
         raise ModelFileError(source.path, str(exc)) from None
     return fix_open_dims(model, signature)

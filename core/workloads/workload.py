@@ -108,7 +108,12 @@ def open_workload(model: ModelRef, dataset: str, seed: int = 0) -> Any:
         from core.workloads.user_workload import open_user_workload
 
         return open_user_workload(
-            model.path_or_name, trust=model.trust, data=dataset, vocab=model.vocab, custom_objects=model.custom_objects or None
+            model.path_or_name,
+            trust=model.trust,
+            data=dataset,
+            vocab=model.vocab,
+            custom_objects=model.custom_objects or None,
+            vocab_by_input=model.vocab_by_input,
         )
     return SampleWorkload(get_model_spec(model.path_or_name), dataset, seed)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from core.workloads.model_data import ModelDataError, npz_array_bytes
+from core.workloads.model_file import ModelFileError
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC, open_user_workload
 from tests.core.workloads.conftest import CLASSES, VOCAB, two_io_model, write_py
 
@@ -371,3 +372,9 @@ def test_ids_past_the_range_of_the_embedding_they_feed_fail_with_the_ops_own_mes
     assert result.status == RunStatus.FAILED
     assert "TensorFlow rejected the computation at " in result.message and "GatherV2: indices[" in result.message
     assert "is not in [0, 2)" in result.message and "--vocab N" in result.message and "replicas" not in result.message
+    # --vocab NAME=N sets that input's range over anything the model says: the run trains
+    named = run_training(RunConfig(model=str(path), vocab=50, vocab_by_input=(("ids", 2),), steps=3))
+    assert named.status == RunStatus.COMPLETED, named.message
+    assert "input 'ids': ids in [0, 2) (--vocab ids=2)" in named.warnings
+    with pytest.raises(ModelFileError, match="--vocab names no input idz: its inputs are ids"):
+        open_user_workload(str(path), vocab_by_input=(("idz", 2),))
