@@ -254,6 +254,7 @@ class RunConfig:
         del data["hooks"]
         data["devices"] = list(self.devices)
         data["cluster_hosts"] = list(self.cluster_hosts)
+        data["vocab_by_input"] = [list(pair) for pair in self.vocab_by_input]
         data["extra"] = {"hooks": self.hooks.to_dict()} if self.hooks else {}
         return data
 

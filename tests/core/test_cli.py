@@ -315,6 +315,7 @@ def test_json_stdout_stays_json_when_keras_prints_during_the_run(cli_env, tmp_pa
     assert json.loads(exported.read_text())["runs"][0]["config"]["tpu_timeout_s"] == 7.0
 
 
+@pytest.mark.heavy  # a cluster of processes; tests/core/cluster runs local workers in the default run
 @pytest.mark.slow
 def test_multi_worker_run_shows_the_join_and_is_recorded_with_the_chiefs_steps(cli_env):
     out = cli(

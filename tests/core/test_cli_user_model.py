@@ -99,6 +99,7 @@ def test_keras_file_trains_from_the_cli_and_the_history_keeps_its_hash(files, tm
     assert ModelFileStates().describe(summary.model, summary.model_sha256)["state"] == "missing"
 
 
+@pytest.mark.heavy  # two describe children and a compare; Mirrored from the CLI is in the default run
 def test_python_file_compared_on_one_cpu_and_mirrored_over_two_logical_cpus(files, tmp_path):
     targets = "CPU:0;mirrored:CPU:0,CPU:1"
     args = ["compare", "--model", str(files["py"]), "--trust", "--targets", targets, "--logical-cpus", "2"]

@@ -19,6 +19,8 @@ FLAT_KEYS = {
     "allow_network_workers", "trust", "vocab", "custom_objects", "model_sha256", "backend", "extra",
 }  # fmt: skip
 """The keys `to_dict()` wrote before the hooks had a type: stored runs, exports and `--json` carry them."""
+ADDED_KEYS = {"vocab_by_input"}
+"""Keys added since (the contract adds, never renames): named inputs' id ranges (`--vocab NAME=N`)."""
 
 
 def legacy_dict(extra: dict | None) -> dict:
@@ -38,13 +40,13 @@ def test_legacy_extra_hooks_still_load():
 
 
 def test_to_dict_keeps_the_extra_shape_and_the_flat_keys():
-    assert set(RunConfig().to_dict()) == FLAT_KEYS
+    assert set(RunConfig().to_dict()) == FLAT_KEYS | ADDED_KEYS
     assert RunConfig().to_dict()["extra"] == {}
     logged = RunConfig().with_hooks("tb")
     assert logged.to_dict()["extra"] == {"hooks": {"tensorboard": os.path.abspath("tb")}}
     assert RunConfig().with_hooks(None, (3, 5)).to_dict()["extra"] == {"hooks": {"profile": "3-5"}}
     both = RunConfig().with_hooks("/tmp/tb", (2, 4)).to_dict()
-    assert set(both) == FLAT_KEYS and both["extra"] == {"hooks": {"tensorboard": "/tmp/tb", "profile": "2-4"}}
+    assert set(both) == FLAT_KEYS | ADDED_KEYS and both["extra"] == {"hooks": {"tensorboard": "/tmp/tb", "profile": "2-4"}}
     assert json.loads(json.dumps(both)) == both
 
 

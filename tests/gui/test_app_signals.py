@@ -166,6 +166,7 @@ def test_sigterm_or_sighup_closes_the_window_and_saves_the_stopped_run(app_proce
     assert "QThread: Destroyed" not in app.errors()
 
 
+@pytest.mark.heavy  # the CLI's second-signal test stays in the default run
 def test_a_second_sigterm_while_closing_ends_at_once_and_leaves_the_run_interrupted(app_process):
     calls = 5000  # steps per call: one call takes seconds, so the first SIGTERM leaves the run in its call for a while
     app = app_process(steps_per_call=calls)

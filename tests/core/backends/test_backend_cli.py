@@ -34,6 +34,7 @@ def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
     assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
 
 
+@pytest.mark.heavy  # a describe child and a JAX child; the refusal's words are checked in the default run (test_backend_config)
 def test_a_py_whose_default_data_is_its_build_dataset_trains_on_jax_with_synthetic_data_and_says_so(cli_env, tmp_path):
     """The plain command works: on JAX the file's tf.data pipeline cannot run, so its synthetic data is used, and the model line says why."""
     model_file = tmp_path / "with_data.py"
@@ -53,6 +54,7 @@ def test_a_py_whose_default_data_is_its_build_dataset_trains_on_jax_with_synthet
     assert "synthetic data: its build_dataset() is a tf.data pipeline, which trains on TensorFlow only" in done.stderr
 
 
+@pytest.mark.heavy  # two backends' processes; TensorFlow and JAX from one file's weights are in the default run's backend job tests
 def test_compare_of_a_keras_file_on_tensorflow_and_jax_trains_the_files_weights_alike(cli_env, tmp_path):
     import keras
 

@@ -159,6 +159,7 @@ def test_without_isolation_a_local_run_is_refused_before_any_worker_starts(monke
     check_worker_isolation(local_config(cluster_hosts=("127.0.0.1:2222", "10.0.0.2:2222")))  # a real cluster is not local
 
 
+@pytest.mark.heavy  # a cluster of processes; isolation itself is checked in the default run
 @pytest.mark.slow
 @linux_only
 @pytest.mark.timeout(150)

@@ -57,6 +57,7 @@ def test_stopping_during_the_probe_ends_the_run_at_once_as_stopped(two_cpus):
     assert _no_probe_left()
 
 
+@pytest.mark.heavy  # the bogus TPU's time limit is checked in the default run
 @pytest.mark.slow
 def test_comparison_with_a_bogus_tpu_prints_its_table_with_the_tpu_row_failed(two_cpus):
     base = RunConfig(model="mlp", steps=4, tpu_timeout_s=LIMIT_S)

@@ -70,6 +70,7 @@ def worker_processes_alive(pids) -> list[int]:
     return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.heavy  # a cluster from the window; Stop ending every worker stays in the default run
 def test_two_local_workers_train_and_plot_like_one_process(ready_window, qtbot):
     window = ready_window
     box = window.run_panel.cluster_box
