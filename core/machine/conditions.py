@@ -96,13 +96,49 @@ def snapshot() -> Snapshot:
 
 
 def _descendants() -> list[Any]:
-    """This process's live descendants (psutil processes); none where psutil or /proc cannot tell."""
+    """This process's live descendants (psutil processes); none where psutil or /proc cannot tell.
+
+    A snapshot is taken between a run's calls, inside a step's time, so the tree is read from each thread's
+    /proc/PID/task/TID/children (~0.1 ms) where Linux has it; psutil's `children(recursive=True)` scans every
+    process on the machine (~2.6 ms, which made a 3 ms MLP step read 6-11 ms).
+    """
     try:
         import psutil
 
-        return list(psutil.Process().children(recursive=True))
+        pids = _child_pids_from_proc(os.getpid())
+        if pids is None:
+            return list(psutil.Process().children(recursive=True))
+        found = []
+        for pid in pids:
+            try:
+                found.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        return found
     except Exception:  # no psutil or no /proc
         return []
+
+
+def _child_pids_from_proc(root: int) -> list[int] | None:
+    """The pids below `root`, from /proc's per-thread children lists; None where the kernel keeps none."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return None
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # it ended meanwhile
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{pid}/task/{thread}/children") as file:
+                    children = [int(child) for child in file.read().split()]
+            except OSError:
+                continue
+            found += children
+            pending += children
+    return found
 
 
 def own_pids() -> list[int]:

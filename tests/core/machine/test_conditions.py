@@ -114,3 +114,28 @@ def test_gpu_conditions_name_other_processes_clocks_and_throttle_reasons_from_fa
     start = _snapshot(0.0, busy=0.0, total=0.0, own=0.0)
     conditions = between(start, _snapshot(1.0, busy=1.0, total=100.0, own=1.0), "steady state", [found])
     assert conditions.contended and conditions.reason == "1 other process(es) used GPU:0"
+
+
+def test_the_apps_own_processes_are_every_live_descendant_read_from_proc_as_psutil_finds_them():
+    """A run's helpers count as its own work: children and grandchildren, read from /proc's per-thread children lists
+    (a snapshot falls between two calls, inside a step's time) and the same set psutil's full scan finds."""
+    import psutil
+
+    from core.machine.conditions import own_pids
+
+    grandparent = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    children = [subprocess.Popen([sys.executable, "-c", grandparent]) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 30
+        while any(not psutil.Process(c.pid).children() for c in children) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until both grandchildren have started
+        grandchildren = {g.pid for c in children for g in psutil.Process(c.pid).children()}
+        expected = {p.pid for p in psutil.Process().children(recursive=True)}
+        assert len(grandchildren) == 2 and {c.pid for c in children} | grandchildren <= expected
+        assert set(own_pids()[1:]) == expected and own_pids()[0] == os.getpid()
+    finally:
+        for child in children:
+            for grandchild in psutil.Process(child.pid).children():
+                grandchild.kill()
+            child.kill()
+            child.wait()
