@@ -31,6 +31,7 @@ class RunContext:
     replicas: int
     device_names: tuple[str, ...]
     model: Any
+    input_shapes: tuple[tuple[int | None, ...], ...] = ()  # the data's shape per example of each model input (in model.inputs order)
 
 
 class RunCallback:

@@ -53,6 +53,7 @@ class _Session:
     iterator: Any
     total_steps: int
     device_names: tuple[str, ...]
+    input_shapes: tuple[tuple[int | None, ...], ...] = ()  # each model input's shape per example, as the data gives it
 
     def close(self) -> None:
         """Free what tracing left behind, then the compiled function before the data iterator (the other order takes up to 0.5 s)."""
@@ -149,7 +150,7 @@ def _start_run(session: _Session, tally: _Tally, listeners: Sequence[RunCallback
     tally.replicas = session.strategy.num_replicas_in_sync
     tally.device_names = session.device_names
     tally.memory.start(tally.device_names)
-    context = RunContext(tally.config, session.total_steps, tally.replicas, tally.device_names, session.model)
+    context = RunContext(tally.config, session.total_steps, tally.replicas, tally.device_names, session.model, session.input_shapes)
     for listener in listeners:
         listener.on_run_start(context)
 
@@ -271,7 +272,8 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
     dataset = workload.make_dataset(config.batch_size, config.seed)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     train_steps = _make_train_function(strategy, model, optimizer, config, workload.loss_fn)
-    return _Session(strategy, model, train_steps, iterator, steps, _device_names(strategy, config))
+    input_shapes = tuple(tuple(spec.shape[1:]) for spec in tf.nest.flatten(dataset.element_spec[0]))
+    return _Session(strategy, model, train_steps, iterator, steps, _device_names(strategy, config), input_shapes)
 
 
 def _device_names(strategy, config: RunConfig) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -70,14 +71,19 @@ class FlopCount:
         return replace(self, flops=self.flops * factor)
 
 
-def count_forward(model: Any, batch_size: int) -> FlopCount:
-    """FLOPs of one forward pass of `batch_size` examples, counted from the traced graph (see the module)."""
+def count_forward(model: Any, batch_size: int, input_shapes: Sequence[Sequence[int | None]] = ()) -> FlopCount:
+    """FLOPs of one forward pass of `batch_size` examples, counted from the traced graph (see the module).
+
+    `input_shapes` (per example, in `model.inputs` order) fill the model's open dimensions with the data's: a
+    sequence model declared `(None,)` is counted at the length it trains on, not left uncounted.
+    """
     import tensorflow as tf
 
     inputs = getattr(model, "inputs", None)
     if not inputs:
         raise ValueError("the model has no defined inputs: build it with keras.Input (Sequential or functional) first")
-    specs = [tf.TensorSpec((batch_size, *tuple(t.shape)[1:]), t.dtype) for t in inputs]
+    given = list(input_shapes) if len(input_shapes) == len(inputs) else [()] * len(inputs)
+    specs = [tf.TensorSpec((batch_size, *_filled(tuple(t.shape)[1:], shape)), t.dtype) for t, shape in zip(inputs, given, strict=True)]
     keys = _dict_keys(model, len(specs))
 
     def forward(*xs: Any) -> Any:
@@ -93,6 +99,13 @@ def count_forward(model: Any, batch_size: int) -> FlopCount:
         return _graph_count(graph, graph)
     finally:
         logger.setLevel(level)
+
+
+def _filled(declared: tuple[int | None, ...], data: Sequence[int | None]) -> tuple[int | None, ...]:
+    """The model's declared per-example shape with its open dimensions taken from the data's, where it gives them."""
+    if len(data) != len(declared):
+        return declared
+    return tuple(size if size is not None else data[i] for i, size in enumerate(declared))
 
 
 def _dict_keys(model: Any, count: int) -> list[str]:
@@ -273,7 +286,7 @@ class FlopsCounter(RunCallback):
         self.tried = True
         try:
             self.params = int(context.model.count_params())
-            count = count_forward(context.model, context.config.batch_size)
+            count = count_forward(context.model, context.config.batch_size, context.input_shapes)
         except Exception as exc:  # instrumentation must never end a run
             self.method = f"not counted: {type(exc).__name__}: {exc}"
             return

@@ -256,3 +256,24 @@ def test_the_fused_cudnn_lstm_keras_uses_on_a_gpu_is_counted_like_the_loop(two_c
     analytic = BATCH * STEPS * 4 * 2 * (FEATURES + UNITS) * UNITS
     _within_10_percent(count.flops, analytic)
     assert not count.partial
+
+
+def test_open_dimensions_are_counted_at_the_length_the_data_gives_not_left_out(two_cpus, tmp_path):
+    """A sequence model declared (None,) with a dict input (as keras-hub tasks take): its Dense over the positions has an
+    open dimension, so the graph alone gives no count; at the data's 32 positions it is counted, and a run records it."""
+    import keras
+
+    from core.jobs import run_job
+
+    ids = keras.Input((None,), dtype="int32", name="token_ids")
+    hidden = keras.layers.Dense(16)(keras.layers.Embedding(100, 16)(ids))
+    model = keras.Model({"token_ids": ids}, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling1D()(hidden)))
+    declared = count_forward(model, 8)
+    assert declared.partial and any("MatMul: no FLOP count" in name for name in declared.uncounted)
+    at_32 = count_forward(model, 8, [(32,)])
+    assert not at_32.partial and at_32.flops >= 2 * 8 * 32 * 16 * 16 + 2 * 8 * 16 * 3  # the positions' Dense, then the head
+
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.save(tmp_path / "open_length.keras")
+    result = run_job(RunConfig(model=str(tmp_path / "open_length.keras"), batch_size=8, steps=2), None).result  # synthetic: 32 positions
+    assert result.flops_uncounted == () and result.flops_per_step == pytest.approx(3 * at_32.flops)

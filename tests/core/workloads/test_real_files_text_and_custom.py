@@ -103,6 +103,7 @@ def test_keras_hub_task_models_train_on_tensorflow_and_on_jax_from_the_same_weig
     from the embedding it feeds (segment_ids [0, 2), not the vocabulary's [0, 60)), and the model line says which.
     On JAX the task's own fit (a grain or tf.data pipeline for its preprocessor) is bypassed: the job feeds the model's inputs."""
     tf_result, stderr = cli_run(corpus[name], tmp_path / "tf")  # STEPS steps: the JAX run below the same
+    assert tf_result["flops_per_step"] > 0 and tf_result["flops_uncounted"] == []  # a dict of inputs, open lengths at the data's
     assert "input 'token_ids': ids in [0, 60) (input_dim of ReversibleEmbedding 'token_embedding')" in stderr
     if name == "bert_classifier":
         assert "input 'segment_ids': ids in [0, 2) (input_dim of Embedding 'segment_embedding')" in stderr
