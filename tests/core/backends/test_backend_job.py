@@ -110,6 +110,7 @@ def test_a_model_the_job_cannot_build_fails_with_the_reason_not_a_hang(tmp_path)
     assert result.status == RunStatus.FAILED and "broken.npz" in result.message and result.steps_done == 0
 
 
+@pytest.mark.heavy  # a JAX child beside a 1.5 GB parent; the JAX job's own memory figure is checked in the default run's job test
 def test_a_jax_jobs_peak_memory_is_its_own_not_the_size_of_the_big_app_that_started_it():
     """Linux's ru_maxrss keeps a forked child's parent size across exec: the job reads VmHWM, which starts afresh."""
     import numpy as np
