@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from core.training.callbacks import RunCallback, RunContext
+from core.workloads.model_signature import dict_keys
 
 if TYPE_CHECKING:
     from core.results import RunResult
@@ -84,11 +85,11 @@ def count_forward(model: Any, batch_size: int, input_shapes: Sequence[Sequence[i
         raise ValueError("the model has no defined inputs: build it with keras.Input (Sequential or functional) first")
     given = list(input_shapes) if len(input_shapes) == len(inputs) else [()] * len(inputs)
     specs = [tf.TensorSpec((batch_size, *_filled(tuple(t.shape)[1:], shape)), t.dtype) for t, shape in zip(inputs, given, strict=True)]
-    keys = _dict_keys(model, len(specs))
+    keys = dict_keys(model, "input", len(specs))
 
     def forward(*xs: Any) -> Any:
-        given = dict(zip(keys, xs, strict=True)) if keys else xs[0] if len(xs) == 1 else list(xs)
-        return model(given, training=False)
+        fed = dict(zip(keys, xs, strict=True)) if keys else xs[0] if len(xs) == 1 else list(xs)
+        return model(fed, training=False)
 
     traced = tf.function(forward)
     graph = traced.get_concrete_function(*specs).graph
@@ -106,15 +107,6 @@ def _filled(declared: tuple[int | None, ...], data: Sequence[int | None]) -> tup
     if len(data) != len(declared):
         return declared
     return tuple(size if size is not None else data[i] for i, size in enumerate(declared))
-
-
-def _dict_keys(model: Any, count: int) -> list[str]:
-    """The input names in `model.inputs` order (sorted, as Keras flattens a dict) for a model that takes a dict; else []."""
-    try:
-        structure = model.input
-    except (AttributeError, ValueError):
-        return []
-    return sorted(structure) if isinstance(structure, dict) and len(structure) == count else []
 
 
 def forward_flops(model: Any, batch_size: int) -> float:

@@ -134,9 +134,10 @@ def read_signature(model: Any, vocab: int | None = None, vocab_by_input: dict[st
             "the model has no known inputs and outputs (a subclassed model, or a Sequential model without an Input): "
             "build it from keras.Input(...) layers so its signature is known."
         )
-    input_keys = _struct_keys(_structure(model, "input"), len(inputs))
-    output_keys = _struct_keys(_structure(model, "output"), len(outputs))
-    infos = tuple(_input_info(tensor, key, vocab) for tensor, key in zip(inputs, input_keys, strict=True))
+    input_keys = dict_keys(model, "input", len(inputs))
+    output_keys = dict_keys(model, "output", len(outputs))
+    in_keys: list[str | None] = list(input_keys) if input_keys else [None] * len(inputs)
+    infos = tuple(_input_info(tensor, key, vocab) for tensor, key in zip(inputs, in_keys, strict=True))
     by_input = vocab_by_input or {}
     unknown = sorted(set(by_input) - {info.name for info in infos})
     if unknown:
@@ -147,23 +148,19 @@ def read_signature(model: Any, vocab: int | None = None, vocab_by_input: dict[st
         else info
         for info in infos
     )
-    outs = tuple(_output_info(tensor, key, i) for i, (tensor, key) in enumerate(zip(outputs, output_keys, strict=True)))
-    return ModelSignature(infos, outs, input_keys[0] is not None, output_keys[0] is not None)
+    out_keys: list[str | None] = list(output_keys) if output_keys else [None] * len(outputs)
+    outs = tuple(_output_info(tensor, key, i) for i, (tensor, key) in enumerate(zip(outputs, out_keys, strict=True)))
+    return ModelSignature(infos, outs, input_keys is not None, output_keys is not None)
 
 
-def _structure(model: Any, attribute: str) -> Any:
-    """`model.input` / `model.output` (a dict, list or tensor); None where Keras cannot say (a loaded Sequential)."""
+def dict_keys(model: Any, attribute: str, count: int) -> list[str] | None:
+    """The names of `model.input` / `model.output` in `model.inputs` / `model.outputs` order (sorted, as Keras flattens a
+    dict) when the model takes / gives a dict of `count` tensors; None otherwise, or where Keras cannot say (a loaded Sequential)."""
     try:
-        return getattr(model, attribute)
+        structure = getattr(model, attribute)
     except (AttributeError, ValueError):
         return None
-
-
-def _struct_keys(struct: Any, count: int) -> list[str | None]:
-    """The dict keys in flattening (sorted) order when the model takes/gives a dict, else Nones."""
-    if isinstance(struct, dict) and len(struct) == count:
-        return sorted(struct)
-    return [None] * count
+    return sorted(structure) if isinstance(structure, dict) and len(structure) == count else None
 
 
 def _input_info(tensor: Any, key: str | None, vocab: int | None) -> InputInfo:
