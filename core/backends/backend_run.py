@@ -25,8 +25,7 @@ from core.child_process import Child
 from core.config import RunConfig
 from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result
-from core.training.conditions_hook import ConditionsHook
+from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result
 from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
 from core.workloads.workload import is_model_file
@@ -164,8 +163,9 @@ def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCall
 
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
     """The run's result from what the job reported, as the TensorFlow engine builds it."""
+    from core.backends.call_timer import CALLS_IN_FLIGHT
+    from core.machine.cpu import cpu_model
     from core.machine.peak_estimates import run_peak_environment
-    from core.training.environment import cpu_model
 
     environment = {**tally.environment, "cpu": cpu_model()}
     if tally.devices and not any(not d.startswith("CPU") for d in tally.devices):
@@ -181,6 +181,7 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         memory_estimate=tally.memory_estimate,
         environment=environment,
         notes=tally.notes,
+        window_steps=CALLS_IN_FLIGHT * tally.config.steps_per_call,
     )
     result = measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)
     return replace(result, flops_per_step=tally.flops.get("flops_per_step"), flops_method=str(tally.flops.get("method", "")))

@@ -58,7 +58,8 @@ def jit_setting(config: RunConfig) -> bool | str:
 
 def planned_steps(config: RunConfig, workload: Any, batches_per_epoch: int) -> tuple[int, int, list[str]]:
     """(total steps, steps per call, notes): `steps`, or `epochs` passes; calls shortened as the TF engine does."""
-    from core.training.run_checks import batch_warning, call_size
+    from core.training.metrics import call_size
+    from core.workloads.data import batch_warning
 
     total = config.steps if config.epochs is None else config.epochs * (workload.steps_per_epoch(config.batch_size) or config.steps)
     per_call, why = call_size(config.steps_per_call, total)

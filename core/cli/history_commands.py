@@ -1,14 +1,14 @@
-"""`history` and `export`, and recording the CLI's runs in the history while they train."""
+"""`history` and `export`: the stored runs listed, and exported to CSV or JSON."""
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from core.cli.job_options import open_history
 from core.cli.output import format_columns
 from core.compare.significance import CONTENDED_MARK
 from core.config import ConfigError
@@ -17,8 +17,7 @@ from core.history.database import StoreError
 from core.results import FIGURES
 
 if TYPE_CHECKING:
-    from core.history.store import RunStore, RunSummary
-    from core.jobs import JobOptions, RecordedRun
+    from core.history.store import RunSummary
     from core.workloads.model_file_states import ModelFileStates
 
 
@@ -93,61 +92,3 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     print(f"exported {len(run_ids)} run(s) to {target}", file=sys.stderr)
     return EXIT_OK
-
-
-class CliHistory:
-    """The history as one command records its runs: opened once, each run recorded while it trains (`core.jobs`).
-
-    A history that cannot be opened or written never stops a run nor its
-    printed result: each distinct reason is said once on stderr.
-    """
-
-    def __init__(self, skip: bool):
-        self.skip = skip
-        self._said: set[str] = set()
-        self.store: RunStore | None = None
-        self.error = ""
-        if skip:
-            return
-        try:
-            self.store = open_history(for_recording=True)
-        except StoreError as exc:
-            self.error = f"The run history could not be opened: {exc} This run is not saved."
-
-    def options(self, **fields: Any) -> JobOptions:
-        """The job options for runs recorded here (`fields`: label, group, diagnose, hooks, listener, ...)."""
-        from core.jobs import JobOptions
-
-        return JobOptions(unsaved_reason=self.error, **fields)
-
-    def report(self, recorded: RecordedRun) -> None:
-        """After a run: where it is saved, or why it is not (each reason once)."""
-        if recorded.history_error:
-            self.say_error(recorded.history_error)
-        elif recorded.run_id is not None:
-            print(f"saved as run {recorded.run_id} in the history", file=sys.stderr)
-
-    def say_error(self, error: str) -> None:
-        """Say why a run is not (fully) saved, unless that was said already."""
-        if error and error not in self._said:
-            self._said.add(error)
-            print(f"warning: {error}", file=sys.stderr)
-
-
-@functools.cache
-def open_history(for_recording: bool = False):
-    """The run history, opened once per command (a comparison records several runs), its notice said once.
-
-    When recording, a read-only history's notice is left to the recorder's one message.
-    """
-    store = _open_store()
-    if store.notice and not (for_recording and store.read_only):
-        print(f"warning: {store.notice}", file=sys.stderr)
-    return store
-
-
-@functools.cache
-def _open_store():
-    from core.history.store import RunStore
-
-    return RunStore.open()

@@ -14,18 +14,24 @@ config gets the data the file resolves to and the file's sha256.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.compare.targets import CompareTarget
 from core.config import BACKENDS, FILE_OPTIMIZER, MAX_LOGICAL_CPUS, OPTIMIZERS, PRECISIONS, ConfigError, RunConfig, is_whole_number
 from core.formatting import format_bytes
+from core.history.database import StoreError
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.workloads.memory_estimate import estimate_from_description
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
 from core.workloads.workload import check_workload, is_model_file, model_title
+
+if TYPE_CHECKING:
+    from core.history.store import RunStore
+    from core.jobs import JobOptions, RecordedRun
 
 SAMPLE_DATA_DEFAULT = "synthetic"
 MAX_VOCAB = 2**31 - 1
@@ -344,3 +350,73 @@ def optimizer_in_use(described: dict[str, Any], optimizer: str) -> str:
 
 def _shape(shape: list[int | None]) -> str:
     return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ")"
+
+
+class CliHistory:
+    """The history as one command records its runs: opened once, each run recorded while it trains (`core.jobs`).
+
+    A history that cannot be opened or written never stops a run nor its
+    printed result: each distinct reason is said once on stderr.
+    """
+
+    def __init__(self, skip: bool):
+        self.skip = skip
+        self._said: set[str] = set()
+        self.store: RunStore | None = None
+        self.error = ""
+        if skip:
+            return
+        try:
+            self.store = open_history(for_recording=True)
+        except StoreError as exc:
+            self.error = f"The run history could not be opened: {exc} This run is not saved."
+
+    def options(self, **fields: Any) -> JobOptions:
+        """The job options for runs recorded here (`fields`: label, group, diagnose, hooks, listener, ...)."""
+        from core.jobs import JobOptions
+
+        return JobOptions(unsaved_reason=self.error, **fields)
+
+    def report(self, recorded: RecordedRun) -> None:
+        """After a run: where it is saved, or why it is not (each reason once)."""
+        if recorded.history_error:
+            self.say_error(recorded.history_error)
+        elif recorded.run_id is not None:
+            print(f"saved as run {recorded.run_id} in the history", file=sys.stderr)
+
+    def say_error(self, error: str) -> None:
+        """Say why a run is not (fully) saved, unless that was said already."""
+        if error and error not in self._said:
+            self._said.add(error)
+            print(f"warning: {error}", file=sys.stderr)
+
+
+@functools.cache
+def open_history(for_recording: bool = False):
+    """The run history, opened once per command (a comparison records several runs), its notice said once.
+
+    When recording, a read-only history's notice is left to the recorder's one message.
+    """
+    store = _open_store()
+    if store.notice and not (for_recording and store.read_only):
+        print(f"warning: {store.notice}", file=sys.stderr)
+    return store
+
+
+@functools.cache
+def _open_store():
+    from core.history.store import RunStore
+
+    return RunStore.open()
+
+
+def configure_tensorflow(logical_cpus: int, verbose: bool = False) -> None:
+    """Import TF (its C++ start-up chatter to the log file unless --verbose) and split the CPU if asked."""
+    from core.logs import import_tensorflow_quietly
+    from core.machine.runtime import RuntimeSettings, configure_runtime
+
+    if not verbose:
+        import_tensorflow_quietly()
+
+    for warning in configure_runtime(RuntimeSettings(logical_cpus=logical_cpus)):
+        print(f"warning: {warning}", file=sys.stderr)

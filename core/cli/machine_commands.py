@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
+from core.cli.job_options import configure_tensorflow
 from core.cli.output import format_columns
 from core.cli.signals import stop_on_signals
 from core.diagnosis.evidence import CEILING_PRECISIONS
@@ -15,18 +16,6 @@ from core.formatting import format_si
 
 if TYPE_CHECKING:
     from core.machine.peaks import DevicePeaks, PeaksReport
-
-
-def configure_tensorflow(logical_cpus: int, verbose: bool = False) -> None:
-    """Import TF (its C++ start-up chatter to the log file unless --verbose) and split the CPU if asked."""
-    from core.logs import import_tensorflow_quietly
-    from core.machine.runtime import RuntimeSettings, configure_runtime
-
-    if not verbose:
-        import_tensorflow_quietly()
-
-    for warning in configure_runtime(RuntimeSettings(logical_cpus=logical_cpus)):
-        print(f"warning: {warning}", file=sys.stderr)
 
 
 def cmd_devices(args: argparse.Namespace) -> int:

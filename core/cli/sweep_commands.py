@@ -18,9 +18,14 @@ from dataclasses import replace
 from typing import Any
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.history_commands import CliHistory
-from core.cli.job_options import add_job_arguments, add_rounds_argument, add_target_loss_argument, job_config
-from core.cli.machine_commands import configure_tensorflow
+from core.cli.job_options import (
+    CliHistory,
+    add_job_arguments,
+    add_rounds_argument,
+    add_target_loss_argument,
+    configure_tensorflow,
+    job_config,
+)
 from core.cli.output import ProgressPrinter, format_columns, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.compare.significance import contended_label

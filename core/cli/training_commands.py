@@ -6,7 +6,9 @@ loses at most the last second (`core.jobs.run_job` does it all). A completed
 `run` is diagnosed as it ends (its verdict: what bounds its speed, the evidence,
 the advice; `--no-verdict` skips it) and its history record finished with the verdict. The result is printed whether or not the history
 could take it. While training, stdout is sent to stderr so that it holds only
-the result (`--json` stays one JSON document).
+the result (`--json` stays one JSON document). Before TensorFlow loads, `run`
+checks its config and output folders and says the cluster's warnings
+(`run_config`, `check_output_folder`, `announce_cluster`).
 """
 
 from __future__ import annotations
@@ -14,20 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.history_commands import CliHistory
-from core.cli.job_options import job_config
-from core.cli.machine_commands import configure_tensorflow
+from core.cli.job_options import CliHistory, configure_tensorflow, job_config
 from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
-from core.cli.run_setup import JoinProgress, announce_cluster, check_output_folder, run_config
 from core.cli.signals import run_interruptibly, stop_on_signals
+from core.cluster.topology import ClusterCallback, WorkerInfo
 from core.config import ConfigError, RunConfig, parse_step_range
 from core.jobs import JobListener, RecordedRun
 from core.results import RunStatus, StepRecord
-from core.training.callbacks import RunCallback
+from core.training.callbacks import RunCallback, RunContext
 from core.training.to_target import reach, to_target_text
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
@@ -185,3 +187,102 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for warning in comparison.warnings:
             print(f"warning: {warning}")
     return EXIT_OK if all(row.status == RunStatus.COMPLETED for row in comparison.rows) else EXIT_RUN_FAILED
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of `run`'s options; ConfigError for options that do not go together."""
+    if args.tpu and args.strategy != "tpu":
+        raise ConfigError("--tpu", args.tpu, "only with --strategy tpu: add --strategy tpu to train on that TPU")
+    devices = tuple(d for d in args.devices.split(",") if d.strip())
+    hosts = tuple(h for h in args.cluster.split(",") if h.strip())
+    return job_config(
+        args,
+        strategy=args.strategy,
+        devices=devices,
+        workers=len(hosts) if hosts else args.workers,
+        cluster_hosts=hosts,
+        tpu_address=args.tpu,
+    )
+
+
+def check_output_folder(option: str, folder: str) -> Path:
+    """Create `folder` if needed and prove a file can be written there; ConfigError naming `option` otherwise.
+
+    Done before TensorFlow loads, so a bad folder costs a second, not a run.
+    """
+    path = Path(folder).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(option, folder, f"a folder that can be created and written ({path}: {reason})") from exc
+    return path
+
+
+def announce_cluster(config: RunConfig) -> None:
+    """Before a multi-worker run: refuse workers that cannot be isolated (unless allowed), and say what to know."""
+    from core.cluster.isolation import check_worker_isolation, isolation_problem
+    from core.cluster.topology import GRPC_WARNING, oversubscription_warning, worker_commands
+
+    if config.cluster_hosts:
+        _warn(GRPC_WARNING)
+        if config.model_sha256:
+            _warn(
+                f"every host needs the model file {config.model} with the same content (sha256 {config.model_sha256[:12]}…); "
+                "a worker whose file differs refuses to train."
+            )
+        commands = worker_commands(config)
+        if commands:
+            print("Start one worker on each other host:", file=sys.stderr)
+            for command in commands:
+                print(f"  {command}", file=sys.stderr)
+    else:
+        check_worker_isolation(config)
+        problem = isolation_problem() if config.allow_network_workers else ""
+        if problem:
+            _warn(
+                f"the local workers cannot be isolated here ({problem}): their servers will listen on every network interface. {GRPC_WARNING}"
+            )
+    crowding = oversubscription_warning(config)
+    if crowding:
+        _warn(crowding)
+
+
+class JoinProgress(ClusterCallback):
+    """Prints, on stderr, the workers starting and how long they have been joining, until the run starts."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self._waiting = False
+        self._workers = 0
+
+    def on_workers_started(self, workers: Sequence[WorkerInfo]) -> None:
+        self._workers = len(workers)
+        pids = ", ".join(str(w.pid) for w in workers if w.pid is not None)
+        self._write(f"started {len(workers)} worker process(es) (pid {pids})\n")
+
+    def on_cluster_waiting(self, elapsed_s: float, timeout_s: float) -> None:
+        self._waiting = True
+        who = f"the {self._workers} workers" if self._workers > 1 else "the workers"
+        self._write(f"\rwaiting for {who} to join the cluster: {elapsed_s:.0f} s (at most {timeout_s:.0f} s)   ")
+
+    def on_run_start(self, context: RunContext) -> None:
+        self._end_line()
+
+    def on_workers_ended(self, workers: Sequence[WorkerInfo]) -> None:
+        self._end_line()
+
+    def _end_line(self) -> None:
+        if self._waiting:
+            self._waiting = False
+            self._write("\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def _warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr)

@@ -214,7 +214,7 @@ def format_max_batch(result: MaxBatchResult) -> str:
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    from core.cli.machine_commands import configure_tensorflow
+    from core.cli.job_options import configure_tensorflow
 
     started = process_started()  # the budget bounds the whole command: the interpreter's and TensorFlow's start-up included
     budget_s = check_budget(args.budget_s)

@@ -28,8 +28,8 @@ from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_ru
 from core.diagnosis.readout import measured_ceiling
 from core.diagnosis.verdict import verdict
 from core.formatting import format_value
-from core.history.recorded_peaks import recorded_native_bfloat16, recorded_peak_flops
 from core.jobs.rounds import rounds_measured
+from core.machine.peak_estimates import recorded_native_bfloat16, recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
 from core.training.to_target import ToTarget, common_target, reach, target_how, to_target_text

@@ -18,10 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 from core.diagnosis.verdict import Evidence, Point
-from core.history.recorded_peaks import recorded_peak_flops
+from core.machine.peak_estimates import recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
-from core.training.noise import NOISY_SPREAD, runs_ratio
+from core.training.metrics import NOISY_SPREAD
+from core.training.noise import runs_ratio
 
 IGNORED_KEYS = frozenset({"steps", "epochs", "seed", "extra"})
 """Config keys that do not change how fast a step is, so runs that differ in them still match."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from core.diagnosis.verdict import COMPUTE_SHARE
 from core.formatting import format_bytes, format_si, format_value
-from core.history.recorded_peaks import recorded_peak_flops
+from core.machine.peak_estimates import recorded_peak_flops
 from core.results import RunResult
 
 MEMORY_PARTS = (("weight_bytes", "weights"), ("gradient_bytes", "gradients"), ("optimizer_bytes", "optimizer state"))

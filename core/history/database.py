@@ -1,10 +1,24 @@
-"""Opening the history's SQLite file: writable, read-only, or damaged and moved aside.
+"""The history's SQLite file: opening it (writable, read-only, or damaged and moved aside), its schema, its step series.
 
 Only damage is a reason to move a file aside: SQLite saying the file is corrupt
 or not a database, or `PRAGMA quick_check` finding a problem. A file that cannot
 be written (read-only file or folder, a read-only mount, an immutable file) is
 opened read-only instead and left byte-for-byte as it is; a busy file, a full
 disk or a missing permission is reported, never taken for damage.
+
+The schema: versioned migrations, then one runs column per headline figure.
+Migrations are append-only: migration i takes `PRAGMA user_version` from i to
+i + 1. The headline-figure columns are not migrations: after them,
+`add_figure_columns` gives the runs table a column for every
+`core.results.FIGURES` entry it lacks (filled from each run's stored result), so
+a new figure on `RunResult` needs no migration and a database from any earlier
+Device Lab keeps its runs.
+
+Step series are rows of `steps`: losses and step times as packed little-endian
+float64 chunks, one row per appended batch and at most `CHUNK_STEPS` steps a row.
+A million steps save or load in about 0.1 s (a million-row table read through
+Python takes seconds) and an append is one INSERT; float64 rather than float32,
+so every number comes back exactly as it was stored.
 """
 
 from __future__ import annotations
@@ -12,10 +26,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
+
+from core.results import FIGURES
 
 ADVICE = "Close other Device Lab windows, or set DEVICE_LAB_DATA_DIR to a writable folder."
 _COMPANIONS = ("-wal", "-shm")
@@ -250,3 +269,170 @@ def _move_aside(path: Path) -> Path:
     except OSError as exc:
         raise StoreError(f"The run history {path} is unreadable and could not be moved aside: {exc}. {ADVICE}") from exc
     return aside
+
+
+class NewerSchemaError(RuntimeError):
+    """The database was written by a newer Device Lab, with a schema this one does not know."""
+
+
+class UnreadableSchemaError(RuntimeError):
+    """A read-only database lacks columns this Device Lab reads, and can not be upgraded."""
+
+
+def _schema_v1(conn: sqlite3.Connection) -> None:
+    """Runs with their headline figures as columns (for listing), the rest as JSON; series in chunks."""
+    conn.execute(
+        """CREATE TABLE runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            started_at TEXT NOT NULL,
+            label TEXT NOT NULL DEFAULT '',
+            run_group TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            message TEXT NOT NULL DEFAULT '',
+            model TEXT, dataset TEXT, strategy TEXT,
+            devices TEXT NOT NULL DEFAULT '',
+            replicas INTEGER, batch_size INTEGER,
+            steps INTEGER NOT NULL DEFAULT 0,
+            warmup_steps INTEGER NOT NULL DEFAULT 0,
+            samples_per_s REAL, step_time_median_ms REAL, step_time_p95_ms REAL,
+            warmup_s REAL, final_loss REAL,
+            result TEXT NOT NULL)"""
+    )
+    conn.execute(
+        """CREATE TABLE steps (
+            run_id INTEGER NOT NULL, seq INTEGER NOT NULL,
+            losses BLOB NOT NULL, times BLOB NOT NULL,
+            PRIMARY KEY (run_id, seq))"""
+    )
+
+
+def _schema_v2(conn: sqlite3.Connection) -> None:
+    """Indexes for the History panel's default sort and its model/status filters."""
+    conn.execute("CREATE INDEX runs_started_at ON runs (started_at)")
+    conn.execute("CREATE INDEX runs_model ON runs (model, started_at)")
+    conn.execute("CREATE INDEX runs_status ON runs (status)")
+
+
+def _schema_v3(conn: sqlite3.Connection) -> None:
+    """The process recording a running run ("<pid>@<start time>", `core.history.store.this_process`); "" once it ended."""
+    if "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+
+
+def _schema_v4(conn: sqlite3.Connection) -> None:
+    """The conditions each run was measured in (`core.machine.conditions`), as JSON; filled from older runs' results ({} if none)."""
+    if "conditions" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN conditions TEXT NOT NULL DEFAULT '{}'")
+        conn.execute(
+            "UPDATE runs SET conditions = json(json_extract(result, '$.conditions')) "
+            "WHERE json_valid(result) AND json_type(result, '$.conditions') = 'object'"
+        )
+
+
+# Applied in order; migration i takes the schema from user_version i to i + 1. Append only.
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _schema_v2, _schema_v3, _schema_v4)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the schema to the latest version (one migration per transaction), then add missing figure columns."""
+    while True:
+        with transaction(conn, "BEGIN IMMEDIATE"):
+            version = _version(conn)
+            if version == len(MIGRATIONS):
+                break
+            MIGRATIONS[version](conn)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+    with transaction(conn, "BEGIN IMMEDIATE"):
+        add_figure_columns(conn)
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """For a database that can not be written (so not migrated): raise unless this Device Lab can read it as it is.
+
+    An older schema reads fine while it has every figure column (the later
+    migrations add nothing the listing needs).
+    """
+    _version(conn)
+    present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    missing = [figure.name for figure in FIGURES if figure.name not in present]
+    if not present or missing:
+        raise UnreadableSchemaError(
+            f"The run history is from an older Device Lab and lacks {', '.join(missing) or 'its tables'}; "
+            "it can not be upgraded because it is read-only."
+        )
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    """The schema version; NewerSchemaError when it is newer than this Device Lab knows."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > len(MIGRATIONS):
+        raise NewerSchemaError(
+            f"The run history was written by a newer Device Lab (schema {version}; this one reads up to {len(MIGRATIONS)})."
+        )
+    return version
+
+
+def add_figure_columns(conn: sqlite3.Connection) -> None:
+    """Give the runs table a column for each figure it lacks, filled from the stored results.
+
+    A run stored before its figure had a column keeps that figure in its JSON result,
+    so the new column is filled from there (None where the result never had it).
+    """
+    present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    added = [figure for figure in FIGURES if figure.name not in present]
+    for figure in added:
+        column = quote(figure.name)
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {column} {figure.sql_type}")
+        conn.execute(f"UPDATE runs SET {column} = json_extract(result, ?)", (f'$."{figure.name}"',))
+
+
+def quote(name: str) -> str:
+    """A column name as a quoted SQL identifier; only plain identifiers (figure names are attribute names) pass."""
+    if not name.isidentifier():
+        raise ValueError(f"Not a column name: {name!r}")
+    return f'"{name}"'
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, begin: str) -> Iterator[None]:
+    """`begin` ... COMMIT, rolled back if the body raises (the connection is in autocommit mode)."""
+    conn.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+CHUNK_STEPS = 65_536
+
+
+def insert_series(conn: sqlite3.Connection, run_id: int, losses: Sequence[float], times: Sequence[float]) -> None:
+    """Append steps to a run's series, after the chunks it already has (inside the caller's transaction)."""
+    (seq,) = conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+    rows = (
+        (run_id, seq + i, _pack(losses[start : start + CHUNK_STEPS]), _pack(times[start : start + CHUNK_STEPS]))
+        for i, start in enumerate(range(0, len(losses), CHUNK_STEPS))
+    )
+    conn.executemany("INSERT INTO steps (run_id, seq, losses, times) VALUES (?, ?, ?, ?)", rows)
+
+
+def load_series(conn: sqlite3.Connection, run_id: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A run's losses and step times, in step order."""
+    losses, times = array("d"), array("d")
+    for loss_blob, time_blob in conn.execute("SELECT losses, times FROM steps WHERE run_id = ? ORDER BY seq", (run_id,)):
+        losses.frombytes(loss_blob)
+        times.frombytes(time_blob)
+    if sys.byteorder == "big":
+        losses.byteswap()
+        times.byteswap()
+    return tuple(losses), tuple(times)
+
+
+def _pack(values: Sequence[float]) -> bytes:
+    packed = array("d", values)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()

@@ -4,8 +4,8 @@ The file is `history.sqlite3` in `$DEVICE_LAB_DATA_DIR`, else in
 `platformdirs.user_data_dir("device-lab")`, unless `RunStore.open(path)` names one.
 
 Each run is a row of `runs`: what it ran, one column per headline figure
-(`core.results.FIGURES`, kept in step by `schema`) and the full result as JSON. Step
-series live apart, in packed chunks (`series`). Warm-up steps are the first ones of a
+(`core.results.FIGURES`, kept in step by `database.add_figure_columns`) and the full result as JSON. Step
+series live apart, in packed chunks (`database.insert_series`). Warm-up steps are the first ones of a
 run, so a count (`warmup_steps`) marks them.
 
 The database runs in WAL mode and every write is one transaction, so a crash loses at
@@ -13,7 +13,7 @@ most the steps not yet appended. A run still "running" whose recording process h
 ended (a crash, a kill, or a store closed before finishing it) is marked "interrupted"
 when a store opens or lists runs: its steps kept and its figures computed from them.
 Runs begun by a store still open in this process, or by another live process
-(`core.history.owners`), are left alone.
+(`this_process`, below), are left alone.
 
 A damaged file is moved aside (kept, never deleted) and a new one started, with
 `notice` saying so; a file that can not be written is opened read-only and never
@@ -22,6 +22,7 @@ changed (`core.history.database`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -33,11 +34,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from core.config import RunConfig
 from core.formatting import utc_now
-from core.history import export, owners, schema
-from core.history.database import StoreError, open_database
-from core.history.series import insert_series, load_series
+from core.history import database, export
+from core.history.database import StoreError, insert_series, load_series, open_database
 from core.results import FIGURES, RunResult, RunStatus, StepRecord
 from core.training.metrics import summarize
 
@@ -100,9 +102,9 @@ _FIELD_COLUMNS = {
     f.name: ("run_group" if f.name == "group" else f.name) for f in fields(RunSummary) if f.name != "figures" and f.name not in _FROM_RESULT
 }
 # What `list_runs` can sort by: the fields and every figure.
-_SORT_COLUMNS = {**_FIELD_COLUMNS, **{f.name: schema.quote(f.name) for f in FIGURES}}
+_SORT_COLUMNS = {**_FIELD_COLUMNS, **{f.name: database.quote(f.name) for f in FIGURES}}
 # What `list_runs` reads, in `_summary`'s order: the fields, the figures, then the fields from the result.
-_SELECTED = (*_FIELD_COLUMNS.values(), *(schema.quote(f.name) for f in FIGURES), *_FROM_RESULT.values())
+_SELECTED = (*_FIELD_COLUMNS.values(), *(database.quote(f.name) for f in FIGURES), *_FROM_RESULT.values())
 # RunResult.summary() keys stored as columns of the same name, besides the figures.
 _RESULT_COLUMNS = ("started_at", "status", "message", "model", "dataset", "strategy", "replicas", "batch_size", "steps", "warmup_steps")
 
@@ -130,11 +132,11 @@ class RunStore:
         self.notice = opened.notice
         self.read_only = opened.read_only  # why nothing can be written here; "" when it can
         try:
-            schema.check_readable(self._conn) if self.read_only else schema.migrate(self._conn)
-        except schema.NewerSchemaError as exc:
+            database.check_readable(self._conn) if self.read_only else database.migrate(self._conn)
+        except database.NewerSchemaError as exc:
             self._conn.close()
             raise StoreError(f"{exc} Update Device Lab, or set DEVICE_LAB_DATA_DIR to another folder.") from exc
-        except schema.UnreadableSchemaError as exc:
+        except database.UnreadableSchemaError as exc:
             self._conn.close()
             raise StoreError(f"{exc} Make {self.path} writable once, or set DEVICE_LAB_DATA_DIR to another folder.") from exc
         self._close_abandoned_runs()
@@ -165,7 +167,7 @@ class RunStore:
         result = RunResult(status=RunStatus.RUNNING, config=config_dict, environment=dict(environment or {}), started_at=utc_now())
         with self._write():
             run_id = self._insert(result, label, group)
-            self._conn.execute("UPDATE runs SET owner = ? WHERE id = ?", (owners.this_process(), run_id))
+            self._conn.execute("UPDATE runs SET owner = ? WHERE id = ?", (this_process(), run_id))
         with _LIVE_LOCK:
             self._live.add(run_id)
             _LIVE_RUNS.add((self.path, run_id))
@@ -197,7 +199,7 @@ class RunStore:
                 raise KeyError(f"No run {run_id} in the history.")
             result = result if result.started_at else replace(result, started_at=row[0])
             values = {**_row_values(result), "owner": ""}
-            assignments = ", ".join(f"{schema.quote(column)} = ?" for column in values)
+            assignments = ", ".join(f"{database.quote(column)} = ?" for column in values)
             self._conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
             if result.losses:
                 self._conn.execute("DELETE FROM steps WHERE run_id = ?", (run_id,))
@@ -313,8 +315,8 @@ class RunStore:
             live = {run_id for path, run_id in _LIVE_RUNS if path == self.path}
         with self._lock:
             rows = self._conn.execute("SELECT id, owner FROM runs WHERE status = ?", (RunStatus.RUNNING,)).fetchall()
-        me = owners.this_process()
-        abandoned = [run_id for run_id, owner in rows if run_id not in live and (owner == me or not owners.is_running(owner))]
+        me = this_process()
+        abandoned = [run_id for run_id, owner in rows if run_id not in live and (owner == me or not is_running(owner))]
         if not abandoned:
             return
         try:
@@ -344,12 +346,12 @@ class RunStore:
             final_loss=final_loss,
         )
         values = {**_row_values(result), "owner": ""}
-        assignments = ", ".join(f"{schema.quote(column)} = ?" for column in values)
+        assignments = ", ".join(f"{database.quote(column)} = ?" for column in values)
         self._conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values.values(), run_id))
 
     def _insert(self, result: RunResult, label: str, group: str) -> int:
         values = {"label": label, "run_group": group, **_row_values(result)}
-        sql = f"INSERT INTO runs ({', '.join(map(schema.quote, values))}) VALUES ({', '.join('?' * len(values))})"
+        sql = f"INSERT INTO runs ({', '.join(map(database.quote, values))}) VALUES ({', '.join('?' * len(values))})"
         run_id = self._conn.execute(sql, tuple(values.values())).lastrowid
         if run_id is None:
             raise StoreError(f"The run history {self.path} gave no id for the run just saved.")
@@ -360,7 +362,7 @@ class RunStore:
         """One transaction under the lock; reads pass "BEGIN" to see a consistent snapshot."""
         if self.read_only and begin != "BEGIN":
             raise StoreError(f"The run history {self.path} can only be read ({self.read_only}); nothing can be saved or deleted there.")
-        with self._lock, schema.transaction(self._conn, begin):
+        with self._lock, database.transaction(self._conn, begin):
             yield
 
 
@@ -398,3 +400,31 @@ def _summary(row: Sequence[Any]) -> RunSummary:
     from_result: dict[str, Any] = {name: value or "" for name, value in zip(_FROM_RESULT, row[figure_end:], strict=True)}
     from_result["conditions"] = json.loads(from_result["conditions"] or "{}")
     return RunSummary(**values, figures=figures, **from_result)
+
+
+_TOLERANCE_S = 0.01
+
+
+def this_process() -> str:
+    """The owner tag of this process: "<pid>@<process start time>" (a pid alone could be reused by a later process, the pair not).
+
+    The window, `main.py history` and a CLI run may have one history open at once; each marks as
+    interrupted only the runs whose owner has ended (`is_running`).
+    """
+    return _tag(os.getpid())
+
+
+def is_running(owner: str) -> bool:
+    """True while the process that `owner` names is still alive (False for "" or a malformed tag)."""
+    pid_text, _, started_text = owner.partition("@")
+    try:
+        pid, started = int(pid_text), float(started_text)
+        process = psutil.Process(pid)
+        return abs(process.create_time() - started) < _TOLERANCE_S and process.status() != psutil.STATUS_ZOMBIE
+    except (ValueError, psutil.Error):
+        return False
+
+
+@functools.cache
+def _tag(pid: int) -> str:
+    return f"{pid}@{psutil.Process(pid).create_time():.3f}"

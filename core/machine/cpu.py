@@ -129,3 +129,11 @@ def cpu_rows(tf: Any) -> list[DeviceInfo]:
         name = info["Model"] if info["Model"] != NA else "CPU"
         rows.append(DeviceInfo("CPU", name, slot.tf_name, total, used, free, details))
     return rows
+
+
+def cpu_model() -> str:
+    """The CPU's model name, as a run records it ("n/a" where it cannot be read)."""
+    try:
+        return cpu_info().get("Model", platform.processor())
+    except Exception:
+        return platform.processor() or "n/a"

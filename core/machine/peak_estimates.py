@@ -4,7 +4,8 @@ A GPU's dense peak per math mode comes from its vendor's datasheet; a CPU's
 from its cores, clock and vector width. These are the figures shown *beside*
 a measured ceiling (`core.machine.peaks`), never instead of it. A run records
 its devices' estimate in its environment (`run_peak_environment`) so that a
-comparison shown later reads it instead of the hardware.
+comparison, verdict or export shown later reads it back (`recorded_peak_flops`)
+instead of the hardware, which may have changed or be another machine's.
 """
 
 from __future__ import annotations
@@ -208,3 +209,20 @@ def _tf32_enabled() -> bool:
     import tensorflow as tf
 
     return bool(tf.config.experimental.tensor_float_32_execution_enabled())
+
+
+def recorded_peak_flops(environment: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The datasheet/ISA peak FLOP/s a run recorded for its devices, and how it was found.
+
+    Runs recorded before the app estimated peaks during the run have none: (None, why).
+    """
+    if PEAK_FLOPS_HOW not in environment:
+        return None, "not recorded with this run (an older version of the app ran it)"
+    peak = environment.get(PEAK_FLOPS)
+    return (float(peak) if peak else None), str(environment[PEAK_FLOPS_HOW])
+
+
+def recorded_native_bfloat16(environment: Mapping[str, Any]) -> bool | None:
+    """Whether the run's CPU had native bfloat16 math (AVX-512 BF16 or AMX); None when the run did not record it."""
+    value = environment.get(CPU_NATIVE_BFLOAT16)
+    return None if value is None else bool(value)

@@ -10,13 +10,34 @@ model and optimizer.
 
 Call `run_training` in the thread that trains: Keras keeps the dtype policy and
 the strategy scope per thread.
+
+The compiled function and what tracing it leaves behind (`TrainSteps`): Keras's
+optimizer sums gradients across replicas with `ReplicaContext.all_reduce`, under
+every strategy, and in graph mode `all_reduce` is a `tf.custom_gradient`. Each
+traced call registers its gradient function under a fresh name
+("CustomGradient-N") in TensorFlow's process-wide gradient registry, and nothing
+removes it (tensorflow/tensorflow#97697, #27492); its closure holds the traced
+graph's tensors, so each run's FuncGraphs stayed alive (~3.5 MB per MLP run).
+`TrainSteps.release` reads the names the traced graph uses (each op's
+`_gradient_op_type`, nested functions included) and drops exactly those entries:
+the gradients were taken while tracing, so nothing looks them up again.
+
+A run's peak memory (`MemoryTracker`): TensorFlow's allocator peak on
+accelerators. On the CPU TensorFlow keeps no allocator figure, so two are given:
+the process's RSS peak (`peak_memory_bytes`: the whole process, TensorFlow, the
+app and earlier runs included, so hundreds of MB even for a tiny model) and what
+the run added to it, the RSS peak less the RSS when the run started
+(`memory_added_bytes`): the figure to read beside the model's memory estimate.
 """
 
 from __future__ import annotations
 
+import logging
+import platform
+import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,17 +45,15 @@ from typing import Any
 from core.config import ConfigError, RunConfig
 from core.formatting import utc_now
 from core.logs import quiet_native_stderr
+from core.machine.cpu import cpu_model
+from core.machine.peak_estimates import run_peak_environment
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result, waited_for_turn
-from core.training.conditions_hook import ConditionsHook
-from core.training.environment import environment
+from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result, waited_for_turn
 from core.training.failures import NonFiniteLoss, divergence_message, explain_failure
-from core.training.memory import MemoryTracker
-from core.training.metrics import Measured, measured_result
-from core.training.run_checks import batch_warning, call_size
+from core.training.metrics import Measured, call_size, measured_result
 from core.training.strategies import SetupStopped, check_mirrored_devices, make_strategy
-from core.training.traces import TrainSteps
+from core.workloads.data import batch_warning
 from core.workloads.memory_estimate import estimate_for_model
 from core.workloads.workload import open_checked_workload, open_workload
 
@@ -120,7 +139,7 @@ class _Tally:
     """What a run has measured so far: per-step losses and times, warm-up steps, replicas, devices, memory.
 
     `config` is the job as it really ran (steps per call may be lowered, see
-    `run_checks.call_size`); `notes` are warnings found while setting it up;
+    `metrics.call_size`); `notes` are warnings found while setting it up;
     `memory_estimate` is the weights, gradients and optimizer state of the built model.
     """
 
@@ -352,3 +371,170 @@ def _set_precision_policy(name: str) -> None:
     import keras
 
     keras.config.set_dtype_policy(name)
+
+
+def environment(device_names: Sequence[str] = (), precision: str = "off") -> dict[str, Any]:
+    """Versions and hardware a result was measured on, for the history and exports.
+
+    `devices` are the run's, `logical_devices` all TensorFlow had (two logical
+    CPUs split one CPU). With the devices' estimated peak FLOP/s for `precision` and whether the CPU
+    has native bfloat16 (`run_peak_environment`): a comparison shown later reads
+    these instead of the hardware.
+    """
+    import keras
+    import tensorflow as tf
+
+    env: dict[str, Any] = {
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "devices": list(device_names),
+        "logical_devices": [short_name(d.name) for d in tf.config.list_logical_devices()],
+        "cpu": cpu_model(),
+    }
+    build = tf.sysconfig.get_build_info()
+    env["cuda_build"] = bool(build.get("is_cuda_build"))
+    env["cuda"] = build.get("cuda_version", "")
+    env["cudnn"] = build.get("cudnn_version", "")
+    env.update(run_peak_environment(device_names, precision))
+    return env
+
+
+GRADIENT_OP_TYPE = "_gradient_op_type"
+
+logger = logging.getLogger(__name__)
+
+
+class TrainSteps:
+    """`train_steps(iterator, n)` runs n steps and returns their losses; `release` frees its traces."""
+
+    def __init__(self, function: Callable[..., Any]):
+        import tensorflow as tf
+
+        self._function = tf.function(function)
+        self._traced = False
+
+    def __call__(self, iterator: Any, n: int) -> Any:
+        import tensorflow as tf
+
+        losses = self._function(iterator, tf.constant(n, tf.int32))
+        self._traced = True
+        return losses
+
+    def release(self, iterator: Any) -> int:
+        """Drop the gradient functions its tracing registered; returns how many. Call once the run is over.
+
+        Only after a call succeeded: then the signature is traced, and looking
+        it up again is a cache hit. A trace that failed is not retried (it
+        could register more), so what it registered stays.
+        """
+        import tensorflow as tf
+
+        if not self._traced:
+            return 0
+        try:
+            graph = self._function.get_concrete_function(iterator, tf.constant(1, tf.int32)).graph
+            return forget_custom_gradients(custom_gradient_names(graph.as_graph_def()))
+        except Exception:  # freeing memory must never turn a finished run into a failed one
+            logger.warning("Could not free the traced training function's gradient registrations.", exc_info=True)
+            return 0
+
+
+def custom_gradient_names(graph_def: Any) -> set[str]:
+    """The custom-gradient names a GraphDef's ops use, in its library's functions too."""
+    nodes = [*graph_def.node, *(node for function in graph_def.library.function for node in function.node_def)]
+    return {node.attr[GRADIENT_OP_TYPE].s.decode() for node in nodes if GRADIENT_OP_TYPE in node.attr}
+
+
+def forget_custom_gradients(names: Iterable[str]) -> int:
+    """Remove these names from TensorFlow's gradient registry; returns how many were there.
+
+    The registry has no public way to unregister, so this reaches into its dict
+    and does nothing if a later TensorFlow stores it differently.
+    """
+    from tensorflow.python.framework import ops
+
+    entries = getattr(getattr(ops, "gradient_registry", None), "_registry", None)
+    if not isinstance(entries, dict):
+        return 0
+    return sum(entries.pop(name, None) is not None for name in names)
+
+
+DEVICE_PEAK = "device allocator peak"
+RSS_PEAK = "host process RSS peak"
+RSS_ADDED = "host process RSS peak less its RSS when the run started"
+
+
+class MemoryTracker:
+    """Peak memory of the run: TF's allocator peak on accelerators, else the process's RSS and what the run added to it.
+
+    None until `start`: a run that failed while setting up (no TPU answered,
+    data missing) used no memory of its own worth reporting.
+    """
+
+    SAMPLE_INTERVAL_S = 0.25
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._accelerators: list[str] = []
+        self._rss_baseline = 0
+        self._rss_peak = 0
+        self._last_sample = -float("inf")
+        self._started = False
+
+    def start(self, device_names: Sequence[str]) -> None:
+        """Reset the accelerators' peak counters and take the first RSS sample (the run's baseline)."""
+        import tensorflow as tf
+
+        self._started = True
+        self._accelerators = [d for d in device_names if not d.startswith("CPU")]
+        for device in self._accelerators:
+            try:
+                tf.config.experimental.reset_memory_stats(device)
+            except (ValueError, RuntimeError):
+                pass
+        self._rss_baseline = self._process.memory_info().rss
+        self.sample()
+
+    def sample(self, now: float | None = None) -> None:
+        """Read the process RSS, at most every SAMPLE_INTERVAL_S when `now` is given (cheap per call)."""
+        if now is not None and now - self._last_sample < self.SAMPLE_INTERVAL_S:
+            return
+        self._last_sample = time.perf_counter() if now is None else now
+        self._rss_peak = max(self._rss_peak, self._process.memory_info().rss)
+
+    def peak(self) -> tuple[int | None, str]:
+        """(peak bytes or None, where the figure comes from); (None, "") when the run never started."""
+        return self._figure(lambda: ((self._rss_peak or None), RSS_PEAK))
+
+    def added(self) -> tuple[int | None, str]:
+        """(bytes the run itself used, how it was found): the allocator peak, or RSS growth since the start on the CPU."""
+        return self._figure(lambda: (max(0, self._rss_peak - self._rss_baseline), RSS_ADDED))
+
+    def _figure(self, on_host: Callable[[], tuple[int | None, str]]) -> tuple[int | None, str]:
+        """The device allocator's peak where there is one, else `on_host()` from the RSS samples; (None, "") before the run."""
+        if not self._started:
+            return None, ""
+        self.sample()
+        device = self._device_peak()
+        return (device, DEVICE_PEAK) if device is not None else on_host()
+
+    def result_fields(self) -> dict[str, Any]:
+        """The memory figures under `RunResult`'s field names."""
+        peak, source = self.peak()
+        added, added_source = self.added()
+        return {"peak_memory_bytes": peak, "peak_memory_source": source, "memory_added_bytes": added, "memory_added_source": added_source}
+
+    def _device_peak(self) -> int | None:
+        if not self._accelerators:
+            return None
+        import tensorflow as tf
+
+        try:
+            return sum(tf.config.experimental.get_memory_info(d)["peak"] for d in self._accelerators)
+        except (ValueError, RuntimeError):
+            return None

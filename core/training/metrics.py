@@ -9,6 +9,12 @@ samples/s = global batch / mean steady-state step time (the steady steps'
 total time over their number), so it is shown beside the mean step time
 (`mean_step_ms`); the median step time is the typical step, less moved by
 the odd slow call, and on a noisy machine can lie well below the mean.
+A job whose calls' ends are seen some together (a JAX or PyTorch job reads
+each call's loss while later calls run: calls found done together share the
+time since the last ones) gives its median, p95 and spread over windows of
+that many steps (`window_steps`), each window's steps per its time: a single
+step's time there is not known, and the shared times would read as a spread
+the steps do not have. The mean, and so samples/s, is the same either way.
 Steps a hook disturbed on purpose (the profiler's calls, and the call that
 paid for stopping it) are set apart like warm-up: counted, timed, and left out
 of the steady state.
@@ -43,7 +49,8 @@ class StepStats:
     """Warm-up (first call: tracing and compilation) and steady-state figures.
 
     `spread` is (p90 - p10) / median of the steady-state step times: 0.1 means
-    the middle 80% of steps lie within 10% of the median's width. `apart_steps`
+    the middle 80% of steps lie within 10% of the median's width (of windows' step times where a
+    job's calls are read some together; None with fewer than MIN_WINDOWS windows). `apart_steps`
     and `apart_s` are the steps set apart (profiled) and the time they took.
     """
 
@@ -74,8 +81,21 @@ class StepStats:
 StepRange = tuple[int, int]  # first and last step, 1-based, inclusive
 
 
-def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_size: int, set_apart: Sequence[StepRange] = ()) -> StepStats:
-    """Statistics of a run's step times: the first `warmup_steps` are warm-up, the `set_apart` ranges kept out too."""
+MIN_WINDOWS = 3
+"""Fewer whole windows than this (a short JAX run): no p95 and no spread, which a window or two cannot show."""
+
+
+def summarize(
+    step_times_s: Sequence[float],
+    warmup_steps: int,
+    global_batch_size: int,
+    set_apart: Sequence[StepRange] = (),
+    window_steps: int = 1,
+) -> StepStats:
+    """Statistics of a run's step times: the first `warmup_steps` are warm-up, the `set_apart` ranges kept out too.
+
+    `window_steps` > 1: the median, p95 and spread are of consecutive windows of that many steady steps.
+    """
     times = np.asarray(step_times_s, dtype=np.float64)
     warmup_steps = min(warmup_steps, len(times))
     warmup_s = float(times[:warmup_steps].sum()) if warmup_steps else None
@@ -87,21 +107,33 @@ def summarize(step_times_s: Sequence[float], warmup_steps: int, global_batch_siz
     steady = times[warmup_steps:][~apart[warmup_steps:]]
     if not len(steady):
         return StepStats(warmup_s, warmup_steps, 0, None, None, None, None, apart_steps, apart_s)
-    median = float(np.median(steady))
-    p10, p90, p95 = (float(v) for v in np.percentile(steady, [10, 90, 95]))
+    typical = _windows(steady, window_steps)
+    median = float(np.median(typical)) if len(typical) else float(steady.mean())
+    p95_ms = spread = None
+    if len(typical) >= (MIN_WINDOWS if window_steps > 1 else 1):
+        p10, p90, p95 = (float(v) for v in np.percentile(typical, [10, 90, 95]))
+        p95_ms, spread = p95 * 1e3, (p90 - p10) / median if median > 0 else None
     total = float(steady.sum())
     return StepStats(
         warmup_s=warmup_s,
         warmup_steps=warmup_steps,
         steady_steps=len(steady),
         median_ms=median * 1e3,
-        p95_ms=p95 * 1e3,
-        spread=(p90 - p10) / median if median > 0 else None,
+        p95_ms=p95_ms,
+        spread=spread,
         samples_per_s=global_batch_size * len(steady) / total if total > 0 else None,
         apart_steps=apart_steps,
         apart_s=apart_s,
         mean_ms=total / len(steady) * 1e3,
     )
+
+
+def _windows(steady: np.ndarray, window_steps: int) -> np.ndarray:
+    """Each whole window's time per step (the steps themselves for windows of 1); a part window at the end left out."""
+    if window_steps <= 1:
+        return steady
+    whole = len(steady) // window_steps * window_steps
+    return steady[:whole].reshape(-1, window_steps).mean(axis=1)
 
 
 @dataclass(frozen=True)
@@ -117,11 +149,12 @@ class Measured:
     memory_estimate: dict[str, Any]
     environment: dict[str, Any]
     notes: Sequence[str]
+    window_steps: int = 1  # steps whose calls' ends may be seen together (`summarize`)
 
 
 def measured_result(config: RunConfig, status: RunStatus, message: str, measured: Measured, started_at: str, wall_s: float) -> RunResult:
     """The run's `RunResult` from what it measured: one definition of its figures and warnings for every engine."""
-    stats = summarize(measured.times, measured.warmup_steps, config.batch_size)
+    stats = summarize(measured.times, measured.warmup_steps, config.batch_size, window_steps=measured.window_steps)
     has_accelerator = any(not d.startswith("CPU") for d in measured.devices)
     return RunResult(
         status=status,
@@ -139,4 +172,42 @@ def measured_result(config: RunConfig, status: RunStatus, message: str, measured
         losses=tuple(measured.losses),
         step_times_s=tuple(measured.times),
         warnings=(*config.warnings(has_accelerator=has_accelerator), *measured.notes),
+    )
+
+
+NOISY_SPREAD = 0.5
+"""A steady state whose (p90 - p10) / median reaches this is too noisy for one figure to stand for it."""
+
+
+def noise_warning(spread: float | None) -> str:
+    """The warning a run with a wide step-time spread carries, or ""."""
+    if spread is None or spread < NOISY_SPREAD:
+        return ""
+    return (
+        f"step times are noisy: the middle 80% spread over {spread:.0%} of the median (at least {NOISY_SPREAD:.0%} is noisy); "
+        "compare runs only beyond noise and re-run on a quiet machine"
+    )
+
+
+def call_size(steps_per_call: int, total_steps: int) -> tuple[int, str | None]:
+    """The steps per call to use, and why when it differs from `steps_per_call` or leaves no steady state.
+
+    The first call is warm-up (tracing, compilation). A call as long as the
+    whole run would make every step warm-up and leave no step-time figures at
+    all, so such a call is halved to the run's length: the first half warms
+    up, the second is measured. The result says so, and the run records the
+    call size it really used.
+    """
+    if total_steps < 2:
+        return steps_per_call, (
+            "A 1-step run is all warm-up (tracing and compilation), so it has no steady-state figures "
+            "(median, p95, samples/s): run 2 or more steps."
+        )
+    if steps_per_call < total_steps:
+        return steps_per_call, None
+    used = total_steps // 2
+    return used, (
+        f"Steps per call lowered from {steps_per_call} to {used}: with {steps_per_call} steps per call the first call "
+        f"would cover all {total_steps} steps, all of them warm-up, and the run would have no steady-state figures. "
+        f"To measure {steps_per_call} steps per call, run {2 * steps_per_call} or more steps."
     )

@@ -1,4 +1,4 @@
-"""Is a difference real? Step-time noise, and a block-bootstrap 95% interval for the ratio of two runs' speeds.
+"""Is a difference real? A block-bootstrap 95% interval for the ratio of two runs' speeds (a run's own noise: `metrics.noise_warning`).
 
 A run's steady-state calls are its repeated measurements. Neighbouring calls are
 correlated (a busy second slows several in a row), so the bootstrap resamples
@@ -30,27 +30,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-NOISY_SPREAD = 0.5
-"""A steady state whose (p90 - p10) / median reaches this is too noisy for one figure to stand for it."""
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 20
 _CHUNK = 250
 MIN_CALLS = 3
+"""Fewer steady-state calls than this in either run: no interval (it would mean nothing)."""
 MAX_UNITS = 400
 """At most this many resampling units a run: longer runs' neighbouring calls are summed into this many contiguous groups
 first (the ratio of sums is unchanged), so an interval costs the same for a run of 100 calls or of 100,000."""
-"""Fewer steady-state calls than this in either run: no interval (it would mean nothing)."""
-
-
-def noise_warning(spread: float | None) -> str:
-    """The warning a run with a wide step-time spread carries, or ""."""
-    if spread is None or spread < NOISY_SPREAD:
-        return ""
-    return (
-        f"step times are noisy: the middle 80% spread over {spread:.0%} of the median (at least {NOISY_SPREAD:.0%} is noisy); "
-        "compare runs only beyond noise and re-run on a quiet machine"
-    )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from core.config import RunConfig
+from core.formatting import format_value
 from core.workloads.models import IMAGE, TEXT, TEXT_SEQUENCE_LENGTH, TEXT_VOCAB_SIZE, ModelSpec
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
@@ -221,3 +223,24 @@ _LOADERS: dict[str, Callable[[], tuple[np.ndarray, np.ndarray, int]]] = {
     "cifar10": _cifar10,
     "imdb": _imdb,
 }
+
+
+def batch_warning(config: RunConfig, examples: int | None) -> str | None:
+    """A batch larger than a real data set repeats its examples inside every batch; synthetic data is exempt.
+
+    Synthetic data only measures the device, so repeats there change nothing;
+    `examples` None (a user's build_dataset()) is a size not known in advance.
+    """
+    if config.dataset == "synthetic" or examples is None or config.batch_size <= examples:
+        return None
+    batch, size = format_value(config.batch_size, "count"), format_value(examples, "count")
+    repeats = config.batch_size / examples
+    return (
+        f"The batch ({batch} examples) is larger than the {_data_title(config.dataset)} data set ({size} examples): "
+        f"each batch holds every example about {repeats:.{1 if repeats < 10 else 0}f} times, so the loss says little "
+        f"about learning. The speed figures stay valid; to train on the data, use a batch of at most {size}."
+    )
+
+
+def _data_title(dataset: str) -> str:
+    return DATASETS[dataset].title if dataset in DATASETS else os.path.basename(dataset)

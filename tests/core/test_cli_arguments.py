@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli.parser import joined_values
+from core.cli import joined_values
 from core.machine.tpu import detect_tpu_cheaply
 from core.tuning.autotune import AutotuneResult, TunePoint
 from tests.core.read_only_paths import read_only

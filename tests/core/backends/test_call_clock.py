@@ -6,9 +6,10 @@ import threading
 
 import pytest
 
-from core.backends.call_timer import CallClock
+from core.backends.call_timer import CALLS_IN_FLIGHT, CallClock
 from core.config import RunConfig
 from core.runner import run_training
+from core.training.metrics import summarize
 
 
 def clock_with(sent: list[dict], steps_per_call: int = 2) -> CallClock:
@@ -89,3 +90,5 @@ def test_a_jax_run_over_several_epochs_reports_every_step_once_with_a_time_and_t
     assert [r.step for r in seen] == list(range(1, 201))
     assert all(r.step_time_s > 0 for r in seen[1:]) and [r.warmup for r in seen[:3]] == [True, True, False]
     assert len(set(result.losses)) > 100  # each call's own loss, not a running mean repeated
+    windows = summarize(result.step_times_s, result.warmup_steps, 64, window_steps=CALLS_IN_FLIGHT)  # calls read some together
+    assert (result.step_time_median_ms, result.step_time_spread) == (windows.median_ms, windows.spread)

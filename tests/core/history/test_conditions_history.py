@@ -8,7 +8,7 @@ import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from core.history import schema
+from core.history import database
 from core.history.store import RunStore
 from tests.core.history.test_store import make_result
 
@@ -56,6 +56,6 @@ def test_a_history_from_before_conditions_gains_the_column_filled_from_each_resu
     with RunStore.open(path) as store:
         assert store.load(kept).conditions == CONDITIONS and store.load(older).conditions == {}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(schema.MIGRATIONS) == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(database.MIGRATIONS) == 4
         filled = dict(conn.execute("SELECT id, conditions FROM runs").fetchall())
     assert json.loads(filled[kept]) == CONDITIONS and json.loads(filled[older]) == {}

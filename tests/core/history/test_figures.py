@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunConfig
-from core.history import schema
+from core.history import database
 from core.history.store import RunStore
 from core.results import FIGURES, RunResult, RunStatus
 
@@ -74,9 +74,9 @@ def test_every_figure_is_in_the_summary_the_sort_and_the_csv(tmp_path: Path) -> 
 def test_an_old_history_gains_the_missing_figure_columns_and_keeps_its_runs(tmp_path: Path) -> None:
     path = tmp_path / "history.sqlite3"
     conn = sqlite3.connect(path, isolation_level=None)
-    for migration in schema.MIGRATIONS:
+    for migration in database.MIGRATIONS:
         migration(conn)
-    conn.execute(f"PRAGMA user_version = {len(schema.MIGRATIONS)}")
+    conn.execute(f"PRAGMA user_version = {len(database.MIGRATIONS)}")
     missing = [f.name for f in FIGURES if f.name not in runs_columns(conn)]
     assert missing  # the versioned schema predates some figures: they are what this test is about
     full, partial = make_result(1), make_result(2)

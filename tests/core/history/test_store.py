@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.config import RunConfig
-from core.history import schema
+from core.history import database
 from core.history.database import wal_damage
 from core.history.store import RunStore, RunSummary, StoreError
 from core.results import RunResult, RunStatus, StepRecord
@@ -367,7 +367,7 @@ def test_a_damaged_write_ahead_log_is_kept_and_the_user_told_what_was_recovered(
 
 def test_older_schema_is_migrated_and_keeps_its_runs(db_path: Path) -> None:
     conn = sqlite3.connect(db_path, isolation_level=None)
-    schema.MIGRATIONS[0](conn)
+    database.MIGRATIONS[0](conn)
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     with RunStore.open(db_path) as first:  # upgrades 1 -> latest
@@ -382,7 +382,7 @@ def test_older_schema_is_migrated_and_keeps_its_runs(db_path: Path) -> None:
     with RunStore.open(db_path) as upgraded:
         assert upgraded.load(run_id) == make_result(steps=50)
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(schema.MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(database.MIGRATIONS)
         indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"runs_started_at", "runs_model", "runs_status"} <= indexes
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -15,8 +15,7 @@ import pytest
 from core.config import RunConfig
 from core.machine import gpu as gpu_info
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunContext
-from core.training.conditions_hook import ConditionsHook
+from core.training.callbacks import ConditionsHook, RunContext
 from core.training.failures import explain_failure
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 

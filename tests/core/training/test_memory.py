@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.training.memory import RSS_ADDED, RSS_PEAK, MemoryTracker
+from core.training.engine import RSS_ADDED, RSS_PEAK, MemoryTracker
 
 MIB = 1 << 20
 

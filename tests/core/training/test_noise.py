@@ -8,7 +8,8 @@ import pytest
 from core.compare.table import compare_results
 from core.config import RunConfig
 from core.runner import run_training
-from core.training.noise import NOISY_SPREAD, bootstrap_ratio, call_times, noise_warning, runs_ratio
+from core.training.metrics import NOISY_SPREAD, noise_warning
+from core.training.noise import bootstrap_ratio, call_times, runs_ratio
 
 
 def _calls(mean_s: float, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

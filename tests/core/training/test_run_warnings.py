@@ -13,8 +13,7 @@ from core.logs import NATIVE_LOG_NAME
 from core.machine.conditions import Conditions, contention_warning
 from core.results import RunResult, RunStatus
 from core.runner import run_training
-from core.training.noise import noise_warning
-from core.training.run_checks import call_size
+from core.training.metrics import call_size, noise_warning
 
 ROOT = Path(__file__).resolve().parents[3]
 DIGITS_EXAMPLES = 1797

@@ -43,3 +43,19 @@ def test_a_range_over_the_warm_up_does_not_count_it_twice_and_nothing_set_apart_
     assert plain.apart_steps == 0 and plain.apart_s is None and plain.steady_steps == 7
     everything = summarize(TIMES, warmup_steps=1, global_batch_size=16, set_apart=[(2, 8)])
     assert everything.steady_steps == 0 and everything.samples_per_s is None and everything.apart_steps == 7
+
+
+def test_times_read_in_clumps_give_the_windows_spread_not_the_clumps():
+    """A JAX job sees calls done some together: three share a short gap, the fourth carries the rest (same 1 ms mean)."""
+    clumped = [2.0] + [0.0005, 0.0005, 0.0005, 0.0025] * 8  # warm-up, then 32 steps at 1 ms each on average
+    per_step = summarize(clumped, warmup_steps=1, global_batch_size=64)
+    windows = summarize(clumped, warmup_steps=1, global_batch_size=64, window_steps=8)
+    assert per_step.spread is not None and per_step.spread >= 1.0  # the clumps read as a 400% spread
+    assert windows.spread == pytest.approx(0.0) and windows.median_ms == pytest.approx(1.0)
+    assert windows.p95_ms == pytest.approx(1.0) and windows.samples_per_s == per_step.samples_per_s
+
+
+def test_too_few_windows_give_no_spread_and_no_p95():
+    stats = summarize([2.0] + [0.001] * 20, warmup_steps=1, global_batch_size=64, window_steps=8)  # 2 whole windows
+    assert stats.spread is None and stats.p95_ms is None
+    assert stats.median_ms == pytest.approx(1.0) and stats.samples_per_s == pytest.approx(64_000)

@@ -10,7 +10,7 @@ from tensorflow.python.framework.func_graph import FuncGraph
 from core.config import RunConfig
 from core.runner import run_training
 from core.training.callbacks import RunCallback
-from core.training.traces import custom_gradient_names, forget_custom_gradients
+from core.training.engine import custom_gradient_names, forget_custom_gradients
 
 
 class GraphsOfTheRun(RunCallback):
