@@ -26,10 +26,12 @@ eight 1.02x on the CNN and 1.07x on the MLP.
 
 Step time is the time between the ends of consecutive calls over the steps in
 the call, the TensorFlow engine's clock; the first call (tracing, compiling) is
-the warm-up, read at the end of its own one-call `fit` (`fit_job`), and so is
-the next `fit`'s first call, which carries that fit's set-up (~9 ms on the MLP,
-half of a 20-step run's gap to a 2,000-step one). Steps go to the parent at most every SEND_INTERVAL_S (the warm-up
-call and a stop at once, the rest at the end).
+the warm-up, read at the end of its own one-call `fit` (`fit_job`), and so are
+the next `fit`'s first calls (`start_calls`): the first, read at once, carries
+that fit's set-up (~9 ms on the MLP); the next run slower as a fit starts, and
+are read in flight as the others (`warmup_until`: read one by one, they left the
+calls after them to start cold). Steps go to the parent at most every
+SEND_INTERVAL_S (the warm-up and a stop at once, the rest at the end).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class CallClock:
     def __init__(self, steps_per_call: int, send: Send, stop: threading.Event) -> None:
         self.steps_per_call, self.send, self.stop = steps_per_call, send, stop
         self.steps_done = 0
+        self.warmup_until = 0  # steps up to this one are warm-up however they are read (a fit's first calls)
         self.previous_end = time.perf_counter()
         self._epoch_sum, self._epoch_steps = 0.0, 0
         self._unsent: list[list[Any]] = []
@@ -86,7 +89,7 @@ class CallClock:
         for call_loss, count in counted:
             first = self.steps_done + 1
             self.steps_done += count
-            self._unsent.extend([first + i, call_loss, per_step, warmup] for i in range(count))
+            self._unsent.extend([first + i, call_loss, per_step, warmup or first + i <= self.warmup_until] for i in range(count))
         if warmup or self.stop.is_set() or ended - self._last_send >= SEND_INTERVAL_S:
             self.flush()
 
@@ -105,11 +108,13 @@ def timed_calls_class() -> type:
     class TimedCalls(keras.callbacks.CallbackList):
         """Keras's callback list for `model.fit` (with its History) that reads each call's loss CALLS_IN_FLIGHT calls late and stops the run."""
 
-        def __init__(self, clock: CallClock, total_steps: int, model: Any, epochs: int, steps: int) -> None:
+        def __init__(self, clock: CallClock, total_steps: int, model: Any, epochs: int, steps: int, start_calls: int = 1) -> None:
             super().__init__(add_history=True, model=model, verbose=0, epochs=epochs, steps=steps)
             self.clock, self.total_steps = clock, total_steps
             self.dispatched = 0
             self.later_fit = clock.steps_done > 0
+            if self.later_fit:  # its first calls are warm-up: read as the others are, so the calls after them are not read cold
+                clock.warmup_until = clock.steps_done + start_calls * clock.steps_per_call
             self.in_flight: deque[tuple[int, Any]] = deque()
 
         def on_train_begin(self, logs: Any = None) -> None:

@@ -7,7 +7,11 @@ XLA programs: ~175 ms, which a 200-step MLP run spread over its steady steps and
 read half the samples/s of a 2,000-step run) falls in the warm-up. Then
 `model.fit` gets one epoch of whole calls at a time (`job_data.epoch_arrays`,
 going on from the warm-up's batches) and as many epochs as the run's other steps need,
-its first call a warm-up call too (it carries that fit's set-up);
+its first calls warm-up calls too (`start_calls`): the first carries that fit's
+set-up, and the next run slower as a fit starts (on JAX the MLP's first calls of a
+fit took 1.3-3.8 ms, later ones 0.6: a 20-step run read 0.70-0.74 of a 2,000-step
+one's samples/s, 1.12 with them in the warm-up; read one by one instead of in
+flight, the calls after them started cold and read 0.59);
 the callback stops it at the run's end or when the parent asks, after the call
 in flight.
 """
@@ -34,6 +38,8 @@ from core.backends.step_flops import step_flops
 from core.config import RunConfig
 
 Send = Callable[[dict[str, Any]], None]
+START_CALLS = 8
+"""The steady fit's first calls read as warm-up at most: its set-up, and the slower calls as a fit starts."""
 
 
 def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None, count_flops: bool = True) -> None:
@@ -100,10 +106,15 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
             if rest > 0 and not stop.is_set():
                 x, y, _ = epoch_arrays(data, config.batch_size, per_call, start_batch=per_call)  # on from the warm-up's batches
                 epochs = -(-rest // batches)
-                steady_fit = timed_calls(clock, rest, model, epochs, batches)
+                steady_fit = timed_calls(clock, rest, model, epochs, batches, start_calls(total // per_call))
                 fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=shuffle, verbose=0, callbacks=steady_fit)
         finally:
             clock.flush()  # the steps of a run that failed part-way are the run's too
+
+
+def start_calls(total_calls: int) -> int:
+    """The steady fit's warm-up calls: up to START_CALLS, leaving at least as many calls measured as the warm-up holds."""
+    return max(1, min(START_CALLS, (total_calls - 2) // 2))
 
 
 def _plain_fit(model: Any) -> Callable[..., Any]:

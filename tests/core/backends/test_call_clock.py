@@ -82,13 +82,13 @@ def test_a_stop_sends_the_steps_at_once() -> None:
 def test_a_jax_run_over_several_epochs_reports_every_step_once_with_a_time_and_the_losses_of_each_call() -> None:
     """Calls read late across epoch ends and the run's end: the one-call warm-up fit, then 3 epochs of 64 calls and 7 more, every step there once.
 
-    The warm-up is the first call and the second fit's first call (which carries that fit's set-up).
+    The warm-up is the first call and the second fit's first 8 calls (its set-up, and slower calls as a fit starts).
     """
     seen: list = []
     result = run_training(RunConfig(model="mlp", backend="jax", steps=200, steps_per_call=1), seen.extend)
     assert result.ok, result.message
     assert [r.step for r in seen] == list(range(1, 201))
-    assert all(r.step_time_s > 0 for r in seen[1:]) and [r.warmup for r in seen[:3]] == [True, True, False]
+    assert all(r.step_time_s > 0 for r in seen[1:]) and [r.warmup for r in seen[:10]] == [True] * 9 + [False]
     assert len(set(result.losses)) > 100  # each call's own loss, not a running mean repeated
     windows = summarize(result.step_times_s, result.warmup_steps, 64, window_steps=CALLS_IN_FLIGHT)  # calls read some together
     assert (result.step_time_median_ms, result.step_time_spread) == (windows.median_ms, windows.spread)
