@@ -20,5 +20,7 @@ def test_a_torch_job_trains_without_tensorflow_from_the_same_weights_as_tensorfl
     tf_run = run_training(RunConfig(backend="tensorflow", **same))
     assert torch_run.status == RunStatus.COMPLETED, torch_run.message
     assert torch_run.environment["tensorflow_imported"] is False and torch_run.environment["torch"]
-    assert torch_run.steps_done == 6 and torch_run.samples_per_s > 0 and torch_run.warmup_steps == 3  # the first call, then the steady fit's first 2: see fit_job
+    assert (
+        torch_run.steps_done == 6 and torch_run.samples_per_s > 0 and torch_run.warmup_steps == 3
+    )  # the first call, then the steady fit's first 2: see fit_job
     assert torch_run.losses[:3] == pytest.approx(tf_run.losses[:3], rel=1e-4)
