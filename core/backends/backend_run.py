@@ -163,7 +163,7 @@ def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCall
 
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
     """The run's result from what the job reported, as the TensorFlow engine builds it."""
-    from core.backends.call_timer import CALLS_IN_FLIGHT
+    from core.backends.call_timer import window_steps
     from core.machine.cpu import cpu_model
     from core.machine.peak_estimates import run_peak_environment
 
@@ -181,7 +181,7 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         memory_estimate=tally.memory_estimate,
         environment=environment,
         notes=tally.notes,
-        window_steps=CALLS_IN_FLIGHT * tally.config.steps_per_call,
+        window_steps=window_steps(tally.config.backend, tally.config.steps_per_call),
     )
     result = measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)
     return replace(result, flops_per_step=tally.flops.get("flops_per_step"), flops_method=str(tally.flops.get("method", "")))

@@ -51,6 +51,11 @@ CALLS_IN_FLIGHT = 8
 """Calls dispatched and not yet read: the device has the next ones queued while the oldest is read."""
 
 
+def window_steps(backend: str, steps_per_call: int) -> int:
+    """Steps whose calls' ends a run's clock may see together (`metrics.summarize`'s windows): a backend job's calls in flight."""
+    return 1 if backend == "tensorflow" else CALLS_IN_FLIGHT * max(int(steps_per_call or 1), 1)
+
+
 class CallClock:
     """Calls' ends, in call order, become step records: each call's own mean loss and its steps' share of the time."""
 

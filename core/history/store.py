@@ -36,6 +36,7 @@ from typing import Any
 
 import psutil
 
+from core.backends.call_timer import window_steps
 from core.config import RunConfig
 from core.formatting import utc_now
 from core.history import database, export
@@ -335,10 +336,12 @@ class RunStore:
             return  # finished (or marked by another process) meanwhile
         _, steps, warmup_steps, final_loss, batch_size, stored = row
         _, times = load_series(self._conn, run_id)
-        stats = summarize(times, warmup_steps, batch_size or 0)
+        begun = RunResult.from_dict(json.loads(stored))
+        window = window_steps(begun.backend, begun.config.get("steps_per_call") or 1)  # as the run's own result would have it
+        stats = summarize(times, warmup_steps, batch_size or 0, window_steps=window)
         message = f"The run was cut off before it ended (Device Lab closed, crashed or was killed); its first {steps} steps were kept."
         result = replace(
-            RunResult.from_dict(json.loads(stored)),
+            begun,
             status=RunStatus.INTERRUPTED,
             message=message,
             steps_done=steps,

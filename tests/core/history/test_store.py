@@ -156,6 +156,19 @@ def test_abandoned_run_reads_back_as_interrupted_with_its_steps(db_path: Path) -
     assert loaded.config == config.to_dict() and loaded.environment == ENVIRONMENT
 
 
+def test_an_interrupted_jax_run_reads_its_step_times_as_its_own_result_would_in_8_call_windows(db_path: Path) -> None:
+    """A JAX job sees some calls done together: its figures come from windows of the calls in flight, cut off or not."""
+    clumped = [0.0005, 0.0005, 0.0005, 0.0025] * 8  # 32 steady steps at 1 ms on average, read in clumps
+    records = [StepRecord(i, 1.0, t, warmup=i == 1) for i, t in enumerate([2.0, *clumped], start=1)]
+    with RunStore.open(db_path) as live:
+        run_id = live.begin_run(RunConfig(model="mlp", backend="jax", steps=100))
+        live.append_steps(run_id, records)
+    with RunStore.open(db_path) as reopened:
+        loaded = reopened.load(run_id)
+    assert loaded.status == RunStatus.INTERRUPTED and loaded.step_time_median_ms == pytest.approx(1.0)
+    assert loaded.step_time_spread == pytest.approx(0.0)  # per step, the clumps would read as a 400% spread
+
+
 def test_a_second_store_in_the_same_process_leaves_a_live_run_running(store: RunStore, db_path: Path) -> None:
     run_id = store.begin_run(RunConfig())
     store.append_steps(run_id, [StepRecord(1, 1.0, 0.1)])
