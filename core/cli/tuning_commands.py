@@ -20,7 +20,7 @@ import time
 import psutil
 
 from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import add_job_arguments, add_rounds_argument, job_config
+from core.cli.job_options import add_job_arguments, add_rounds_argument, configure_tensorflow, job_config
 from core.cli.output import format_columns
 from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
@@ -214,8 +214,6 @@ def format_max_batch(result: MaxBatchResult) -> str:
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    from core.cli.job_options import configure_tensorflow
-
     started = process_started()  # the budget bounds the whole command: the interpreter's and TensorFlow's start-up included
     budget_s = check_budget(args.budget_s)
     limit = memory_limit(args)
