@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QLineEdit, QVBoxLayout, QWidget
 
@@ -20,6 +20,8 @@ from core.machine.types import DeviceReport
 from gui.style import ERROR_COLOR, INVALID_FIELD_STYLE
 
 Offer = tuple[str, str, str, bool]  # checkbox text, target spec, tooltip, ticked by default
+COLUMNS = 2  # targets a row: with long device names three rows made the window wider than 1024 px
+TEXT_CHARS = 36  # a checkbox's text is elided past about this many average characters (the tooltip has it whole)
 
 
 def typed_targets_error(text: str) -> str:
@@ -63,7 +65,7 @@ def target_offers(report: DeviceReport, devices_known: bool) -> list[Offer]:
 
 
 class CompareTargetsBox(QGroupBox):
-    """The target checkboxes (three a row), the typed-targets field and, until devices are listed, a note."""
+    """The target checkboxes (two a row, long device names elided), the typed-targets field and, until devices are listed, a note."""
 
     changed = Signal()  # a box was ticked or unticked, or the typed text changed
 
@@ -101,12 +103,14 @@ class CompareTargetsBox(QGroupBox):
             box.deleteLater()
         self._boxes = []
         for position, (text, spec, tip, default) in enumerate(offers):
-            box = QCheckBox(text)
+            box = QCheckBox()
+            metrics = box.fontMetrics()
+            box.setText(metrics.elidedText(text, Qt.TextElideMode.ElideRight, TEXT_CHARS * metrics.averageCharWidth()))
             box.setObjectName(f"compareTarget{position}")
             box.setToolTip(f"{spec}: {tip}" if tip else spec)
             box.setChecked(spec in checked if checked else default)
             box.toggled.connect(self.changed)
-            self.grid.addWidget(box, position // 3, position % 3)
+            self.grid.addWidget(box, position // COLUMNS, position % COLUMNS)
             self._boxes.append((box, spec))
         self.devices_note.setVisible(not devices_known)
 

@@ -14,19 +14,15 @@ from pathlib import Path
 import pytest
 
 from core.cli.machine_commands import format_peaks
-from core.diagnosis.ceilings import estimate
 from core.formatting import format_si
 from core.history.store import RunStore
 from core.machine import peaks
-from core.machine.peaks import DevicePeaks, PeaksReport
+from core.machine.peaks import PeaksReport
+from tests.ceilings_cache import BANDWIDTH, BFLOAT16, FLOAT32, write_ceilings_cache
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-ESTIMATE = estimate(DevicePeaks("CPU:0", "CPU", peaks.machine_key()["cpu"]))[0].get("float32") or 120e9
-FLOAT32 = round(ESTIMATE / 2, -9)  # the ceilings written to the cache (FLOP/s, bytes/s): plausible, half the ISA estimate
-BFLOAT16 = FLOAT32 / 2  # emulated on a CPU without bfloat16 units, so slower (judged plausible either way here)
-BANDWIDTH = 20e9
 PEAK_KEYS = {"name", "matmul_flops", "bandwidth_bytes_per_s", "estimate_flops", "measured_at"}
 
 
@@ -34,17 +30,7 @@ PEAK_KEYS = {"name", "matmul_flops", "bandwidth_bytes_per_s", "estimate_flops", 
 def cli_env(tmp_path_factory):
     """A data folder holding a peaks cache for this machine (its CPU model and TensorFlow version)."""
     data = tmp_path_factory.mktemp("verdict") / "data"
-    key = peaks.machine_key()
-    device = DevicePeaks(
-        "CPU:0",
-        "CPU",
-        key["cpu"],
-        {"float32": FLOAT32, "bfloat16": BFLOAT16},
-        BANDWIDTH,
-        method="written by the test",
-        measured_at="2026-01-01T00:00:00+00:00",
-    )
-    peaks.save(data / peaks.CACHE_FILE, PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00"))
+    write_ceilings_cache(data / peaks.CACHE_FILE)
     return dict(os.environ, DEVICE_LAB_DATA_DIR=str(data), DEVICE_LAB_LOG_DIR=str(data.parent / "logs"))
 
 

@@ -19,11 +19,11 @@ import pytest
 from core.compare.table import compare_results
 from core.history.store import RunStore
 from core.machine import peaks
-from core.machine.peaks import DevicePeaks, PeaksReport
 from core.results import FIGURES
+from tests.ceilings_cache import FLOAT32 as CEILING
+from tests.ceilings_cache import write_ceilings_cache
 
 ROOT = Path(__file__).resolve().parents[2]
-CEILING = 60e9  # the float32 ceiling written to the cache, FLOP/s
 
 pytestmark = pytest.mark.slow
 
@@ -32,23 +32,7 @@ pytestmark = pytest.mark.slow
 def measured(tmp_path_factory):
     """The data folder (a ceilings cache, then the history) and `main.py run --json` of the MLP on 2 logical CPUs."""
     data = tmp_path_factory.mktemp("agree") / "data"
-    key = peaks.machine_key()
-    report = PeaksReport(
-        {**key, "gpus": []},
-        (
-            DevicePeaks(
-                "CPU:0",
-                "CPU",
-                key["cpu"],
-                {"float32": CEILING},
-                20e9,
-                method="written by the test",
-                measured_at="2026-01-01T00:00:00+00:00",
-            ),
-        ),
-        "2026-01-01T00:00:00+00:00",
-    )
-    peaks.save(data / peaks.CACHE_FILE, report)
+    report = write_ceilings_cache(data / peaks.CACHE_FILE, bfloat16=None)
     env = dict(os.environ, DEVICE_LAB_DATA_DIR=str(data), DEVICE_LAB_LOG_DIR=str(data.parent / "logs"))
     out = _cli(["run", "--model", "mlp", "--data", "digits", "--steps", "60", "--batch-size", "32", "--logical-cpus", "2", "--json"], env)
     return data, env, json.loads(out), report

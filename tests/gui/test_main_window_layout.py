@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtCore import QEvent, QPoint, QRect, Qt
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QScrollArea, QTableWidget, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QCheckBox, QScrollArea, QTableWidget, QWidget
 
+from core.machine.types import DeviceInfo, DeviceReport
 from core.results import RunResult, RunStatus
 from core.workloads.models import MODELS
 from gui.job_data import FinishedRun
@@ -170,6 +171,33 @@ def test_at_1024x700_no_widget_overlaps_another_in_any_tab(window, qtbot):
         right = table.columnViewportPosition(column) + table.columnWidth(column)
         assert 0 <= table.columnViewportPosition(column) and right <= table.viewport().width(), table.horizontalHeaderItem(column).text()
     window.resize(1400, 900)
+
+
+def test_at_1024_px_the_compare_tab_holds_many_targets_with_long_names(window, qtbot):
+    """Eight GPUs and a long CPU name (stand-ins: no GPU exists here) still fit the Compare tab of a 1024 px window.
+
+    Three targets a row once made the window's minimum 1076 px with two logical CPUs, JAX and an Intel CPU's name,
+    so the window could not be made 1024 px wide while the targets were built.
+    """
+    cpu_name = "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    cpus = tuple(DeviceInfo("CPU", cpu_name, f"CPU:{i}", 8 << 30, 2 << 30, 6 << 30, {}) for i in range(2))
+    gpus = tuple(DeviceInfo("GPU", "NVIDIA H100 80GB HBM3 (stand-in)", f"GPU:{i}", 80 << 30, 0, 80 << 30, {}) for i in range(8))
+    detected = window.device_panel.report
+    window.resize(1024, 700)
+    window.show_panel(window.compare_panel)
+    try:
+        window.compare_panel.set_devices(DeviceReport(cpus + gpus, ()))
+        QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)  # the boxes the rebuild replaced
+        QApplication.processEvents()
+        panel = window.compare_panel
+        assert window.width() == 1024 and panel.minimumSizeHint().width() <= panel.width(), "the tab's content fits the tab"
+        boxes = panel.targets_box.findChildren(QCheckBox)
+        assert len(boxes) >= 13, "CPU:0, 8 GPUs, Mirrored over them and over the CPUs, multi-worker, JAX"
+        cpu_box = panel.targets_box.findChild(QCheckBox, "compareTarget0")
+        assert cpu_name not in cpu_box.text() and cpu_name in cpu_box.toolTip(), "elided in the box, whole in its tooltip"
+    finally:
+        window.compare_panel.set_devices(detected)
+        window.resize(1400, 900)
 
 
 def test_file_menu_opens_a_model_file_with_ctrl_o_and_lists_the_recent_ones(window, qtbot, module_folders):

@@ -6,44 +6,25 @@ import html
 
 import pytest
 
-from core.diagnosis.ceilings import estimate, peaks_path
+from core.diagnosis.ceilings import peaks_path
 from core.diagnosis.run_verdict import STOPPED
 from core.formatting import format_si
 from core.history.store import RunStore
-from core.machine import peaks
-from core.machine.peaks import DevicePeaks, PeaksReport
+from core.machine.peaks import PeaksReport
 from core.results import RunResult, RunStatus
 from gui.job_data import FinishedRun
 from gui.run_form.outcome import report_html, result_html
 from gui.settings import KEY_DIAGNOSE, read_bool
+from tests.ceilings_cache import FLOAT32, write_ceilings_cache
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import set_one_device, start_and_wait
 
 pytestmark = pytest.mark.timeout(300)
-ESTIMATE = estimate(DevicePeaks("CPU:0", "CPU", peaks.machine_key()["cpu"]))[0].get("float32") or 120e9
-FLOAT32 = round(ESTIMATE / 2, -9)  # plausible: half this CPU's ISA estimate (under 20% of it would be marked implausible)
-
-
-def write_peaks_cache(float32: float = FLOAT32) -> PeaksReport:
-    """This machine's ceilings, written beside the test's history as a measurement would leave them."""
-    key = peaks.machine_key()
-    device = DevicePeaks(
-        "CPU:0",
-        "CPU",
-        key["cpu"],
-        {"float32": float32, "bfloat16": float32 / 2},  # bfloat16 emulated, so slower, on a CPU without its units
-        20e9,
-        method="written by the test",
-        measured_at="2026-01-01T00:00:00+00:00",
-    )
-    report = PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00")
-    peaks.save(peaks_path(), report)
-    return report
 
 
 @pytest.fixture
 def peaks_cache(isolated_folders) -> PeaksReport:
-    return write_peaks_cache()
+    return write_ceilings_cache(peaks_path())
 
 
 @pytest.fixture

@@ -18,29 +18,21 @@ import pytest
 from core import RunConfig, run_training
 from core.backends.step_flops import METHOD, step_flops
 from core.machine import peaks
-from core.machine.peaks import DevicePeaks, PeaksReport
 from core.training.flops import training_flops_per_step
 from core.workloads.models import MODELS
+from tests.ceilings_cache import FLOAT32 as CEILING
+from tests.ceilings_cache import write_ceilings_cache
 
 ROOT = Path(__file__).resolve().parents[3]
-CEILING = 60e9  # the float32 ceiling written to the cache, FLOP/s
 BATCH = 64
 MLP_MULTIPLY_ADDS = 64 * 256 + 256 * 128 + 128 * 10  # Dense 64->256, 256->128, 128->10 on the digits' 8x8x1
-
-
-def _ceilings_cache(data: Path) -> None:
-    key = peaks.machine_key()
-    device = DevicePeaks(
-        "CPU:0", "CPU", key["cpu"], {"float32": CEILING}, 20e9, method="written by the test", measured_at="2026-01-01T00:00:00+00:00"
-    )
-    peaks.save(data / peaks.CACHE_FILE, PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00"))
 
 
 @pytest.mark.slow
 @pytest.mark.heavy  # a JAX job and TensorFlow side by side
 def test_a_jax_run_gets_xlas_count_near_the_analytic_one_and_its_flops_per_second_and_share_of_peak(tmp_path, two_cpus):
     data = tmp_path / "data"
-    _ceilings_cache(data)
+    write_ceilings_cache(data / peaks.CACHE_FILE, bfloat16=None)
     env = dict(os.environ, DEVICE_LAB_DATA_DIR=str(data), DEVICE_LAB_LOG_DIR=str(tmp_path / "logs"))
     args = ["run", "--model", "mlp", "--backend", "jax", "--steps", "40", "--batch-size", str(BATCH), "--json", "--no-save"]
     done = subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -6,26 +6,11 @@ import psutil
 from PySide6.QtCore import Qt
 
 from core.diagnosis.ceilings import cached_peaks, peaks_path
-from core.machine import peaks
-from core.machine.peaks import DevicePeaks, PeaksReport
 from core.machine.types import DeviceInfo, DeviceReport
 from gui.panels.devices import COLUMNS, DevicePanel
+from tests.ceilings_cache import write_ceilings_cache
 
 WAIT_MS = 30_000
-
-
-def write_peaks_cache() -> None:
-    key = peaks.machine_key()
-    device = DevicePeaks(
-        "CPU:0",
-        "CPU",
-        key["cpu"],
-        {"float32": 60e9, "bfloat16": 120e9},
-        20e9,
-        method="written by the test",
-        measured_at="2026-01-01T00:00:00+00:00",
-    )
-    peaks.save(peaks_path(), PeaksReport({**key, "gpus": []}, (device,), "2026-01-01T00:00:00+00:00"))
 
 
 def _measuring_children() -> list[psutil.Process]:
@@ -33,7 +18,7 @@ def _measuring_children() -> list[psutil.Process]:
 
 
 def test_measured_ceilings_stand_beside_the_estimate_and_remeasuring_runs_off_the_gui_thread(qtbot):
-    write_peaks_cache()
+    write_ceilings_cache(peaks_path(), float32=60e9, bfloat16=120e9)  # shown as written, plausible or not
     panel = DevicePanel()
     qtbot.addWidget(panel)
     cpu = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {"Model": "Test CPU"})
