@@ -20,6 +20,11 @@ each round they shared, a t-interval over the rounds of its logarithm, never
 narrower than the calls' own noise within the rounds (`rounds_ratio`). Runs
 measured in fewer than two shared rounds get the calls' interval with `rounds`
 1, and one round claims nothing: their difference is never "beyond noise".
+
+Under load, two copies of one job differ for as long as they run, by more than
+their rounds spread: that difference is the same in every round, so no number
+of rounds shows it. Rounds whose turns were contended widen the interval by
+`LOADED_COPIES_SD` for the share of the rounds they are.
 """
 
 from __future__ import annotations
@@ -30,12 +35,20 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from core.machine.conditions import CONTENDED_OTHER_SHARE
+
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 20
 _CHUNK = 250
 MIN_CALLS = 3
 """Fewer steady-state calls than this in either run: no interval (it would mean nothing)."""
+_Z = 1.959964  # the normal 97.5% quantile: LOADED_COPIES_SD is a measured figure, not estimated from the rounds
+LOADED_COPIES_SD = 0.09
+"""How far two copies of the same job, measured in the same rounds, differ under load: the standard deviation of
+their log speed ratio across comparisons, less what the rounds' own spread explains. Measured: 12 comparisons of
+CPU:0 against itself with a busy loop on each of 2 cores (`../shared/tools/busy.sh`) read 0.82-1.16x, a spread of
+0.108 against the rounds' 0.057 (benchmarks/RESULTS.md, 2026-11-28); the same copies quiet agree within the rounds."""
 MAX_UNITS = 400
 """At most this many resampling units a run: longer runs' neighbouring calls are summed into this many contiguous groups
 first (the ratio of sums is unchanged), so an interval costs the same for a run of 100 calls or of 100,000."""
@@ -179,8 +192,9 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
     The ratio is the geometric mean of the per-round ratios. Its interval is the wider of two: a t-interval over
     the rounds of the per-round log ratio (what varies between rounds: the load, the order), and a bootstrap of the
     same statistic that resamples each run's calls within each round (the calls' own noise, a floor that a few
-    rounds agreeing by chance cannot undercut). A load that changed between rounds moves both runs' rates in the
-    round alike and drops out of the ratio; within-run intervals over all calls would count it as noise.
+    rounds agreeing by chance cannot undercut), the t-interval widened by `LOADED_COPIES_SD` times the share of the
+    rounds that were contended. A load that changed between rounds moves both runs' rates in the round alike and
+    drops out of the ratio; within-run intervals over all calls would count it as noise.
     """
     rounds_a, rounds_b = (getattr(run, "rounds", None) or {} for run in (a, b))
     if not rounds_a or rounds_a.get("id") != rounds_b.get("id"):
@@ -196,6 +210,7 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
     logs = np.log([rates_b[k] / rates_a[k] for k in shared])
     mean = float(np.mean(logs))
     half = float(stdtrit(len(logs) - 1, 1 - (1 - CONFIDENCE) / 2)) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    half = math.hypot(half, _Z * LOADED_COPIES_SD * _contended_share(a, b, shared))
     rng = np.random.default_rng(SEED)
     resampled = np.mean([np.log(batch_ratio * _resampled(calls_b[k], rng) / _resampled(calls_a[k], rng)) for k in shared], axis=0)
     tail = (1 - CONFIDENCE) / 2 * 100
@@ -203,6 +218,16 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
     low, high = min(mean - half, float(floor_low)), max(mean + half, float(floor_high))
     calls = (sum(len(calls_a[k][0]) for k in shared), sum(len(calls_b[k][0]) for k in shared))
     return Interval(math.exp(mean), math.exp(low), math.exp(high), calls, len(shared), tuple(float(r) for r in np.exp(logs)))
+
+
+def _contended_share(a: object, b: object, shared: Sequence[int]) -> float:
+    """The share of the `shared` rounds in which either run's turn was contended (other processes' CPU share at the threshold)."""
+    busy: set[int] = set()
+    for run in (a, b):
+        rounds = getattr(run, "rounds", None) or {}
+        shares = zip(rounds.get("round_index") or [], rounds.get("other_share") or [], strict=False)
+        busy.update(k for k, share in shares if k in shared and share is not None and share >= CONTENDED_OTHER_SHARE)
+    return len(busy) / len(shared)
 
 
 def _resampled(calls: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> np.ndarray:

@@ -45,7 +45,8 @@ def test_under_a_steady_load_a_real_difference_over_rounds_is_beyond_noise_and_n
     a = _run([1000.0, 980.0, 1010.0, 990.0], loads)
     b = _run([2000.0, 1990.0, 2030.0, 1970.0], loads)
     comparison = compare_results([("A", a), ("B", b)])
-    assert comparison.rows[1].beyond_noise is True and comparison.rows[1].speedup_ci[0] > 1.9
+    low, high = comparison.rows[1].speedup_ci
+    assert comparison.rows[1].beyond_noise is True and 1.6 < low < 1.9 and 2.1 < high < 2.4, "widened: loaded copies differ"
     assert not any("load changed" in w for w in comparison.warnings)
 
 

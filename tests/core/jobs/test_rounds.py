@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 
 import pytest
 
 from core.config import RunConfig
 from core.jobs import JobListener, JobOptions, run_job
-from core.jobs.rounds import WARMUP_ROUND, check_rounds, rounds_measured, run_in_rounds
+from core.jobs.rounds import WARMUP_ROUND, balanced_orders, check_rounds, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
 from core.training.callbacks import RunCallback
 from core.training.noise import between_runs, round_rates, rounds_ratio
@@ -81,6 +83,23 @@ def test_jobs_take_turns_one_at_a_time_and_each_run_carries_its_rounds():
     assert interval is not None and interval.rounds == 3 and len(interval.round_ratios) == 3
 
 
+@pytest.mark.parametrize(("jobs", "rounds"), [(2, 6), (3, 6), (3, 9), (4, 8), (5, 5)])
+def test_each_job_takes_each_place_equally_often_in_orders_that_still_vary(jobs, rounds):
+    orders = balanced_orders(jobs, rounds, random.Random(jobs * 100 + rounds))
+    assert len(orders) == rounds and all(sorted(order) == list(range(jobs)) for order in orders)
+    places = Counter((job, order.index(job)) for order in orders for job in range(jobs))
+    assert set(places.values()) == {rounds // jobs}, f"every job in every place {rounds // jobs} times: {places}"
+    schedules = {tuple(map(tuple, balanced_orders(jobs, rounds, random.Random(seeded)))) for seeded in range(20)}
+    assert len(schedules) >= 5, "the orders are drawn at random, not one fixed schedule"
+
+
+def test_rounds_that_are_no_multiple_of_the_jobs_are_off_by_one_turn_at_most():
+    for seed in range(20):
+        orders = balanced_orders(3, 7, random.Random(seed))
+        firsts = Counter(order[0] for order in orders)
+        assert len(orders) == 7 and max(firsts.values()) - min(firsts[j] for j in range(3)) <= 1
+
+
 @pytest.mark.slow
 def test_the_same_seed_gives_the_same_order_of_turns():
     orders = []
@@ -104,8 +123,9 @@ def test_the_time_a_hook_holds_a_run_for_its_turn_is_no_steps_time():
     assert result.wall_s > 0.5
 
 
-def _run(rates: list[float], batch: int = 32, group: str = "g", steps: int = 10) -> RunResult:
-    """A finished run whose round k ran `steps` steps at rates[k] samples/s (its step times made so), in rounds `group`."""
+def _run(rates: list[float], batch: int = 32, group: str = "g", steps: int = 10, loads: list[float] | None = None) -> RunResult:
+    """A finished run whose round k ran `steps` steps at rates[k] samples/s (its step times made so), in rounds `group`;
+    `loads`: other processes' CPU share in each of its turns (none read when not given)."""
     times = [0.5]  # the warm-up
     spans = []
     for rate in rates:
@@ -118,7 +138,7 @@ def _run(rates: list[float], batch: int = 32, group: str = "g", steps: int = 10)
         steps_done=len(times),
         warmup_steps=1,
         step_times_s=tuple(times),
-        rounds={"id": group, "spans": spans, "round_index": list(range(len(rates)))},
+        rounds={"id": group, "spans": spans, "round_index": list(range(len(rates))), "other_share": loads or [None] * len(rates)},
     )
 
 
@@ -140,6 +160,22 @@ def test_a_real_difference_under_the_same_swings_is_beyond_noise():
     interval = between_runs(a, b)
     assert interval is not None and interval.beyond_noise and 1.4 < interval.low < 1.5 < interval.high < 1.6
     assert interval.sureness().startswith("at least")
+
+
+def test_under_load_two_copies_differ_by_more_than_their_rounds_spread_so_a_steady_10_percent_is_not_claimed():
+    """The same 10% in every round: beyond noise when the turns were quiet; under load (busy turns) copies of one job
+    differ that much (LOADED_COPIES_SD), so the interval widens with the share of busy rounds and holds 1."""
+    rates = [1000.0, 980.0, 1010.0, 990.0, 1020.0, 1000.0]
+    wobble = [1.10, 1.11, 1.09, 1.10, 1.12, 1.08]
+    faster = [rate * w for rate, w in zip(rates, wobble, strict=True)]
+    quiet = between_runs(_run(rates, loads=[0.0] * 6), _run(faster, loads=[0.02] * 6))
+    assert quiet is not None and quiet.beyond_noise and quiet.low > 1.05
+    busy = between_runs(_run(rates, loads=[0.6] * 6), _run(faster, loads=[0.65] * 6))
+    assert busy is not None and not busy.beyond_noise and busy.ratio == pytest.approx(quiet.ratio)
+    partly = between_runs(_run(rates, loads=[0.6, 0.0, 0.0, 0.0, 0.0, 0.0]), _run(faster, loads=[0.0] * 6))
+    assert partly is not None and quiet.high - quiet.low < partly.high - partly.low < busy.high - busy.low
+    double = between_runs(_run(rates, loads=[0.6] * 6), _run([rate * 2 for rate in rates], loads=[0.6] * 6))
+    assert double is not None and double.beyond_noise and double.low > 1.6, "a twofold speed-up is told under load"
 
 
 def test_runs_measured_one_after_another_claim_nothing_however_tight_their_calls():
