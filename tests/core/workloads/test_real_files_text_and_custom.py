@@ -51,14 +51,17 @@ def corpus(tmp_path_factory, two_cpus) -> dict[str, Path]:
 
     folder = tmp_path_factory.mktemp("corpus")
     paths: dict[str, Path] = {}
-    tiny = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=64)
+    # No dropout: TensorFlow and JAX draw different masks, and the backends' losses are compared below.
+    tiny = dict(vocabulary_size=60, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=64, dropout=0.0)
     paths["gpt2"] = folder / "gpt2_backbone.keras"
     keras_hub.models.GPT2Backbone(**tiny).save(paths["gpt2"])
     paths["bert"] = folder / "bert_backbone.keras"
     keras_hub.models.BertBackbone(**tiny, num_segments=2).save(paths["bert"])
     paths["bert_classifier"] = folder / "bert_classifier.keras"
     classifier_backbone = keras_hub.models.BertBackbone(**tiny, num_segments=2)
-    keras_hub.models.BertTextClassifier(backbone=classifier_backbone, num_classes=3, preprocessor=None).save(paths["bert_classifier"])
+    keras_hub.models.BertTextClassifier(backbone=classifier_backbone, num_classes=3, preprocessor=None, dropout=0.0).save(
+        paths["bert_classifier"]
+    )
     paths["gpt2_lm"] = folder / "gpt2_causal_lm.keras"
     keras_hub.models.GPT2CausalLM(backbone=keras_hub.models.GPT2Backbone(**tiny), preprocessor=None).save(paths["gpt2_lm"])
     paths["keras_io"] = folder / "keras_io_text.keras"
@@ -109,7 +112,8 @@ def test_keras_hub_task_models_train_on_tensorflow_and_on_jax_from_the_same_weig
         assert "input 'segment_ids': ids in [0, 2) (input_dim of Embedding 'segment_embedding')" in stderr
     jax_result, _ = cli_run(corpus[name], tmp_path / "jax", "--backend", "jax")
     assert jax_result["backend"] == "jax" and jax_result["status"] == "completed" and jax_result["steps"] == STEPS
-    assert jax_result["final_loss"] == pytest.approx(tf_result["final_loss"], rel=1e-3)  # the file's weights, the same synthetic ids
+    # the file's weights, the same synthetic ids, no dropout: float32 rounding apart (1.5e-6 seen; 2e-3 with dropout's masks)
+    assert jax_result["final_loss"] == pytest.approx(tf_result["final_loss"], rel=1e-5)
 
 
 def test_keras_io_float_token_input_gets_integer_ids(corpus, tmp_path):

@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from core.workloads.model_data import ModelDataError, npz_array_bytes
+from core.workloads.model_data import TENSOR_ALIGNMENT, ModelDataError, aligned, npz_array_bytes, tensor_view
 from core.workloads.model_file import ModelFileError
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC, open_user_workload
 from tests.core.workloads.conftest import CLASSES, VOCAB, two_io_model, write_py
@@ -151,6 +151,21 @@ def test_npz_data_by_input_and_output_name(tmp_path, two_io_keras):
     assert tuple(flag.shape) == (BATCH, 1)  # a flat 0/1 column fitted to the (None, 1) output
     losses, _ = train_steps(workload)
     assert losses[-1] < losses[0]
+
+
+def test_loaded_arrays_are_aligned_for_tensorflow_and_become_tensors_over_the_same_memory():
+    """NumPy's large arrays start 16 bytes into a page; aligned, TensorFlow takes them without the copy it otherwise makes."""
+    plain = np.arange(1 << 20, dtype=np.float32).reshape(-1, 64)
+    assert plain.ctypes.data % TENSOR_ALIGNMENT != 0, "a NumPy allocation this size is not aligned (else the test proves nothing)"
+    ready = aligned(plain)
+    assert ready.ctypes.data % TENSOR_ALIGNMENT == 0 and ready.dtype == plain.dtype and np.array_equal(ready, plain)
+    assert aligned(ready) is ready, "no second copy"
+    tensor = tensor_view(ready)
+    assert tensor.shape == ready.shape and np.array_equal(tensor.numpy(), plain)
+    ready[0, 0] = -1.0  # the tensor is a view of the array's memory, not a copy
+    assert float(tensor[0, 0]) == -1.0
+    text = np.array(["a review", "another"])
+    assert aligned(text) is text and tensor_view(text) is text and tensor_view(plain) is plain
 
 
 def test_npz_that_does_not_fit_names_the_input_and_both_shapes(tmp_path, two_io_keras, compiled_h5):
