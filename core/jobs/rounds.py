@@ -17,9 +17,9 @@ steps (or of the seconds, `turn_s`) and hands the turn back. The orders are
 balanced (`balanced_orders`): each job takes each place equally often, since
 under load the job that runs second in a round reads slower than the first. A
 built model is kept between rounds, so a round costs steps, not re-tracing.
-Only one job trains at a time. A run that holds no gate of its own (a multi-worker cluster, a job
-in a backend child) runs whole in its first turn: it has one round, and one
-round claims nothing across runs.
+Only one job trains at a time. A run that holds no gate of its own (a
+multi-worker cluster, a job in a backend child) runs whole in its first turn:
+it has one round, and one round claims nothing across runs.
 
 Each gated run's result carries `rounds` (`RunResult.rounds`): the id shared by
 the jobs interleaved together, the steps of each round, the run's place in

@@ -168,7 +168,7 @@ def aligned(array: np.ndarray, dtype: Any = None) -> np.ndarray:
     dtype = np.dtype(dtype or array.dtype)
     if dtype.kind not in "iuf":
         return array.astype(dtype, copy=False)
-    if array.dtype == dtype and array.ctypes.data % TENSOR_ALIGNMENT == 0 and array.flags.c_contiguous:
+    if array.dtype == dtype and _is_aligned(array):
         return array
     copy = aligned_empty(array.shape, dtype)
     copy[...] = array
@@ -184,9 +184,14 @@ def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
     return buffer[start : start + size].view(dtype).reshape(shape)
 
 
+def _is_aligned(array: np.ndarray) -> bool:
+    """C-order data starting on a TENSOR_ALIGNMENT boundary."""
+    return array.ctypes.data % TENSOR_ALIGNMENT == 0 and array.flags.c_contiguous
+
+
 def tensor_view(array: Any) -> Any:
     """An aligned numeric array as a TensorFlow tensor over the same memory (DLPack); anything else as it is."""
-    if not isinstance(array, np.ndarray) or array.dtype.kind not in "iuf" or aligned(array) is not array:
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "iuf" or not _is_aligned(array):
         return array
     import tensorflow as tf
 
@@ -236,15 +241,19 @@ def _read_aligned(archive: Any, name: str) -> np.ndarray:
     except KeyError:
         return archive[name]
     with member:
-        version = np.lib.format.read_magic(member)
-        if version in ((1, 0), (2, 0)):
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran_order, dtype = read_header(member)
-            if not fortran_order and dtype.kind in "iuf" and dtype.isnative:
-                array = aligned_empty(shape, dtype)
-                _read_into(member, array.reshape(-1).view(np.uint8).data)
-                return array
+        shape, fortran_order, dtype = _npy_header(member)
+        if not fortran_order and dtype.kind in "iuf" and dtype.isnative:
+            array = aligned_empty(shape, dtype)
+            _read_into(member, array.reshape(-1).view(np.uint8).data)
+            return array
     return archive[name]
+
+
+def _npy_header(member: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, Fortran order, dtype) from the .npy header at the start of an open archive member; the data is not read."""
+    version = np.lib.format.read_magic(member)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    return read_header(member)
 
 
 def _read_into(member: Any, target: memoryview) -> None:
@@ -267,9 +276,7 @@ def npz_array_bytes(path: str) -> dict[str, int]:
                 if not entry.filename.endswith(".npy"):
                     continue
                 with archive.open(entry) as member:
-                    version = np.lib.format.read_magic(member)
-                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-                    shape, _, dtype = read_header(member)  # the header only
+                    shape, _, dtype = _npy_header(member)
                 sizes[entry.filename[: -len(".npy")]] = math.prod(shape) * dtype.itemsize
     except Exception as exc:  # a damaged archive or header
         raise ModelDataError(path, f"not a readable .npz file ({type(exc).__name__}: {exc}). Save it again with np.savez.") from None

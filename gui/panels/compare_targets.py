@@ -20,7 +20,7 @@ from core.machine.types import DeviceReport
 from gui.style import ERROR_COLOR, INVALID_FIELD_STYLE
 
 Offer = tuple[str, str, str, bool]  # checkbox text, target spec, tooltip, ticked by default
-COLUMNS = 2  # targets a row: with long device names three rows made the window wider than 1024 px
+COLUMNS = 2  # targets a row: with long device names, three a row made the window wider than 1024 px
 TEXT_CHARS = 36  # a checkbox's text is elided past about this many average characters (the tooltip has it whole)
 
 
