@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from core.workloads.model_data import TENSOR_ALIGNMENT, ModelDataError, aligned, npz_array_bytes, tensor_view
+from core.workloads.model_data import TENSOR_ALIGNMENT, ModelDataError, aligned, aligned_empty, npz_array_bytes, tensor_view
 from core.workloads.model_file import ModelFileError
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC, open_user_workload
 from tests.core.workloads.conftest import CLASSES, VOCAB, two_io_model, write_py
@@ -155,9 +155,7 @@ def test_npz_data_by_input_and_output_name(tmp_path, two_io_keras):
 
 def _misaligned(values: np.ndarray, by: int) -> np.ndarray:
     """A copy of `values` that starts `by` bytes past a 64-byte boundary, wherever the allocator puts memory."""
-    raw = np.empty(values.nbytes + 2 * TENSOR_ALIGNMENT, dtype=np.uint8)
-    start = (by - raw.ctypes.data) % TENSOR_ALIGNMENT
-    copy = raw[start : start + values.nbytes].view(values.dtype).reshape(values.shape)
+    copy = aligned_empty((values.nbytes + by,), np.uint8)[by:].view(values.dtype).reshape(values.shape)
     copy[...] = values
     return copy
 
