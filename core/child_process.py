@@ -16,7 +16,8 @@ The protocol: one line per message on the child's stdout: `MARKER`, the kind
 onto stderr, so nothing else (print, TensorFlow's C++ log) writes on the reply
 pipe; a stdout line without the marker is kept as output, never parsed. A
 message with a "stage" key says what the child is doing. The child's stdin is
-the control pipe: `STOP_LINE` asks it to stop; its end means the parent is gone.
+the control pipe: `STOP_LINE` asks it to stop, a `MARKER` line carries a message
+to it (`Child.tell`, read with `heard` in the child); its end means the parent is gone.
 """
 
 from __future__ import annotations
@@ -241,6 +242,10 @@ class Child:
             self._popen.stdin.write(line + "\n")  # type: ignore[union-attr]
             self._popen.stdin.flush()  # type: ignore[union-attr]
 
+    def tell(self, message: Mapping[str, Any]) -> None:
+        """Send one message (a JSON object) to the child on its control pipe; the child reads it with `heard`."""
+        self.send_line(f"{MARKER}{MESSAGE} {json.dumps(dict(message))}")
+
     def output(self, chars: int = 2000) -> str:
         """The last `chars` characters of what it wrote besides its messages (stderr, stray stdout), raw."""
         return "\n".join(self._output)[-chars:]
@@ -386,6 +391,7 @@ def _close_quietly(stream: IO[str] | None) -> None:
 
 _reply_stream: IO[str] | None = None
 _send_lock = threading.Lock()
+_from_parent: queue.Queue[dict[str, Any]] = queue.Queue()
 
 
 def send(message: Mapping[str, Any]) -> None:
@@ -406,9 +412,10 @@ def reply(answer: Any) -> None:
 def listen_to_parent(stop: threading.Event | None = None, orphan_exit_s: float = 0.0) -> threading.Event:
     """In the child: read the control pipe (stdin) in a thread; returns the event it sets.
 
-    `STOP_LINE` sets the event (stop after the call in flight). The pipe's end
-    (the parent died or let go) sets it too and ends this process after
-    `orphan_exit_s` with ORPHAN_EXIT_CODE: a child never outlives its parent for long.
+    `STOP_LINE` sets the event (stop after the call in flight); a message from
+    `Child.tell` waits for `heard`. The pipe's end (the parent died or let go)
+    sets the event too and ends this process after `orphan_exit_s` with
+    ORPHAN_EXIT_CODE: a child never outlives its parent for long.
     """
     stop = stop if stop is not None else threading.Event()
 
@@ -416,8 +423,13 @@ def listen_to_parent(stop: threading.Event | None = None, orphan_exit_s: float =
         pending = b""
         while chunk := os.read(0, 4096):  # the raw descriptor: no lock on sys.stdin held at interpreter exit
             *lines, pending = (pending + chunk).split(b"\n")
-            if any(line.strip() == STOP_LINE.encode() for line in lines):
-                stop.set()
+            for line in lines:
+                if line.strip() == STOP_LINE.encode():
+                    stop.set()
+                elif line.startswith(MARKER.encode()):
+                    kind, message = _parse(line.decode("utf-8", "replace"))
+                    if kind == MESSAGE and isinstance(message, dict):
+                        _from_parent.put(message)
         stop.set()
         timer = threading.Timer(max(0.0, orphan_exit_s), os._exit, args=(ORPHAN_EXIT_CODE,))
         timer.daemon = True
@@ -425,6 +437,16 @@ def listen_to_parent(stop: threading.Event | None = None, orphan_exit_s: float =
 
     _thread(listen, "listen-to-parent")
     return stop
+
+
+def heard(stop: threading.Event, poll_s: float = POLL_S) -> dict[str, Any] | None:
+    """In the child: the next message the parent sent (`Child.tell`), waiting for it; None once `stop` is set."""
+    while not stop.is_set():
+        try:
+            return _from_parent.get(timeout=poll_s)
+        except queue.Empty:
+            continue
+    return None
 
 
 def end_with_parent() -> bool:

@@ -1,4 +1,12 @@
-"""TensorFlow's import without JAX's: `import tensorflow` loads JAX too where JAX is installed.
+"""TensorFlow's import: without JAX's, and where TensorFlow is not installed, a one-line refusal.
+
+`tensorflow_installed` tells, without importing it, whether TensorFlow can be
+imported here; `require_tensorflow` raises TensorFlowMissing (the CLI's exit
+code 2) for a job that needs it on a machine with JAX or PyTorch only (GPU
+servers often have no TensorFlow): the message says to install it or to pick
+another backend.
+
+`import tensorflow` loads JAX too where JAX is installed.
 
 Two modules that TensorFlow's import loads try `import jax` (inside a `try`):
 `tensorflow.lite.python.util`, for TFLite's JAX converter, and Keras's
@@ -16,6 +24,7 @@ process has loaded JAX before either module runs.
 from __future__ import annotations
 
 import importlib.abc
+import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -52,3 +61,27 @@ def skip_jax_in_tensorflow_import() -> None:
     """Put the finder first on `sys.meta_path` (once per process)."""
     if not any(isinstance(finder, _NoOptionalJax) for finder in sys.meta_path):
         sys.meta_path.insert(0, _NoOptionalJax())
+
+
+INSTALL_OR_SWITCH = "install it (pip install tensorflow) or train on JAX or PyTorch (--backend jax or --backend torch)"
+
+
+class TensorFlowMissing(Exception):
+    """A job needs TensorFlow and it is not installed here; the message says what needs it and what to do."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what} needs TensorFlow, which is not installed here: {INSTALL_OR_SWITCH}")
+
+
+def tensorflow_installed() -> bool:
+    """Whether `import tensorflow` can work in this process: found on the path and not blocked (None in sys.modules)."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_tensorflow(what: str) -> None:
+    """Raise TensorFlowMissing naming `what` ("this run on the tensorflow backend") where TensorFlow is not installed."""
+    if not tensorflow_installed():
+        raise TensorFlowMissing(what)

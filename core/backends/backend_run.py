@@ -7,6 +7,10 @@ the calling thread, exactly as the TensorFlow engine's do, so live plots, the
 history recorder and the verdict work the same. Stop: the child is asked to
 stop after the call in flight; once that call's steps are here, its group is
 killed. The result is built as the engine builds it (`core.training.metrics`).
+Interleaved rounds: where a hook takes turns (a `RoundGate`), the child is
+started with TAKES_TURNS set and asks before each call outside the turn it
+holds ({"event": "turn", "next_step": N}); this thread waits in the hooks'
+`wait_turn` on its behalf, then answers {"event": "go", **grant}.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.backends.available import backend_title, is_installed
+from core.backends.call_timer import TAKES_TURNS
 from core.backends.initial_weights import NOT_SHARED, write_initial_weights
 from core.child_process import Child
 from core.config import RunConfig
 from core.formatting import utc_now
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result
+from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result, granted_turn
 from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
 from core.workloads.workload import is_model_file
@@ -112,11 +117,14 @@ def _watch_child(
 ) -> tuple[RunStatus, str]:
     """Start the job's child with `argv`, hand on its messages until it ends, and say how the run ended."""
     title = backend_title(tally.config.backend)
-    with Child.start(CHILD_MODULE, argv, what=f"the {title} job", stop_event=stop_event, stop_grace_s=STOP_GRACE_S) as child:
+    turns = {TAKES_TURNS: "1"} if any(listener.takes_turns for listener in listeners) else {}
+    with Child.start(CHILD_MODULE, argv, what=f"the {title} job", env=turns, stop_event=stop_event, stop_grace_s=STOP_GRACE_S) as child:
         for message in child.messages():
             event = message.get("event")
             if event == "start":
                 _started(tally, message, listeners)
+            elif event == "turn":
+                child.tell({"event": "go", **granted_turn(listeners, int(message["next_step"]))})
             elif event == "steps":
                 records = tally.add(message)
                 if on_steps is not None:

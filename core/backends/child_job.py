@@ -12,6 +12,8 @@ Messages, through `core.child_process` (`send`, then one `reply`):
   {"event": "start", "total_steps", "steps_per_call", "replicas", "devices", "memory_estimate",
    "flops": {"flops_per_step", "method"} (`step_flops`: XLA's count on JAX, None elsewhere), "notes", "environment"}
   {"event": "steps", "records": [[step, loss, step_time_s, warmup], ...], "peak_rss_bytes"}   after every call
+  {"event": "turn", "next_step": N}   in interleaved rounds (TAKES_TURNS set): before a call outside its turn,
+                                      answered on the control pipe with {"event": "go", "until_step" | "seconds"}
   reply {"error": str | None, "peak_rss_bytes", "tensorflow_imported"}
 The control pipe (`listen_to_parent`): "stop" ends the run after the call in
 flight; its end (the parent is gone) ends this process.
@@ -27,6 +29,7 @@ import sys
 from typing import Any
 
 from core import child_process
+from core.backends.call_timer import TAKES_TURNS
 from core.backends.fit_job import train
 from core.backends.job_setup import peak_rss_bytes
 from core.config import RunConfig
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = child_process.listen_to_parent()
     error = None
     try:
-        train(config, child_process.send, stop, argv[1] if len(argv) > 1 else None)
+        takes_turns = bool(os.environ.get(TAKES_TURNS))
+        train(config, child_process.send, stop, argv[1] if len(argv) > 1 else None, takes_turns=takes_turns)
     except Exception as exc:  # every failure becomes the reply's readable error
         error = explain(exc)
     child_process.reply({"error": error, "peak_rss_bytes": peak_rss_bytes(), "tensorflow_imported": "tensorflow" in sys.modules})

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.backends.call_timer import CallClock, timed_calls_class
+from core.backends.call_timer import CallClock, ChildTurns, timed_calls_class
 from core.backends.initial_weights import load_initial_weights
 from core.backends.job_data import epoch_arrays, first_examples, job_data
 from core.backends.job_setup import (
@@ -42,11 +42,19 @@ START_CALLS = 8
 """The steady fit's first calls read as warm-up at most: its set-up, and the slower calls as a fit starts."""
 
 
-def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights: str | None = None, count_flops: bool = True) -> None:
+def train(
+    config: RunConfig,
+    send: Send,
+    stop: threading.Event,
+    initial_weights: str | None = None,
+    count_flops: bool = True,
+    takes_turns: bool = False,
+) -> None:
     """Build, compile and fit the run's model, sending the start, then each call's step records; `stop` ends it after a call.
 
     `initial_weights` is the `.npz` of the weights the model starts from (`initial_weights.write_initial_weights`);
-    `count_flops` off (a max-batch probe, which reports none) skips lowering the step for XLA's FLOP count.
+    `count_flops` off (a max-batch probe, which reports none) skips lowering the step for XLA's FLOP count;
+    `takes_turns`: every call waits for its turn in interleaved rounds (`call_timer.ChildTurns`).
     """
     import keras
 
@@ -87,11 +95,12 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
             }
         )
         clock = CallClock(per_call, send, stop)
+        turns = ChildTurns(send, stop) if takes_turns else None
         timed_calls = timed_calls_class()
         shuffle = not data.synthetic
         try:
             warmup = per_call * config.batch_size
-            warmup_fit = timed_calls(clock, per_call, model, 1, per_call)
+            warmup_fit = timed_calls(clock, per_call, model, 1, per_call, turns=turns)
             fit = _plain_fit(model)
             fit(
                 first_examples(x, warmup),
@@ -106,7 +115,7 @@ def train(config: RunConfig, send: Send, stop: threading.Event, initial_weights:
             if rest > 0 and not stop.is_set():
                 x, y, _ = epoch_arrays(data, config.batch_size, per_call, start_batch=per_call)  # on from the warm-up's batches
                 epochs = -(-rest // batches)
-                steady_fit = timed_calls(clock, rest, model, epochs, batches, start_calls(total // per_call))
+                steady_fit = timed_calls(clock, rest, model, epochs, batches, start_calls(total // per_call), turns)
                 fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=shuffle, verbose=0, callbacks=steady_fit)
         finally:
             clock.flush()  # the steps of a run that failed part-way are the run's too

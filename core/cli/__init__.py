@@ -28,6 +28,7 @@ from core.cli.job_options import (
 )
 from core.config import STRATEGIES, ConfigError
 from core.history.database import StoreError
+from core.tensorflow_import import TensorFlowMissing
 from core.workloads.model_file import ModelFileError
 
 
@@ -44,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(verbose=getattr(args, "verbose", False))
     try:
         return args.handler(args)
-    except (ConfigError, StoreError, ModelFileError) as exc:
+    except (ConfigError, StoreError, ModelFileError, TensorFlowMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

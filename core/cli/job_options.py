@@ -17,7 +17,7 @@ import argparse
 import functools
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.compare.targets import CompareTarget
@@ -410,8 +410,20 @@ def _open_store():
     return RunStore.open()
 
 
-def configure_tensorflow(logical_cpus: int, verbose: bool = False) -> None:
-    """Import TF (its C++ start-up chatter to the log file unless --verbose) and split the CPU if asked."""
+def configure_tensorflow(logical_cpus: int, verbose: bool = False, jobs: Sequence[RunConfig] = ()) -> None:
+    """Import TF (its C++ start-up chatter to the log file unless --verbose) and split the CPU if asked.
+
+    Where TensorFlow is not installed (a machine with JAX or PyTorch only) nothing is
+    imported: `jobs` that train on TensorFlow are refused (TensorFlowMissing, exit code 2),
+    the others (JAX, PyTorch) train in their own child processes without it.
+    """
+    from core.tensorflow_import import TensorFlowMissing, tensorflow_installed
+
+    if not tensorflow_installed():
+        for job in jobs:
+            if job.backend == "tensorflow":
+                raise TensorFlowMissing(f"{model_title(job.model)} on the tensorflow backend (the default)")
+        return
     from core.logs import import_tensorflow_quietly
     from core.machine.runtime import RuntimeSettings, configure_runtime
 

@@ -117,6 +117,14 @@ def _methods(device: DevicePeaks) -> dict[str, Any]:
     }
 
 
+def _engine(machine: dict[str, Any]) -> str:
+    """What measured the ceilings: "TensorFlow 2.21.0", or "JAX" where TensorFlow is not installed."""
+    engine = machine.get("engine", "tensorflow")
+    if engine == "tensorflow":
+        return f"TensorFlow {machine.get('tensorflow', '?')}"
+    return {"jax": "JAX", "torch": "PyTorch"}.get(engine, engine)
+
+
 def format_peaks(report: PeaksReport, cache_file: str) -> str:
     """A table of the measured ceilings beside the datasheet/ISA estimate, then how each was found."""
     precisions = [p for p in CEILING_PRECISIONS if any(p in d.matmul_flops for d in report.devices)]
@@ -133,9 +141,7 @@ def format_peaks(report: PeaksReport, cache_file: str) -> str:
     ]
     lines = [format_columns(headers, rows)] if rows else ["No device was measured."]
     for device in report.devices:
-        lines.append(
-            f"\n{device.device} {device.name}, measured {device.measured_at} with TensorFlow {report.machine.get('tensorflow', '?')}"
-        )
+        lines.append(f"\n{device.device} {device.name}, measured {device.measured_at} with {_engine(report.machine)}")
         how, *figures = (part.strip() for part in device.method.split(";"))
         lines.append(f"  method: {how}")
         lines.extend(f"    {figure}" for figure in figures)

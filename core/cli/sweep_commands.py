@@ -112,7 +112,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     varied_settings(values, AXIS_OPTIONS)
     base = base_config(args, values)
     with stop_on_signals() as stop_event:
-        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False), [base])
         from core.training.engine import check_against_machine
 
         check_against_machine(base)

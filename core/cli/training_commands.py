@@ -50,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with stop_on_signals() as stop_event:
         if config.strategy == "multi-worker":
             announce_cluster(config)
-        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False), [config])
         from core.hooks.profiler import run_callbacks_for
         from core.jobs import run_job
         from core.training.engine import check_against_machine, total_steps
@@ -163,7 +163,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ConfigError("baseline", args.baseline, f"a row index from 0 to {len(targets) - 1}")
     base = job_config(args)
     with stop_on_signals() as stop_event:
-        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False))
+        configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False), [target.config_for(base) for target in targets])
         from core.diagnosis.ceilings import cached_peaks
 
         cached_peaks()  # each row's verdict and % of peak are judged against this machine's measured ceilings

@@ -229,7 +229,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         _print_point(point)
 
     with stop_on_signals() as stop_event, ends_by(give_up, lambda: _out_of_time(budget_s, started, args.json, seen)):
-        configure_tensorflow(args.logical_cpus, args.verbose)
+        configure_tensorflow(args.logical_cpus, args.verbose, [job])
         from core.training.engine import check_against_machine
 
         check_against_machine(job)

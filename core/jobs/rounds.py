@@ -17,9 +17,13 @@ steps (or of the seconds, `turn_s`) and hands the turn back. The orders are
 balanced (`balanced_orders`): each job takes each place equally often, since
 under load the job that runs second in a round reads slower than the first. A
 built model is kept between rounds, so a round costs steps, not re-tracing.
-Only one job trains at a time. A run that holds no gate of its own (a
-multi-worker cluster, a job in a backend child) runs whole in its first turn:
-it has one round, and one round claims nothing across runs.
+Only one job trains at a time. A job in a backend child (JAX, PyTorch) takes
+its turns across the process boundary: before a call outside the turn it was
+granted (`RoundGate.turn_grant`) it finishes the calls in flight, sends their
+steps and asks; its parent waits here on its behalf and answers with the next
+grant (`core.backends.backend_run`). A run that holds no gate of its own (a
+multi-worker cluster) runs whole in its first turn: it has one round, and one
+round claims nothing across runs.
 
 Each gated run's result carries `rounds` (`RunResult.rounds`): the id shared by
 the jobs interleaved together, the steps of each round, the run's place in
@@ -83,6 +87,8 @@ def check_rounds(rounds: Any) -> int:
 class RoundGate(RunCallback):
     """One job's side of the rounds: holds its run until the coordinator gives it a turn, notes what each turn measured."""
 
+    takes_turns = True
+
     def __init__(self, turns: _Turns, index: int, turn_s: float | None) -> None:
         self._turns, self.index, self._turn_s = turns, index, turn_s
         self._total = 0
@@ -116,6 +122,14 @@ class RoundGate(RunCallback):
             return
         self._end_turn()
         self._turns.wait_for_turn(self)
+
+    def turn_grant(self) -> dict[str, float] | None:
+        """The turn held now: {"until_step": N} (a share of steps, the warm-up call) or {"seconds": S}; None between turns."""
+        if self._round is None:
+            return None  # the rounds are over: the job runs on freely
+        if self._round == WARMUP_ROUND or self._turn_s is None:
+            return {"until_step": self._quota_end}
+        return {"seconds": max(self._turn_s - self._turn_seconds, 0.0)}
 
     def amend_result(self, result: RunResult) -> RunResult:
         self._end_turn()

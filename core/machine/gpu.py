@@ -57,6 +57,12 @@ def load_nvml() -> tuple[Any | None, str]:
     return pynvml, ""
 
 
+def driver_gpu_count() -> int:
+    """How many GPUs the NVIDIA driver lists (0 without NVML): JAX's and PyTorch's GPUs, found without starting either."""
+    nvml, _ = load_nvml()
+    return (try_read(nvml.nvmlDeviceGetCount) or 0) if nvml is not None else 0
+
+
 def normalize_bus_id(raw: str | bytes) -> str:
     """'00000000:04:00.0' (NVML) or '0000:04:00.0' (CUDA) -> '0000:04:00.0'."""
     domain, bus, slot = _text(raw).strip().lower().split(":")
@@ -318,6 +324,26 @@ def gpu_rows(tf: Any) -> tuple[list[DeviceInfo], list[Note]]:
         if gpu.bus_id not in used:
             rows.append(_driver_only_row(gpu, system, HIDDEN_BY_TF if gpu.bus_id in hidden_by_tf else reason))
     notes = [] if slots else [Note(NoteTopic.NO_GPU, _no_gpu_note(nvml_problem, driver_gpus, reason, build))]
+    return rows, notes
+
+
+NOT_FOR_TENSORFLOW = "TensorFlow is not installed: JAX and PyTorch train on this GPU (jax:GPU:{index}, torch:GPU:{index})."
+
+
+def gpu_rows_without_tensorflow() -> tuple[list[DeviceInfo], list[Note]]:
+    """Where TensorFlow is not installed: each GPU the driver lists, in CUDA order, marked as not TensorFlow's."""
+    nvml, nvml_problem = load_nvml()
+    if nvml is None:
+        return [], [Note(NoteTopic.NO_GPU, f"No GPU listed: {nvml_problem}.")]
+    driver_gpus = read_driver_gpus(nvml)
+    cuda_ids = cuda_bus_ids()
+    ordinal = {bus_id: index for index, bus_id in cuda_ids.items()}
+    system = _system_details(nvml, {})
+    rows = []
+    for position, driver_gpu in enumerate(driver_gpus):
+        index = ordinal.get(driver_gpu.bus_id, position) if cuda_ids else position
+        rows.append(_driver_only_row(driver_gpu, system, NOT_FOR_TENSORFLOW.format(index=index)))
+    notes = [] if rows else [Note(NoteTopic.NO_GPU, "No GPU listed: the NVIDIA driver is installed but reports no GPU.")]
     return rows, notes
 
 

@@ -42,6 +42,7 @@ from core.child_process import STOPPED, TIMEOUT, Child, exit_description
 from core.files import write_atomically
 from core.formatting import utc_now
 from core.machine.conditions import ConditionsSampler
+from core.tensorflow_import import tensorflow_installed
 
 MATMUL_SIZE = {"CPU": 4096, "GPU": 8192, "TPU": 8192}
 """Side of the square matrices: 4096 on CPUs, the usual yardstick (Eigen on a 2-core EPYC runs 1024-2048 about
@@ -171,8 +172,10 @@ def run_precision_key(precision: str) -> str:
 
 def tensorflow_version() -> str:
     """The installed TensorFlow's version, without importing it when it is not imported yet."""
-    if "tensorflow" in sys.modules:
+    if sys.modules.get("tensorflow") is not None:
         return str(sys.modules["tensorflow"].__version__)
+    if not tensorflow_installed():
+        return ""
     from importlib import metadata
 
     for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly"):
@@ -183,11 +186,29 @@ def tensorflow_version() -> str:
     return ""
 
 
+def measuring_engine() -> str:
+    """The engine the ceilings are measured with: TensorFlow where installed, else JAX, else PyTorch; "" with none."""
+    import importlib.util
+
+    if tensorflow_installed():
+        return "tensorflow"
+    for engine in ("jax", "torch"):
+        try:
+            if importlib.util.find_spec(engine) is not None:
+                return engine
+        except (ImportError, ValueError):
+            continue
+    return ""
+
+
 def machine_key() -> dict[str, Any]:
-    """What a cached measurement must match: the CPU model and the TensorFlow version (GPUs are matched apart)."""
+    """What a cached measurement must match: the CPU model and the TensorFlow version ("" without it; GPUs are matched apart).
+
+    `engine` says what measured it (TensorFlow, or JAX or PyTorch where TensorFlow is not installed).
+    """
     from core.machine.cpu import cpu_info
 
-    return {"cpu": cpu_info().get("Model", ""), "tensorflow": tensorflow_version()}
+    return {"cpu": cpu_info().get("Model", ""), "tensorflow": tensorflow_version(), "engine": measuring_engine()}
 
 
 def measure_peaks(
@@ -200,8 +221,11 @@ def measure_peaks(
     devices measured until then and says what happened in `error`.
     """
     key, start = machine_key(), time.monotonic()
+    engine = key["engine"]
+    if not engine:
+        return PeaksReport(key, error="Nothing to measure with: TensorFlow, JAX and PyTorch are all missing (pip install tensorflow).")
     try:
-        child = Child.start("core.machine.peaks_child", what="measuring the ceilings", limit_s=timeout_s, stop_event=stop_event)
+        child = Child.start("core.machine.peaks_child", [engine], what="measuring the ceilings", limit_s=timeout_s, stop_event=stop_event)
     except OSError as exc:
         return PeaksReport(key, error=f"Could not start the measuring process ({exc}).")
     messages: list[dict[str, Any]] = []
@@ -214,7 +238,7 @@ def measure_peaks(
             said = message.get("stage", said)
     end = child.wait()
     devices, stage, done = _collect(messages)
-    while_ = stage or "importing TensorFlow"
+    while_ = stage or f"importing {engine}"
     error = ""
     if end.how == TIMEOUT:
         error = f"The measurement did not finish within {timeout_s:g} s (stopped while {while_}); the devices measured by then are kept."

@@ -1,4 +1,7 @@
-"""The child process that measures the ceilings (`python -m core.machine.peaks_child`); `core.machine.peaks` runs it.
+"""The child process that measures the ceilings (`python -m core.machine.peaks_child ENGINE`); `core.machine.peaks` runs it.
+
+ENGINE is the one that computes (`core.machine.peaks_kernels`): TensorFlow where
+it is installed, else JAX, else PyTorch, on each device that engine lists.
 
 Each figure is sent as soon as it is known, one message of the one protocol
 (`core.child_process.send`), so a parent that kills the child at its time limit
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +30,7 @@ from core.machine.peaks import (
     STREAM_ELEMENTS,
     TARGET_CALL_S,
 )
+from core.machine.peaks_kernels import ENGINE_TITLES, Kernels, kernels_for
 
 
 def _report(**fields: Any) -> None:
@@ -33,31 +38,16 @@ def _report(**fields: Any) -> None:
 
 
 def _timed(call: Callable[[], Any], repeats: int) -> float:
-    """Median seconds of `repeats` calls; each call returns a scalar tensor, read back so the work is done."""
+    """Median seconds of `repeats` calls; each call returns a scalar, read back as a float so the work is done."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        call().numpy()
+        float(call())
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def _matmul_function(tf: Any, n: int, chain: int, dtype: Any) -> Callable[[], Any]:
-    """A traced call of `chain` chained n x n products; entries scaled by 1/sqrt(n) keep the values near 1 in every precision."""
-    a = tf.cast(tf.random.normal((n, n), seed=1), dtype)
-    b = tf.cast(tf.random.normal((n, n), seed=2) / math.sqrt(n), dtype)
-
-    @tf.function
-    def products(x, y):
-        for _ in range(chain):
-            x = tf.matmul(x, y)
-        return tf.reduce_sum(tf.cast(x[0, :8], tf.float32))
-
-    traced = products.get_concrete_function(a, b)  # tracing is never timed
-    return lambda: traced(a, b)
-
-
-def _measure_matmul(tf: Any, kind: str, dtype: Any) -> tuple[float, str]:
+def _measure_matmul(kernels: Kernels, device: Any, kind: str, precision: str) -> tuple[float, str]:
     """(FLOP/s, how): calibrate at 1024, then chain full-size products to about TARGET_CALL_S per call.
 
     A call predicted to take LONG_CALL_S or more gets no warm-up call of its
@@ -65,98 +55,72 @@ def _measure_matmul(tf: Any, kind: str, dtype: Any) -> tuple[float, str]:
     (graph set-up, ms) is under a few percent of it, and the median of 3
     drops the slowest call anyway.
     """
-    small = _matmul_function(tf, CALIBRATION_SIZE, 1, dtype)
-    small().numpy()
+    small = kernels.matmul_chain(device, CALIBRATION_SIZE, 1, precision)
+    float(small())
     rate = 2 * CALIBRATION_SIZE**3 / _timed(small, 2)
     n = MATMUL_SIZE.get(kind, 4096)
     while n > CALIBRATION_SIZE and 2 * n**3 / rate > MAX_CALL_S:
         n //= 2
     chain = max(1, min(MAX_CHAIN, math.ceil(TARGET_CALL_S * rate / (2 * n**3))))
-    call = _matmul_function(tf, n, chain, dtype)
+    call = kernels.matmul_chain(device, n, chain, precision)
     long_call = 2 * n**3 * chain / rate >= LONG_CALL_S
     if not long_call:
-        call().numpy()  # warm-up: kernel selection, first allocations
+        float(call())  # warm-up: kernel selection, first allocations
     repeats = 3 if long_call else 5
     seconds = _timed(call, repeats)
     warm = "after the calibration call" if long_call else "after a warm-up call"
-    return 2 * n**3 * chain / seconds, f"{dtype.name} matmul: {chain} chained {n}x{n} products per call, median of {repeats} calls {warm}"
+    return 2 * n**3 * chain / seconds, f"{precision} matmul: {chain} chained {n}x{n} products per call, median of {repeats} calls {warm}"
 
 
-def _measure_bandwidth(tf: Any) -> tuple[float, str]:
-    """Bytes/s of `v += d` in place over STREAM_ELEMENTS floats, from the time difference of a long and a short chain.
+def _measure_bandwidth(kernels: Kernels, device: Any) -> tuple[float, str]:
+    """Bytes/s of `v += d` over STREAM_ELEMENTS floats, from the time difference of a long and a short chain.
 
     The difference cancels what every call pays once (launch, read-back, the final read of v).
     """
-    v = tf.Variable(tf.zeros([STREAM_ELEMENTS], tf.float32))
-    d = tf.fill([STREAM_ELEMENTS], 1e-3)
-
-    def chain_of(count: int) -> Callable[[], Any]:
-        @tf.function
-        def adds(delta):
-            for _ in range(count):
-                v.assign_add(delta)
-            return v[0]
-
-        return lambda: adds(d)
-
-    one_add = chain_of(1)
-    one_add().numpy()
+    one_add = kernels.add_chain(device, 1)
+    float(one_add())
     count = max(2, min(MAX_CHAIN, math.ceil(TARGET_CALL_S / max(_timed(one_add, 3), 1e-6))))
-    many_adds = chain_of(count)
-    many_adds().numpy()
+    many_adds = kernels.add_chain(device, count)
+    float(many_adds())
     t_many, t_one = _timed(many_adds, 5), _timed(one_add, 5)
     per_add = (t_many - t_one) / (count - 1) if t_many > t_one else t_many / count
     mib = STREAM_ELEMENTS * 4 // 2**20
     how = (
-        f"bandwidth: in-place v += d on two {mib} MiB float32 arrays, {STREAM_BYTES_PER_ELEMENT} bytes read + written per element, "
+        f"bandwidth: v += d on two {mib} MiB float32 arrays, {STREAM_BYTES_PER_ELEMENT} bytes read + written per element, "
         f"from the difference of a 1-add and a {count}-add call (medians of 5)"
     )
     return STREAM_BYTES_PER_ELEMENT * STREAM_ELEMENTS / per_add, how
 
 
-def _measure_device(tf: Any, kind: str, short: str, name: str) -> None:
-    method = "Measured in a child process with tf.function, each call ended by reading a scalar back"
-    _report(what="device", device=short, kind=kind, name=name, method=method, stage=f"starting on {short}")
+def _measure_device(kernels: Kernels, device: Any, kind: str, short: str, name: str) -> None:
+    _report(what="device", device=short, kind=kind, name=name, method=kernels.method, stage=f"starting on {short}")
     for precision, reason in NOT_MEASURED.get(kind, {}).items():
         _report(what="matmul", device=short, precision=precision, error=reason)
-    with tf.device(short):
-        for precision in PRECISIONS.get(kind, ("float32",)):
-            _report(what="stage", stage=f"measuring {short} {precision} matmul")
-            try:
-                value, how = _measure_matmul(tf, kind, getattr(tf, precision))
-                _report(what="matmul", device=short, precision=precision, value=value, how=how)
-            except Exception as exc:  # one precision a device lacks must not end the others
-                _report(what="matmul", device=short, precision=precision, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
-        _report(what="stage", stage=f"measuring {short} memory bandwidth")
+    for precision in PRECISIONS.get(kind, ("float32",)):
+        _report(what="stage", stage=f"measuring {short} {precision} matmul")
         try:
-            value, how = _measure_bandwidth(tf)
-            _report(what="bandwidth", device=short, value=value, how=how)
-        except Exception as exc:
-            _report(what="bandwidth", device=short, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+            value, how = _measure_matmul(kernels, device, kind, precision)
+            _report(what="matmul", device=short, precision=precision, value=value, how=how)
+        except Exception as exc:  # one precision a device lacks must not end the others
+            _report(what="matmul", device=short, precision=precision, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+    _report(what="stage", stage=f"measuring {short} memory bandwidth")
+    try:
+        value, how = _measure_bandwidth(kernels, device)
+        _report(what="bandwidth", device=short, value=value, how=how)
+    except Exception as exc:
+        _report(what="bandwidth", device=short, error=f"failed: {type(exc).__name__}: {str(exc)[:200]}")
 
 
-def _child_main() -> None:
-    """Measure each local device TensorFlow lists, reporting every figure as soon as it is known."""
+def _child_main(engine: str) -> None:
+    """Measure each local device `engine` lists, reporting every figure as soon as it is known."""
     listen_to_parent()  # the app gone: end at once
-    _report(what="stage", stage="importing TensorFlow")
-    import tensorflow as tf
-
-    from core.machine.cpu import cpu_info
-
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)  # take only what the measurement needs
-    for device in tf.config.list_physical_devices():
-        kind = device.device_type
-        if kind not in PRECISIONS:
-            continue
-        short = device.name.split("physical_device:")[-1]
-        if kind == "CPU":
-            name = cpu_info().get("Model", "CPU")
-        else:
-            name = str(tf.config.experimental.get_device_details(device).get("device_name", "") or short)
-        _measure_device(tf, kind, short, name)
+    _report(what="stage", stage=f"importing {ENGINE_TITLES.get(engine, engine)}")
+    kernels = kernels_for(engine)
+    for device, kind, short, name in kernels.devices():
+        if kind in PRECISIONS:
+            _measure_device(kernels, device, kind, short, name)
     _report(what="done", stage="done")
 
 
 if __name__ == "__main__":
-    _child_main()
+    _child_main(sys.argv[1] if len(sys.argv) > 1 else "tensorflow")

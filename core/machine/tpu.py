@@ -245,14 +245,16 @@ def probe_tpu(address: str = "local", timeout_s: float = PROBE_TIMEOUT_S, stop_e
 
 
 def tpu_rows(tf: Any, probe: bool) -> tuple[list[DeviceInfo], list[Note]]:
-    """TF's TPU devices if it has some already; else probe when hardware is hinted at and `probe` is set."""
-    existing = [d.name for d in try_read(lambda: tf.config.list_logical_devices("TPU")) or []]
+    """TF's TPU devices if it has some already; else probe when hardware is hinted at and `probe` is set (never without TF: `tf` None)."""
+    existing = [d.name for d in try_read(lambda: tf.config.list_logical_devices("TPU")) or []] if tf is not None else []
     if existing:
         return list(_core_rows(existing, accelerator_type(), "connected")), []
     hint = detect_tpu_cheaply()
     if not hint:
         return [], [Note(NoteTopic.NO_TPU, NO_TPU_NOTE)]
-    if not probe:
+    if tf is None:
+        reason = "TensorFlow is not installed, so it cannot train on this TPU: pip install tensorflow (the TPU build on a Cloud TPU VM)."
+    elif not probe:
         reason = f"Not probed yet: connect with address {default_address()!r} in the Run panel to check whether TensorFlow can use it."
     else:
         result = probe_tpu(default_address(), PROBE_TIMEOUT_S)

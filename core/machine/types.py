@@ -47,6 +47,7 @@ class NoteTopic(Enum):
     NO_GPU = "no_gpu"  # no GPU TensorFlow can use
     NO_TPU = "no_tpu"  # no TPU hardware found
     TPU_UNUSED = "tpu_unused"  # TPU hardware seen, but TensorFlow is not using it
+    NO_TENSORFLOW = "no_tensorflow"  # TensorFlow is not installed: the devices as the OS and the driver see them
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,11 @@ def logical_layout(tf: Any, kind: str) -> list[LogicalSlot]:
     """TF's local logical devices of `kind`, each paired with its physical device.
 
     TF numbers logical devices in order over the visible physical devices, each one
-    contributing as many as its logical-device configuration lists (or one).
+    contributing as many as its logical-device configuration lists (or one). Without
+    TensorFlow (`tf` None) the host is one CPU, "CPU:0", and no other kind is listed.
     """
+    if tf is None:
+        return [LogicalSlot("CPU:0", None, 1, 1)] if kind == "CPU" else []
     names = [short_name(d.name) for d in tf.config.list_logical_devices(kind) if _is_local(d.name)]
     slots: list[tuple[Any, int, int, int | None]] = []
     for physical in try_read(lambda: tf.config.get_visible_devices(kind)) or []:

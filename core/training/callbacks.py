@@ -48,7 +48,13 @@ class RunContext:
 
 
 class RunCallback:
-    """Base class: override any of the hooks below."""
+    """Base class: override any of the hooks below.
+
+    `takes_turns`: the hook holds the run in `wait_turn` (a gate of interleaved rounds); a run in
+    another process (a backend job) then asks before each turn, and `turn_grant` says how far it may go.
+    """
+
+    takes_turns = False
 
     def on_run_start(self, context: RunContext) -> None:
         """Model, strategy and data are ready; no step has run yet."""
@@ -58,6 +64,11 @@ class RunCallback:
 
         The run's clock does not count the time spent here: a step's time is its training only.
         """
+
+    def turn_grant(self) -> dict[str, float] | None:
+        """After `wait_turn`: what the turn now held covers, {"until_step": N} (calls starting at N at most) or
+        {"seconds": S} (of training); None: no limit."""
+        return None
 
     def on_call_begin(self, first_step: int, steps: int) -> None:
         """The next call will run steps first_step .. first_step + steps - 1 (1-based)."""
@@ -79,6 +90,17 @@ def waited_for_turn(listeners: Sequence[RunCallback], next_step: int) -> float:
     for listener in listeners:
         listener.wait_turn(next_step)
     return time.perf_counter() - start
+
+
+def granted_turn(listeners: Sequence[RunCallback], next_step: int) -> dict[str, float]:
+    """For a run in another process: let every hook hold it before the call at `next_step`, then the turn they grant
+    (the narrowest of their grants; {} for no limit)."""
+    waited_for_turn(listeners, next_step)
+    grant: dict[str, float] = {}
+    for listener in listeners:
+        for key, value in (listener.turn_grant() or {}).items():
+            grant[key] = min(grant.get(key, value), value)
+    return grant
 
 
 def amended_result(result: RunResult, listeners: Sequence[RunCallback]) -> RunResult:

@@ -212,11 +212,18 @@ def _usable_precisions(
 
 
 def target_has_accelerator(config: RunConfig) -> bool:
-    """True when the job runs on a GPU or TPU: its named devices, a TPU strategy, or (unnamed) a GPU TensorFlow sees."""
+    """True when the job runs on a GPU or TPU: its named devices, a TPU strategy, or (unnamed) a GPU its backend sees.
+
+    JAX and PyTorch train on the first GPU where the driver lists one (found through NVML, without starting them).
+    """
     if config.devices:
         return any(not device.startswith("CPU") for device in config.devices)
     if config.strategy == "tpu":
         return True
+    if config.backend != "tensorflow":
+        from core.machine.gpu import driver_gpu_count
+
+        return driver_gpu_count() > 0
     import tensorflow as tf
 
     return bool(tf.config.list_logical_devices("GPU"))
