@@ -9,8 +9,8 @@ stop after the call in flight; once that call's steps are here, its group is
 killed. The result is built as the engine builds it (`core.training.metrics`).
 Interleaved rounds: where a hook takes turns (a `RoundGate`), the child is
 started with TAKES_TURNS set and asks before each call outside the turn it
-holds ({"event": "turn", "next_step": N}); this thread waits in the hooks'
-`wait_turn` on its behalf, then answers {"event": "go", **grant}.
+holds (`core.training.parent_turns`); this thread waits in the hooks'
+`wait_turn` on its behalf, then answers with the turn they grant.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.backends.available import backend_title, is_installed
-from core.backends.call_timer import TAKES_TURNS
 from core.backends.initial_weights import NOT_SHARED, write_initial_weights
 from core.child_process import Child
 from core.config import RunConfig
@@ -33,6 +32,7 @@ from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result, granted_turn
 from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
+from core.training.parent_turns import GO, TAKES_TURNS, TURN
 from core.workloads.workload import is_model_file
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
@@ -123,8 +123,8 @@ def _watch_child(
             event = message.get("event")
             if event == "start":
                 _started(tally, message, listeners)
-            elif event == "turn":
-                child.tell({"event": "go", **granted_turn(listeners, int(message["next_step"]))})
+            elif event == TURN:
+                child.tell({"event": GO, **granted_turn(listeners, int(message["next_step"]))})
             elif event == "steps":
                 records = tally.add(message)
                 if on_steps is not None:

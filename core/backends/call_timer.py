@@ -33,10 +33,10 @@ are read in flight as the others (`warmup_until`: read one by one, they left the
 calls after them to start cold). Steps go to the parent at most every
 SEND_INTERVAL_S (the warm-up and a stop at once, the rest at the end).
 
-In interleaved rounds (TAKES_TURNS in the environment) the job runs only inside
-the turn its parent granted (`ChildTurns`): before a call outside it, the calls
-in flight are read and their steps sent, the parent is asked for the next turn,
-and the wait is left out of the clock, as the TensorFlow engine leaves out its `wait_turn`.
+In interleaved rounds the job runs only inside the turn its parent granted
+(`core.training.parent_turns`): before a call outside it, the calls in flight are
+read and their steps sent, the parent is asked for the next turn, and the wait is
+left out of the clock, as the TensorFlow engine leaves out its `wait_turn`.
 """
 
 from __future__ import annotations
@@ -48,41 +48,13 @@ from collections.abc import Callable
 from typing import Any
 
 from core.backends.job_setup import peak_rss_bytes
-from core.child_process import heard
+from core.training.parent_turns import ParentTurns
 
 Send = Callable[[dict[str, Any]], None]
 SEND_INTERVAL_S = 0.05
 """How often steps are sent to the parent at most (the live plots draw at 10 Hz)."""
 CALLS_IN_FLIGHT = 8
 """Calls dispatched and not yet read: the device has the next ones queued while the oldest is read."""
-
-
-TAKES_TURNS = "DEVICE_LAB_TAKES_TURNS"
-"""Set in a backend job's environment when its run takes turns in interleaved rounds (`core.jobs.rounds`)."""
-
-
-class ChildTurns:
-    """The job's side of interleaved rounds: whether a call may start inside the turn granted, and asking for the next."""
-
-    def __init__(self, send: Send, stop: threading.Event) -> None:
-        self.send, self.stop = send, stop
-        self.until_step: float = 0  # calls starting at this step at most, in the turn held
-        self.deadline: float = 0.0  # or until this moment (time.perf_counter) for a turn of seconds
-
-    def covers(self, next_step: int) -> bool:
-        """Whether the turn held covers the call starting at `next_step`."""
-        if self.deadline:
-            return time.perf_counter() < self.deadline
-        return next_step <= self.until_step
-
-    def wait(self, next_step: int) -> None:
-        """Ask the parent for the turn of the call at `next_step` and wait for it (or for a stop)."""
-        self.send({"event": "turn", "next_step": next_step})
-        grant = heard(self.stop) or {}
-        if "seconds" in grant:
-            self.until_step, self.deadline = 0, time.perf_counter() + float(grant["seconds"])
-        else:
-            self.until_step, self.deadline = float(grant.get("until_step", float("inf"))), 0.0
 
 
 def window_steps(backend: str, steps_per_call: int) -> int:
@@ -155,7 +127,7 @@ def timed_calls_class() -> type:
             epochs: int,
             steps: int,
             start_calls: int = 1,
-            turns: ChildTurns | None = None,
+            turns: ParentTurns | None = None,
         ) -> None:
             super().__init__(add_history=True, model=model, verbose=0, epochs=epochs, steps=steps)
             self.clock, self.total_steps, self.turns = clock, total_steps, turns
@@ -178,7 +150,7 @@ def timed_calls_class() -> type:
                 return
             self.read(len(self.in_flight))  # the turn's calls end here, their steps with the parent before it decides
             self.clock.flush()
-            self.turns.wait(next_step)
+            self.turns.wait_turn(next_step)
             self.clock.previous_end = time.perf_counter()  # the wait is no step's time
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:

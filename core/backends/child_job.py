@@ -29,10 +29,10 @@ import sys
 from typing import Any
 
 from core import child_process
-from core.backends.call_timer import TAKES_TURNS
 from core.backends.fit_job import train
 from core.backends.job_setup import peak_rss_bytes
 from core.config import RunConfig
+from core.training.parent_turns import takes_turns
 
 
 class WithoutTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -93,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = child_process.listen_to_parent()
     error = None
     try:
-        takes_turns = bool(os.environ.get(TAKES_TURNS))
-        train(config, child_process.send, stop, argv[1] if len(argv) > 1 else None, takes_turns=takes_turns)
+        train(config, child_process.send, stop, argv[1] if len(argv) > 1 else None, takes_turns=takes_turns())
     except Exception as exc:  # every failure becomes the reply's readable error
         error = explain(exc)
     child_process.reply({"error": error, "peak_rss_bytes": peak_rss_bytes(), "tensorflow_imported": "tensorflow" in sys.modules})

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.backends.call_timer import CallClock, ChildTurns, timed_calls_class
+from core.backends.call_timer import CallClock, timed_calls_class
 from core.backends.initial_weights import load_initial_weights
 from core.backends.job_data import epoch_arrays, first_examples, job_data
 from core.backends.job_setup import (
@@ -36,6 +36,7 @@ from core.backends.job_setup import (
 )
 from core.backends.step_flops import step_flops
 from core.config import RunConfig
+from core.training.parent_turns import ParentTurns
 
 Send = Callable[[dict[str, Any]], None]
 START_CALLS = 8
@@ -54,7 +55,7 @@ def train(
 
     `initial_weights` is the `.npz` of the weights the model starts from (`initial_weights.write_initial_weights`);
     `count_flops` off (a max-batch probe, which reports none) skips lowering the step for XLA's FLOP count;
-    `takes_turns`: every call waits for its turn in interleaved rounds (`call_timer.ChildTurns`).
+    `takes_turns`: every call waits for its turn in interleaved rounds (`core.training.parent_turns`).
     """
     import keras
 
@@ -95,7 +96,7 @@ def train(
             }
         )
         clock = CallClock(per_call, send, stop)
-        turns = ChildTurns(send, stop) if takes_turns else None
+        turns = ParentTurns(send, stop) if takes_turns else None
         timed_calls = timed_calls_class()
         shuffle = not data.synthetic
         try:

@@ -37,9 +37,10 @@ from core.config import RunConfig
 from core.formatting import utc_now
 from core.ports import free_ports
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result
+from core.training.callbacks import RunCallback, RunContext, amended_result, granted_turn
 from core.training.engine import OnSteps
 from core.training.metrics import summarize
+from core.training.parent_turns import GO, TAKES_TURNS, TURN
 from core.workloads.model_file import ModelFileError, check_model_path
 from core.workloads.workload import is_model_file
 
@@ -159,9 +160,12 @@ class Supervisor:
 
     def _launch(self) -> None:
         shares = local_gpu_shares(_visible_gpu_ids(), len(self._local)) if len(self._local) > 1 else [None]
+        turns = any(listener.takes_turns for listener in self._listeners)
         for worker, gpus in zip(self._local, shares, strict=True):
             argv = local_worker_argv(self._config, self._cluster, worker.index)
             env: dict[str, str | None] = {"TF_CONFIG": None} if gpus is None else {"TF_CONFIG": None, "CUDA_VISIBLE_DEVICES": gpus}
+            if turns and worker.index == 0:
+                env[TAKES_TURNS] = "1"
             worker.process = Child(
                 self._network.wrap(argv) if self._network else argv,
                 f"Worker {worker.index} ({'the chief, ' if worker.index == 0 else ''}{worker.address})",
@@ -233,6 +237,8 @@ class Supervisor:
             context = RunContext(self._config, int(event["total_steps"]), int(event["replicas"]), tuple(event["devices"]), None)
             for listener in self._listeners:
                 listener.on_run_start(context)
+        elif kind == TURN and worker.process is not None:
+            worker.process.tell({"event": GO, **granted_turn(self._listeners, int(event["next_step"]))})
         elif kind == protocol.CALL:
             for listener in self._listeners:
                 listener.on_call_begin(int(event["first_step"]), int(event["steps"]))

@@ -9,6 +9,7 @@ supervisor as messages of the one protocol (`send`), and stdin is the control
 pipe (`listen_to_parent`): a stop line, or its end (the app went away), stops
 the run, and an orphan exits after ORPHAN_EXIT_S; on Linux the kernel kills it
 with the app at once (`end_with_parent`), even while TensorFlow holds the GIL.
+In interleaved rounds the chief takes its turns from the app (`core.training.parent_turns`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
+from core.training.parent_turns import ParentTurns, takes_turns
 from core.workloads.model_file import ModelFileError
 
 ORPHAN_EXIT_S = 10.0
@@ -45,13 +47,16 @@ def main(args: list[str]) -> int:
         return 2
     os.environ["TF_CONFIG"] = tf_config(cluster, options.task_index)
     stop = threading.Event()
+    hooks: list[RunCallback] = []
     if options.supervised:
         reporter: EventReporter | ConsoleReporter = EventReporter(options.task_index == 0, stop)
         end_with_parent()  # killed by the kernel with the app, even while TensorFlow's cluster set-up holds the GIL
         listen_to_parent(stop, ORPHAN_EXIT_S)
+        if options.task_index == 0 and takes_turns():  # the chief's calls wait for their turns; the others wait for the chief's
+            hooks.append(ParentTurns(send, stop))
     else:
         reporter = ConsoleReporter(options.task_index, cluster)
-    return _train(config, stop, reporter)
+    return _train(config, stop, reporter, hooks)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,7 +83,7 @@ def _check(options: argparse.Namespace) -> tuple[list[str], RunConfig]:
     return cluster, config
 
 
-def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | ConsoleReporter) -> int:
+def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | ConsoleReporter, hooks: Sequence[RunCallback] = ()) -> int:
     from core.machine.runtime import RuntimeSettings, configure_runtime
     from core.training.engine import train_in_this_process
     from core.workloads.workload import check_model_file
@@ -91,7 +96,7 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | C
         return 1
     configure_runtime(RuntimeSettings())  # memory growth: local workers may share a GPU
     try:
-        result = train_in_this_process(config, None, stop, [reporter])
+        result = train_in_this_process(config, None, stop, [reporter, *hooks])
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a config this machine cannot run (ConfigError from the engine)

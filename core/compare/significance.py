@@ -79,7 +79,7 @@ def noise_warnings(rows: Sequence[_Row], base: _Row | None) -> list[str]:
             if (row.interval_rounds or 1) < 2:
                 notes.append(
                     f"{row.label} against {base.label}: measured one after another, not in interleaved rounds: a load that "
-                    "changed between the runs would read as a difference, so none is claimed; compare them in rounds (--rounds 6)."
+                    "changed between the runs would read as a difference, so none is claimed; compare them in 6 or more interleaved rounds."
                 )
                 continue
             notes.append(

@@ -17,13 +17,12 @@ steps (or of the seconds, `turn_s`) and hands the turn back. The orders are
 balanced (`balanced_orders`): each job takes each place equally often, since
 under load the job that runs second in a round reads slower than the first. A
 built model is kept between rounds, so a round costs steps, not re-tracing.
-Only one job trains at a time. A job in a backend child (JAX, PyTorch) takes
-its turns across the process boundary: before a call outside the turn it was
-granted (`RoundGate.turn_grant`) it finishes the calls in flight, sends their
-steps and asks; its parent waits here on its behalf and answers with the next
-grant (`core.backends.backend_run`). A run that holds no gate of its own (a
-multi-worker cluster) runs whole in its first turn: it has one round, and one
-round claims nothing across runs.
+Only one job trains at a time. A job in another process takes its turns
+across the process boundary (`core.training.parent_turns`): a backend child
+(JAX, PyTorch), or a multi-worker cluster's chief (the other workers wait for
+the chief's collectives). Before a call outside the turn it was granted
+(`RoundGate.turn_grant`) it sends its steps so far and asks; its parent thread
+waits here on its behalf and answers with the next grant.
 
 Each gated run's result carries `rounds` (`RunResult.rounds`): the id shared by
 the jobs interleaved together, the steps of each round, the run's place in

@@ -1,8 +1,8 @@
 """Every Python started with this folder on PYTHONPATH runs as if TensorFlow and Qt were not installed, its children too.
 
-The GPU machine `benchmarks/gpu_check.py` is written for has neither. `WithoutTensorFlowAndQt`
-takes the place of the path finder on `sys.meta_path` and finds every module it finds except
-`tensorflow` and `PySide6` (and their submodules, and their installed distributions): importing
+The GPU machines this project is lent have neither (`tests/hidden_packages.py` puts it on the path).
+`WithoutTensorFlowAndQt` takes the place of the path finder on `sys.meta_path` and finds every
+module it finds except REFUSED's (and their submodules, and their installed distributions): importing
 one raises ModuleNotFoundError ("No module named 'tensorflow'"), `importlib.util.find_spec`
 answers None and `importlib.metadata` does not list it, exactly as where they are not
 installed (the app asks `find_spec` whether a backend is installed). Python loads this file
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any
 
-REFUSED = ("tensorflow", "PySide6")
-_REFUSED_DISTRIBUTIONS = re.compile(r"^(tensorflow|pyside6)([-_.].*)?$", re.IGNORECASE)
+REFUSED = ("tensorflow", "tf_keras", "PySide6", "shiboken6", "pyqtgraph")
+_REFUSED_DISTRIBUTIONS = re.compile(r"^(tensorflow|tf[-_]keras|pyside6|shiboken6|pyqtgraph)([-_.].*)?$", re.IGNORECASE)
 
 
 def refused(name: str) -> bool:
