@@ -14,7 +14,8 @@ installed, and `history --json`. Each command is a child process with a time
 limit; its stdout (JSON), the end of its stderr and its exit code go to
 DIR/NAME.json, and one check per command to DIR/summary.json and DIR/summary.md:
 figures agree with nvidia-smi, a speed-up has its interval, a verdict names a
-bound or says why not, autotune adopts only what its rounds showed faster.
+bound or says why not, autotune adopts only what its rounds showed faster; the runs'
+energy per sample where a counter exists (NVML on the GPU, powercap on the host).
 The history of the check's runs is DIR/history (DEVICE_LAB_DATA_DIR).
 """
 
@@ -206,10 +207,18 @@ def check_run(document: Any, plan: Plan) -> tuple[bool, str]:
     percent = document.get("pct_of_measured_peak")
     share = f", {percent:.1f}% of the measured ceiling" if isinstance(percent, (int, float)) else ", no measured ceiling"
     said = bound != "unknown" or bool(document.get("bound_evidence"))
-    return (
-        said,
-        f"{document['samples_per_s']:,.0f} samples/s; {bound}-bound{share}; {document.get('bound_evidence', '')[:160]}; advice: {advice[:160]}",
+    return said, (
+        f"{document['samples_per_s']:,.0f} samples/s; {bound}-bound{share}; {document.get('bound_evidence', '')[:160]}; "
+        f"advice: {advice[:160]}; {energy_words(document)}"
     )
+
+
+def energy_words(document: dict[str, Any]) -> str:
+    """A run's measured energy (NVML on a GPU, powercap on the CPU), or why it was not measured."""
+    energy = document.get("energy")
+    if not energy:
+        return f"energy not measured ({document.get('energy_reason') or 'no counter'})"
+    return f"{energy['joules_per_sample'] * 1000:.3g} mJ/sample at {energy.get('watts') or 0:.0f} W ({', '.join(energy['counters'])})"
 
 
 def check_compare(document: Any, plan: Plan) -> tuple[bool, str]:
@@ -227,7 +236,8 @@ def check_compare(document: Any, plan: Plan) -> tuple[bool, str]:
     verdict = "beyond noise" if second.get("beyond_noise") else "not beyond noise"
     return True, (
         f"{first['label']} {first['samples_per_s']:,.0f} samples/s, {second['label']} {second['samples_per_s']:,.0f}: "
-        f"{second['label']} {second['speedup']:.2f}x (95% {interval[0]:.2f}-{interval[1]:.2f}, {verdict}, {second['rounds']} rounds)"
+        f"{second['label']} {second['speedup']:.2f}x (95% {interval[0]:.2f}-{interval[1]:.2f}, {verdict}, {second['rounds']} rounds); "
+        f"energy: {first['label']} {energy_words(first)}, {second['label']} {energy_words(second)}"
     )
 
 

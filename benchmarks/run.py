@@ -45,6 +45,7 @@ BENCHMARKS = (
     "ab_power",
     "rounds_cost",
     "time_to_loss",
+    "projection_error",
 )
 
 

@@ -20,6 +20,10 @@ _PATTERNS = {
     "pct": "{:.1f}%",
 }
 
+_FIXED_DECIMALS = {"loss": 4, "ms": 2, "seconds": 2}
+"""Kinds written with a fixed number of decimals, which a small value would lose: below 10 units of the last decimal
+shown it is written to 3 significant digits instead (scientific form where it is that small)."""
+
 
 def format_bytes(n: int | None, missing: str = NA) -> str:
     """Bytes in binary units for display: "15.6 GiB"; `missing` ("n/a") for None."""
@@ -43,6 +47,14 @@ def format_si(value: float | None, unit: str, missing: str = MISSING) -> str:
     return f"{value:.0f} {unit}"
 
 
+def format_joules(joules: float) -> str:
+    """0.00041 -> "0.41 mJ": energy with the prefix that keeps 1-999 before the point (µJ to kJ)."""
+    for prefix, size in (("k", 1e3), ("", 1.0), ("m", 1e-3)):
+        if abs(joules) >= size:
+            return f"{joules / size:.3g} {prefix}J"
+    return f"{joules / 1e-6:.3g} µJ"
+
+
 def format_value(value: object, kind: str, missing: str = MISSING) -> str:
     """A figure as text by its kind ("rate", "ms", "bytes", ...); `missing` for None."""
     if value is None:
@@ -51,6 +63,11 @@ def format_value(value: object, kind: str, missing: str = MISSING) -> str:
         return format_bytes(int(value), missing)  # type: ignore[call-overload]
     if kind == "flops":
         return format_si(float(value), "FLOP/s", missing)  # type: ignore[arg-type]
+    if kind == "joules":
+        return format_joules(float(value))  # type: ignore[arg-type]
+    decimals = _FIXED_DECIMALS.get(kind)
+    if decimals is not None and isinstance(value, int | float) and 0 < abs(value) < 10.0 ** (1 - decimals):
+        return f"{value:.3g}"  # 9.65e-06 as itself, not 0.0000; 0.00012 as 0.00012, not 0.0001
     pattern = _PATTERNS.get(kind)
     return pattern.format(value) if pattern else str(value)
 

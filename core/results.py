@@ -106,6 +106,12 @@ class RunResult:
     mean_step_ms: float | None = figure(
         "Mean step", "ms", "ms", "Mean steady-state step time: global batch / samples/s, the step time samples/s is made from."
     )
+    joules_per_sample: float | None = figure(
+        "Energy per sample",
+        "",
+        "joules",
+        "Measured energy of the steady window per sample (NVML or powercap counters); None where none exists.",
+    )
     peak_memory_source: str = ""
     memory_added_bytes: int | None = None  # what the run itself used: the allocator peak, or on the CPU RSS growth since it started
     memory_added_source: str = ""
@@ -123,6 +129,8 @@ class RunResult:
     flops_uncounted: tuple[str, ...] = ()  # layers whose FLOPs the count could not include: then FLOP/s is a lower bound
     flops_method: str = ""  # which counter counted flops_per_step (TF graph count, XLA cost analysis), or why none did
     rounds: dict[str, Any] = field(default_factory=dict)  # the interleaved rounds it was measured in (core.jobs.rounds); {} alone
+    energy: dict[str, Any] | None = None  # the steady window's measured energy (core.training.energy); None: not measured
+    energy_reason: str = ""  # why `energy` is None ("no powercap (RAPL) counters: ...")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
@@ -181,6 +189,8 @@ class RunResult:
             "flops_uncounted": list(self.flops_uncounted),
             "flops_method": self.flops_method,
             "conditions": dict(self.conditions),
+            "energy": dict(self.energy) if self.energy else None,
+            "energy_reason": self.energy_reason,
             "hooks": dict((cfg.get("extra") or {}).get("hooks", {})),
         }
 

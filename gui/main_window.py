@@ -49,7 +49,7 @@ from gui.remembered import WindowMemory, fit_on_screen
 from gui.run_form.hooks_box import RunOptionsBox
 from gui.run_form.outcome import RunResultPanel
 from gui.run_form.panel import RunPanel
-from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE
+from gui.settings import KEY_WINDOW_GEOMETRY, KEY_WINDOW_STATE, read_bytes, report_bad_setting, take_setting_notes
 
 if TYPE_CHECKING:
     from gui.charts import ChartPanels
@@ -429,13 +429,23 @@ class MainWindow(QMainWindow):
         self.repaint()  # now: the event loop does not run again before the window goes
 
     def _restore_geometry(self) -> None:
-        geometry = self.settings.value(KEY_WINDOW_GEOMETRY)
+        """The saved size, place and dock layout; a value that is not one (or that Qt cannot restore) is ignored, said once,
+        and the default used. Then the settings ignored so far (this one, the file's unsafe values, the device settings…)
+        are said in the status bar, after what it says already."""
+        geometry = read_bytes(self.settings, KEY_WINDOW_GEOMETRY)
         self._restored_geometry = geometry is not None and self.restoreGeometry(geometry)
+        if geometry is not None and not self._restored_geometry:
+            report_bad_setting(KEY_WINDOW_GEOMETRY, geometry, "the window geometry as Device Lab saves it", self.settings.fileName())
         if not self._restored_geometry:
             self.resize(1400, 880)
-        state = self.settings.value(KEY_WINDOW_STATE)
-        if state is not None:
-            self.restoreState(state)
+        state = read_bytes(self.settings, KEY_WINDOW_STATE)
+        if state is not None and not self.restoreState(state):
+            report_bad_setting(KEY_WINDOW_STATE, state, "the window layout as Device Lab saves it", self.settings.fileName())
+        notes = take_setting_notes(self.settings.fileName())
+        if notes:
+            keys = ", ".join(dict.fromkeys(key for key, _ in notes))
+            said = self.statusBar().currentMessage()
+            self.statusBar().showMessage(f"{said} Ignored unreadable settings ({keys}): the defaults are used; the log says why.".strip())
 
     def show_about(self) -> None:
         AboutDialog(self).exec()

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, QStandardPaths, Qt
+from PySide6.QtCore import QObject, QSettings, QStandardPaths, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
@@ -38,7 +38,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gui.settings import KEY_COMPARE_TARGETS, KEY_RUN_FORM, KEY_WINDOW_SPLITTER, open_settings
+from gui.settings import (
+    KEY_COMPARE_TARGETS,
+    KEY_RUN_FORM,
+    KEY_WINDOW_SPLITTER,
+    open_settings,
+    read_bytes,
+    read_text,
+    report_bad_setting,
+)
 
 KEY_RECENT_MODELS = "models/recent"
 KEY_TRUSTED_MODELS = "models/trusted"
@@ -176,12 +184,21 @@ class FormMemory(QObject):
         self._devices_seen = False
 
     def saved(self) -> dict[str, str]:
-        """The saved values by field name."""
+        """The saved values by field name (a value that is not text, such as a list, is left out and said once)."""
         self._settings.beginGroup(self._group)
         try:
-            return {key: str(self._settings.value(key)) for key in self._settings.childKeys()}
+            values = {key: self._settings.value(key) for key in self._settings.childKeys()}
         finally:
             self._settings.endGroup()
+        found: dict[str, str] = {}
+        for key, value in values.items():
+            if isinstance(value, str):
+                found[key] = value
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                found[key] = str(value)
+            elif value is not None:
+                report_bad_setting(f"{self._group}/{key}", value, "the text of a form field", self._settings.fileName())
+        return found
 
     def save(self, *_: object) -> None:
         """Store every field's value (a field not restored yet keeps its saved value)."""
@@ -215,6 +232,13 @@ class FormMemory(QObject):
         retry = {name for name in saved if name in self._pending or now.get(name) != before.get(name)}
         for _attempt in range(2):
             self._pending = self._apply(saved, lambda name: name in retry)
+        for name in sorted(self._pending):
+            report_bad_setting(
+                f"{self._group}/{name}",
+                saved[name],
+                "a value this field takes (its choices now, a number for a number)",
+                self._settings.fileName(),
+            )
         self._pending = set()
 
     def _values(self) -> dict[str, str | None]:
@@ -235,15 +259,18 @@ def save_compare_targets(settings: QSettings, targets: Sequence[str]) -> None:
 
 
 def saved_compare_targets(settings: QSettings) -> list[str] | None:
-    """The compare targets saved last, or None when none were saved (or the value is unreadable)."""
-    value = settings.value(KEY_COMPARE_TARGETS)
-    if value is None:
+    """The compare targets saved last, or None when none were saved (or the value is unreadable: said once)."""
+    text = read_text(settings, KEY_COMPARE_TARGETS)
+    if not text:
         return None
     try:
-        targets = json.loads(str(value))
+        targets = json.loads(text)
     except ValueError:
+        targets = None
+    if not isinstance(targets, list):
+        report_bad_setting(KEY_COMPARE_TARGETS, text, "a JSON list of targets", settings.fileName())
         return None
-    return [str(t) for t in targets] if isinstance(targets, list) else None
+    return [str(t) for t in targets]
 
 
 class WindowMemory(QObject):
@@ -266,9 +293,9 @@ class WindowMemory(QObject):
 
     def restore(self) -> None:
         """At start-up: the splitter and the form fields (compare targets follow with the devices)."""
-        state = self._settings.value(KEY_WINDOW_SPLITTER)
-        if isinstance(state, QByteArray):
-            self._splitter.restoreState(state)
+        state = read_bytes(self._settings, KEY_WINDOW_SPLITTER)
+        if state is not None and not self._splitter.restoreState(state):
+            report_bad_setting(KEY_WINDOW_SPLITTER, state, "the splitter's layout as Device Lab saves it", self._settings.fileName())
         self.form.restore()
 
     def save(self, *_: object) -> None:
@@ -301,12 +328,18 @@ class WindowMemory(QObject):
 
 
 def _json_value(settings: QSettings, key: str, kind: type[JsonT]) -> JsonT:
-    """A JSON list or dict saved under `key` (empty when missing or unreadable)."""
-    try:
-        value = json.loads(str(settings.value(key, "")))
-    except ValueError:
+    """A JSON list or dict saved under `key` (empty when missing; when unreadable too, said once)."""
+    text = read_text(settings, key)
+    if not text:
         return kind()
-    return value if isinstance(value, kind) else kind()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, kind):
+        return value
+    report_bad_setting(key, text, f"a JSON {kind.__name__}", settings.fileName())
+    return kind()
 
 
 def recent_models(settings: QSettings) -> list[str]:
@@ -349,7 +382,7 @@ def documents_folder() -> str:
 
 def last_folder(settings: QSettings, kind: str, fallback: str = "") -> str:
     """The folder the last dialog of `kind` was left in; else `fallback`, else the user's documents (never the working directory)."""
-    folder = str(settings.value(KEY_LAST_FOLDER + kind, "") or "")
+    folder = read_text(settings, KEY_LAST_FOLDER + kind)
     if folder and os.path.isdir(folder):
         return folder
     return fallback or documents_folder()

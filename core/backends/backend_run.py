@@ -33,6 +33,7 @@ from core.training.callbacks import ConditionsHook, RunCallback, RunContext, ame
 from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
 from core.training.parent_turns import GO, TAKES_TURNS, TURN
+from core.workloads.file_optimizer import with_learning_rate_used
 from core.workloads.workload import is_model_file
 
 OnSteps = Callable[[Sequence[StepRecord]], None]
@@ -164,6 +165,7 @@ def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCall
     per_call = int(message.get("steps_per_call", tally.config.steps_per_call))
     if per_call != tally.config.steps_per_call:
         tally.config = tally.config.with_changes(steps_per_call=per_call)
+    tally.config = with_learning_rate_used(tally.config, message.get("learning_rate"))  # a file's optimizer brings its own
     context = RunContext(tally.config, tally.total_steps, tally.replicas, tally.devices, None)
     for listener in listeners:
         listener.on_run_start(context)

@@ -37,6 +37,7 @@ from core.backends.job_setup import (
 from core.backends.step_flops import step_flops
 from core.config import RunConfig
 from core.training.parent_turns import ParentTurns
+from core.workloads.file_optimizer import learning_rate_used
 
 Send = Callable[[dict[str, Any]], None]
 START_CALLS = 8
@@ -93,6 +94,7 @@ def train(
                 "flops": step_flops(model, x, y, config.batch_size) if count_flops else {},
                 "notes": notes,
                 "environment": environment(config, devices),
+                "learning_rate": learning_rate_used(optimizer),
             }
         )
         clock = CallClock(per_call, send, stop)

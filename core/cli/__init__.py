@@ -13,6 +13,7 @@ The parser is built here: every subcommand listed, the options of the one named
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from core.cli.job_options import (
     add_training_arguments,
 )
 from core.config import STRATEGIES, ConfigError
+from core.files import os_error_words
 from core.history.database import StoreError
 from core.tensorflow_import import TensorFlowMissing
 from core.workloads.model_file import ModelFileError
@@ -54,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `main.py history | head`: the reader left; no traceback, and none at exit either
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_RUN_FAILED
+    except OSError as exc:  # a path a file system refuses as too long, wherever it was met: one line, not a traceback
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        print(f"error: {exc.filename}: {os_error_words(exc)}. Give a shorter path (or a shorter DEVICE_LAB_DATA_DIR).", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -191,6 +198,13 @@ def _export_arguments(export: argparse.ArgumentParser) -> None:
     export.set_defaults(handler=history_commands.cmd_export)
 
 
+def _project_arguments(project: argparse.ArgumentParser) -> None:
+    from core.cli import projection_commands
+
+    projection_commands.add_project_arguments(project)
+    project.set_defaults(handler=projection_commands.cmd_project)
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "devices": ("list CPUs, GPUs and TPUs with memory details", _devices_arguments),
     "peaks": ("measured ceilings of each device: matmul FLOP/s per precision, memory bandwidth", _peaks_arguments),
@@ -202,6 +216,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "autotune": ("find the fastest steps per call, precision and XLA (and batch) within a time budget", _autotune_arguments),
     "history": ("list stored runs", _history_arguments),
     "export": ("export stored runs to CSV or JSON", _export_arguments),
+    "project": ("a model's speed projected on a GPU or TPU from the catalogue (a projection, not a measurement)", _project_arguments),
 }
 """Each subcommand: its one-line help, and what adds its options and handler (its module imported then)."""
 

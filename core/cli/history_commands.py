@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,8 @@ def _stored_runs() -> list[RunSummary]:
         return open_history().list_runs()
     except StoreError as exc:
         path = default_path()
-        if path.exists() or not path.parent.is_dir():  # a history that is there, or no folder for one: a real problem
+        # a history that is there, or no folder for one: a real problem (os.path's checks: False, not OSError, for a name too long)
+        if os.path.lexists(path) or not os.path.isdir(path.parent):
             raise
         print(f"warning: {exc} No run is stored there yet.", file=sys.stderr)
         return []
@@ -90,5 +92,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"exported {len(run_ids)} run(s) to {target}", file=sys.stderr)
+    if as_csv:
+        from core.history.export import metadata_path
+
+        print(f"exported {len(run_ids)} run(s) to {target} (the system header and export time in {metadata_path(target)})", file=sys.stderr)
+    else:
+        print(f"exported {len(run_ids)} run(s) to {target}", file=sys.stderr)
     return EXIT_OK

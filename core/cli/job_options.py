@@ -205,6 +205,17 @@ def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **
     return checked_model_file(config, data_given=args.data is not None)
 
 
+def check_energy_counter(config: RunConfig) -> None:
+    """ConfigError for an energy objective where the job's devices keep no energy counter (said before anything runs)."""
+    from core.machine.gpu import driver_gpu_count
+    from core.training.energy import energy_unavailable
+
+    devices = list(config.devices) or (["GPU:0"] if driver_gpu_count() else ["CPU:0"])  # an unnamed device: a GPU where there is one
+    reason = energy_unavailable(devices)
+    if reason:
+        raise ConfigError("--objective", "energy", f"a target whose energy is measured; here {reason}. Pick another --objective")
+
+
 def check_devices_here(config: RunConfig) -> None:
     """ConfigError when `config` names a GPU or TPU this machine does not have, found without TensorFlow (NVML, device files).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +50,17 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from core.logs import import_tensorflow_quietly
+    from core.tensorflow_import import tensorflow_installed
     from core.workloads.models import describe_models
 
-    import_tensorflow_quietly()  # counting parameters builds the models: TensorFlow's C++ start-up lines go to the log
+    if tensorflow_installed():
+        from core.logs import import_tensorflow_quietly
+
+        import_tensorflow_quietly()  # counting parameters builds the models: TensorFlow's C++ start-up lines go to the log
+    else:
+        from core.backends.available import first_installed_backend
+
+        os.environ.setdefault("KERAS_BACKEND", first_installed_backend())  # Keras builds them on JAX or PyTorch
 
     rows = describe_models()
     if args.json:

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
-from core.formatting import NA, format_bytes, format_elapsed
+from core.formatting import NA, format_bytes, format_elapsed, format_value
 from core.results import FIGURES, Figure, RunResult, StepRecord
+from core.training.energy import energy_text
 
 PROGRESS_INTERVAL_S = 0.5  # the default time between progress lines (benchmarks/crash_loss.py sets 0: every call)
 TICK_S = 1.0  # the elapsed time of the first call, said this often while it blocks
@@ -82,7 +83,8 @@ class ProgressPrinter:
         rate = self.batch_size / r.step_time_s if r.step_time_s > 0 else 0.0
         tag = " (warm-up)" if r.warmup else ""
         self.stream.write(
-            f"\rstep {r.step}/{self.total_steps}  loss {r.loss:.4f}  {r.step_time_s * 1e3:.2f} ms/step  {rate:,.0f} samples/s{tag}   "
+            f"\rstep {r.step}/{self.total_steps}  loss {format_value(r.loss, 'loss')}  {format_value(r.step_time_s * 1e3, 'ms')} ms/step  "
+            f"{rate:,.0f} samples/s{tag}   "
         )
         self.stream.flush()
 
@@ -143,6 +145,8 @@ def _figure_text(figure: Figure, summary: dict[str, Any], result: RunResult) -> 
     text = figure.format(value, NA)
     if figure.name == "pct_of_measured_peak":
         return peak_text(result)
+    if figure.name == "joules_per_sample":
+        return energy_text(result).removeprefix("energy: ")
     note = {
         "warmup_s": f"{summary['warmup_steps']} step{'' if summary['warmup_steps'] == 1 else 's'}: tracing and compilation",
         "peak_memory_bytes": summary["peak_memory_source"],

@@ -23,6 +23,7 @@ from core.cli.job_options import (
     add_job_arguments,
     add_rounds_argument,
     add_target_loss_argument,
+    check_energy_counter,
     configure_tensorflow,
     job_config,
 )
@@ -35,8 +36,19 @@ from core.formatting import NA, format_bytes, format_value
 from core.history.database import StoreError
 from core.jobs.rounds import rounds_measured
 from core.results import StepRecord
-from core.training.to_target import reach, target_how, to_target_text
-from core.tuning.sweep import Sweep, SweepListener, SweepRow, run_sweep, sweep_target, tied_with_best, why_not_most_samples
+from core.training.to_target import target_how, to_target_text
+from core.tuning.sweep import (
+    BY_JOULES_TO_TARGET,
+    OBJECTIVES,
+    Sweep,
+    SweepListener,
+    SweepRow,
+    energy_best,
+    row_reach,
+    run_sweep,
+    target_decision,
+    why_not_most_samples,
+)
 from core.tuning.sweep_plan import AXES, AXIS_TITLES, SweepPlan, format_setting, next_sweep_group, parse_values, plan_sweep, varied_settings
 
 AXIS_OPTIONS = {
@@ -48,7 +60,7 @@ AXIS_OPTIONS = {
 }
 AXIS_DEFAULTS = {"batch_size": "64", "steps_per_call": "1", "precision": "off", "xla": "off", "backend": "the --backend"}
 AXIS_HELP = {
-    "batch_size": "global batch sizes, e.g. 16,32,64 (the first is the batch --lr is set for)",
+    "batch_size": "global batch sizes, e.g. 16,32,64 (each point's suggested learning rate scales --lr from --batch-size)",
     "steps_per_call": "steps per tf.function call, e.g. 1,4,16,64",
     "precision": "off (float32), bfloat16, float16, e.g. off,bfloat16",
     "xla": "off, on, or off,on",
@@ -69,6 +81,14 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
             help=AXIS_HELP[name] + f" (default {AXIS_DEFAULTS[name]})",
         )
     parser.add_argument(
+        "--batch-size",
+        dest="base_batch_size",  # `batch_size` holds --batch-sizes' text
+        type=int,
+        default=RunConfig.batch_size,
+        help="the batch --lr is set for, the window's Batch size: the linear rule's base for the points' learning rates "
+        "(default %(default)s; the batch of every point when --batch-sizes gives one)",
+    )
+    parser.add_argument(
         "--all-precisions", action="store_true", help="also run precisions left out as slow on this target (float16 on a CPU, ...)"
     )
     parser.add_argument(
@@ -76,6 +96,13 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=RunConfig.steps,
         help="steps of every point (the first call is warm-up, reported apart; default %(default)s)",
+    )
+    parser.add_argument(
+        "--objective",
+        default="time",
+        choices=OBJECTIVES,
+        help="what the star goes to: time (default: the first to the target loss, or the most samples/s where that decides "
+        "nothing); energy: the fewest measured joules to the target (or per sample), which needs an energy counter",
     )
     add_rounds_argument(parser)
     add_target_loss_argument(parser)
@@ -102,15 +129,21 @@ def _axis_dest(name: str) -> str:
 
 
 def base_config(args: argparse.Namespace, values: dict[str, tuple[Any, ...]]) -> RunConfig:
-    """The job every point shares, on the target: each setting at its first value (a model file checked in a child first)."""
+    """The job every point shares, on the target: each setting at its first value, but a swept batch at --batch-size (the
+    batch --lr is set for, as the window's form gives it), a model file checked in a child first."""
     target = parse_target_option(args.target, "--target")
-    return job_config(args, target, **{name: values[name][0] for name in AXES})
+    firsts = {name: values[name][0] for name in AXES}
+    if len(values["batch_size"]) > 1:
+        firsts["batch_size"] = args.base_batch_size
+    return job_config(args, target, **firsts)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     values = sweep_values(args)
     varied_settings(values, AXIS_OPTIONS)
     base = base_config(args, values)
+    if args.objective == "energy":
+        check_energy_counter(base)
     with stop_on_signals() as stop_event:
         configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False), [base])
         from core.training.engine import check_against_machine
@@ -128,7 +161,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         options = history.options(group=group, listener=SweepProgress(plan, history))
         with stdout_to_stderr():
             sweep = run_interruptibly(lambda: run_sweep(plan, history.store, options, stop_event, args.rounds))
-    sweep = replace(sweep, target_loss=args.target_loss)
+    sweep = replace(sweep, target_loss=args.target_loss, objective=args.objective)
     saved = [row.run_id for row in sweep.rows if row.run_id is not None]
     if saved:
         say(f"saved {len(saved)} run(s) in the history as group '{group}'")
@@ -197,11 +230,14 @@ def format_sweep(sweep: Sweep) -> str:
         "final loss",
         "to target",
         "peak memory",
+        "energy/sample",
     ]
     headers += ["suggested lr"] if batch_swept else []
     table = []
-    tied = tied_with_best(sweep.rows, sweep.target_loss)
-    target = sweep_target(sweep.rows, sweep.target_loss)
+    tied = sweep.tied()
+    decision = target_decision(sweep.rows, sweep.target_loss)
+    target = decision.target_loss
+    reached = row_reach(sweep.rows, sweep.target_loss)
     for index, row in enumerate(sweep.rows):
         result = row.result
         cells = [format_setting(name, row.settings[name]) for name in axes]
@@ -211,8 +247,9 @@ def format_sweep(sweep: Sweep) -> str:
         cells += [format_value(result.step_time_median_ms, "ms", NA)]
         cells += [
             format_value(result.final_loss, "loss", NA),
-            to_target_text(reach(result, target)),
+            to_target_text(reached[index]),
             format_bytes(result.peak_memory_bytes),
+            format_value(result.joules_per_sample, "joules", "not measured"),
         ]
         cells += [f"{row.suggested_learning_rate:.3g}"] if batch_swept else []
         table.append(cells)
@@ -225,20 +262,58 @@ def format_sweep(sweep: Sweep) -> str:
         lines.append(
             f"to target: seconds from the first step (warm-up included) until the smoothed loss reached {target:.4g}: {target_how(sweep.target_loss)}"
         )
-        lines.append(
-            "(best): the point that reached it first"
-            + (f"; {sweep_why}" if (sweep_why := why_not_most_samples(sweep.rows, sweep.target_loss)) else "")
-        )
-    if tied:
-        lines.append(
-            "(tied): no difference from the fastest to the target beyond noise (the 95% interval of their time ratio, from the samples/s over the rounds"
-            " and the samples each needed, holds 1" + ("; one round tells no points apart)" if rounds < 2 else ")")
-        )
+    lines += best_lines(sweep, tied, rounds)
     if any(row.result.contended for row in sweep.rows):
         lines.append("(busy): measured while other processes used the machine: figures are low and noisy; re-run on a quiet machine")
     lines += [f"left out {format_setting(item.axis, item.value)}: {item.reason}" for item in sweep.plan.left_out]
     lines += [sweep.lr_note()] if batch_swept else []
     return "\n".join(lines)
+
+
+def best_lines(sweep: Sweep, tied: Sequence[int], rounds: int) -> list[str]:
+    """What the star compares and why, then the ties: "(best)" marks a point only when it is better beyond noise."""
+    best = sweep.best
+    if best is None:
+        return ["(best): none: no point measured its energy" + _energy_reason(sweep)] if sweep.objective == "energy" else []
+    if sweep.objective == "energy":
+        return energy_best_lines(sweep, tied)
+    decision = target_decision(sweep.rows, sweep.target_loss)
+    lines = [] if decision.decides else [f"judged by samples/s: time to the target decides nothing ({decision.why})"]
+    first = "reached the target first" if decision.decides else "has the most samples/s"
+    why = why_not_most_samples(sweep.rows, sweep.target_loss)
+    if not tied:
+        return [*lines, f"(best): the point that {first}" + (f"; {why}" if why else "")]
+    label, names = sweep.rows[best].label, ", ".join(sweep.rows[index].label for index in tied)
+    compared = "time to the target" if decision.decides else "samples/s"
+    how = ", from the samples/s over the rounds and the samples each needed," if decision.decides else " over the rounds"
+    return [
+        *lines,
+        f"no point is best beyond noise: {label} {first}, tied with {names}" + (f"; {why}" if why else ""),
+        f"(tied): no difference in {compared} from {label} beyond noise (the 95% interval of their ratio{how} holds 1"
+        + ("; one round tells no points apart)" if rounds < 2 else ")"),
+    ]
+
+
+def energy_best_lines(sweep: Sweep, tied: Sequence[int]) -> list[str]:
+    """The energy objective's star: the fewest joules to the target (or per sample), and the ties."""
+    best = sweep.best
+    assert best is not None
+    _, _, by = energy_best(sweep.rows, sweep.target_loss)
+    what = (
+        "the fewest joules to the target loss"
+        if by == BY_JOULES_TO_TARGET
+        else "the fewest joules per sample (time to the target decides nothing)"
+    )
+    label = sweep.rows[best].label
+    if not tied:
+        return [f"(best): {label}, the point with {what}, fewer than every other beyond noise over the rounds"]
+    names = ", ".join(sweep.rows[index].label for index in tied)
+    return [f"no point is best beyond noise: {label} used {what}, tied with {names} (the 95% interval of their joules per sample holds 1)"]
+
+
+def _energy_reason(sweep: Sweep) -> str:
+    reasons = {row.result.energy_reason for row in sweep.rows if row.result.energy_reason}
+    return f" ({'; '.join(sorted(reasons))})" if reasons else ""
 
 
 def say(text: str) -> None:

@@ -27,7 +27,7 @@ from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.cluster.topology import ClusterCallback, WorkerInfo
 from core.config import ConfigError, RunConfig, parse_step_range
-from core.jobs import JobListener, RecordedRun
+from core.jobs import JobListener, RecordedRun, run_label
 from core.results import RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.training.to_target import reach, to_target_text
@@ -66,7 +66,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         history.say_error(history.error)
         printer = ProgressPrinter(total_steps(config), config.batch_size)
         progress = RunProgress(printer, hooks)
-        options = history.options(diagnose=not args.no_verdict, hooks=tuple(hooks), listener=progress, raise_config_error=True)
+        options = history.options(
+            label=run_label(config), diagnose=not args.no_verdict, hooks=tuple(hooks), listener=progress, raise_config_error=True
+        )
         with stdout_to_stderr(), printer.ticking(stop_event):
             recorded = run_interruptibly(lambda: run_job(config, history.store, options, stop_event))
         progress.finish()

@@ -4,9 +4,11 @@
 imports TensorFlow), so a probe that runs out of memory is a row of the answer,
 never a crash. `autotune` trains in this process, one short run per point.
 Input is checked before anything starts; progress goes to stderr, the answer
-(a table, or one JSON object) to stdout. Exit 0 when the search finished (a
-largest batch of 0, nothing fits, is an answer); 1 when it was stopped or the
-job itself failed; 2 on bad input.
+(a table, or one JSON object) to stdout. Exit 0 when the search found a batch
+that fits; 1 when it was stopped or the job itself failed; 2 on bad input, and
+when not even batch 1 fits in the --memory-limit given (one line says the limit
+is below what the model needs; without --memory-limit that is 1: the machine's
+memory, not the input).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import time
 
 import psutil
 
-from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import add_job_arguments, add_rounds_argument, configure_tensorflow, job_config
+from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
+from core.cli.job_options import add_job_arguments, add_rounds_argument, check_energy_counter, configure_tensorflow, job_config
 from core.cli.output import format_columns
 from core.cli.signals import ends_by, run_interruptibly, stop_on_signals
 from core.compare.targets import parse_target_option
@@ -117,7 +119,8 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         "--objective",
         default="loss",
         choices=OBJECTIVES,
-        help="loss (default): adopt a setting only if it also reaches your settings' loss no later; samples: samples/s alone",
+        help="loss (default): adopt a setting only if it also reaches your settings' loss no later; samples: samples/s alone; "
+        "energy: the fewest measured joules per sample (needs an energy counter: NVML on a GPU, powercap on the CPU)",
     )
     add_rounds_argument(parser)
 
@@ -191,7 +194,25 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
         say(f"the search ended early: {result.error}")
     elif result.stopped:
         say(f"the search was stopped: {margin_text(result)}")
+    elif none_fit(result):
+        print(f"error: {none_fit_line(result, args.memory_limit)}", file=sys.stderr)
+        return EXIT_BAD_INPUT if limit is not None else EXIT_RUN_FAILED
     return EXIT_OK if result.finished else EXIT_RUN_FAILED
+
+
+def none_fit(result: MaxBatchResult) -> bool:
+    """True when the search finished and not even the smallest batch fit in the memory limit."""
+    return result.finished and result.largest_fitting == 0 and result.smallest_failing is not None
+
+
+def none_fit_line(result: MaxBatchResult, given: str | None) -> str:
+    """One line: the memory limit (`given` as typed, None for the default) is below what the model needs, and what to do."""
+    smallest = result.smallest_failing or 1
+    seen = max((p.peak_bytes for p in result.probes if p.batch == smallest and p.peak_bytes), default=0)
+    needs = f" (its probe had passed {format_bytes(seen)} when it was stopped)" if seen else ""
+    limit = f"{MEMORY_LIMIT_FIELD} {given}" if given else f"the default {result.limit_kind} of {format_bytes(result.memory_limit)}"
+    advice = f"give a larger {MEMORY_LIMIT_FIELD}" if given else f"free memory, or give {MEMORY_LIMIT_FIELD}"
+    return f"{limit} is below what the model needs: not even batch {smallest:,} fit{needs}; {advice}."
 
 
 def _print_probe(batch: int, probe: Probe | None) -> None:
@@ -220,6 +241,8 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     if args.max_batch is not None and args.max_batch < args.batch_size:
         raise ConfigError("--max-batch", args.max_batch, f"a batch of at least --batch-size ({args.batch_size})")
     job = job_for(args, args.batch_size, args.steps_per_call)
+    if args.objective == "energy":
+        check_energy_counter(job)
     backends = parse_values("backend", args.backends, "--backends") if args.backends else ()
     give_up = started + budget_s + BUDGET_SLACK_S + WATCHDOG_GRACE_S
     seen: list[TunePoint] = []

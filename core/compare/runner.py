@@ -21,7 +21,7 @@ from core.compare.targets import TARGET_FORMS, CompareTarget, sweep_targets
 from core.config import ConfigError, RunConfig
 from core.history.database import StoreError
 from core.jobs import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
-from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, run_in_rounds
+from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, crashed_result, run_in_rounds
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus
 from core.training.flops import FlopsCounter
@@ -70,7 +70,8 @@ def run_comparison(
     every target that was not skipped. Setting `stop_event` ends the turn in
     flight and skips the targets not started (rows with status "skipped", not
     recorded). A target that cannot run here (an invalid config, a missing
-    device) becomes a failed row with the reason, recorded, and the others still run.
+    device) becomes a failed row with the reason, recorded, and the others still run;
+    so does a target whose job raised (`crashed_result`: what it raised), never a skipped one.
     """
     targets = list(targets)
     if not targets:
@@ -87,8 +88,13 @@ def run_comparison(
         if listener is not None and recorded is not None:
             listener.on_job_end(index, recorded)
 
+    def on_crash(index: int, error: BaseException) -> RecordedRun:
+        return _crashed(base, targets[index], error)
+
     on_turn = announcing(listener, [target.label for target in targets])
-    recorded_runs = run_in_rounds([starter(target) for target in targets], rounds, stop_event, seed, on_turn, on_ended=on_ended)
+    recorded_runs = run_in_rounds(
+        [starter(target) for target in targets], rounds, stop_event, seed, on_turn, on_ended=on_ended, on_crash=on_crash
+    )
     entries = [
         (target.label, recorded.result if recorded is not None else _unrun(base, target, RunStatus.SKIPPED, SKIPPED_MESSAGE))
         for target, recorded in zip(targets, recorded_runs, strict=True)
@@ -135,6 +141,14 @@ def _run_target(
         unrun = _unrun(base, target, RunStatus.FAILED, str(exc))
         return record_unrun(unrun, base, store, replace(options, label=history_label(target.label, unrun.config)))
     return run_job(config, store, replace(options, label=history_label(target.label, config.to_dict())), stop_event)
+
+
+def _crashed(base: RunConfig, target: CompareTarget, error: BaseException) -> RecordedRun:
+    """A target whose job raised instead of ending with a result: a failed row saying what was raised.
+
+    Not recorded again: a job that raised after its record began finished that record as failed (`run_job`).
+    """
+    return RecordedRun(crashed_result(error, _unrun(base, target, RunStatus.FAILED, "").config), None, "", False)
 
 
 def _unrun(base: RunConfig, target: CompareTarget, status: RunStatus, message: str) -> RunResult:

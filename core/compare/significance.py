@@ -7,6 +7,12 @@ difference beyond noise", whichever number is bigger, and runs measured one
 after another (one round) are never told apart. A row whose run was measured
 while other work used the machine says so (`core.machine.conditions`), and a
 load that changed between rounds is named when it leaves the answer open.
+
+So a `speedup_ci` that excludes 1 can still come with `beyond_noise` false:
+the runs shared fewer than two rounds, and the interval is the calls' own
+(`speedup_ci_from` "calls"), which cannot see a load that changed between
+them. `beyond_noise_reason` says which ("one_round", or "holds_1" where the
+interval holds 1), and the tables mark such an interval "(1 round)", not "(noise)".
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from core.training.noise import Interval, between_runs
 NO_DIFFERENCE = "no difference beyond noise"
 LOAD_CHANGE = 0.25
 """Other processes' CPU share differing by this much between rounds: the load changed while the rounds ran."""
+ONE_ROUND_MARK = "(1 round)"
+"""Beside an interval from runs measured one after another: the calls' own interval, nothing claimed across the runs."""
+HOLDS_ONE = "holds_1"
+ONE_ROUND = "one_round"
 CONTENDED_MARK = "(busy)"
 """Beside a target, label or point measured while other processes used the machine."""
 
@@ -50,14 +60,33 @@ def round_loads(result: RunResult) -> list[float]:
     return [share for share in result.rounds.get("other_share") or [] if share is not None]
 
 
+def interval_source(row: _Row) -> str | None:
+    """Where the row's `speedup_ci` comes from: "rounds" (two or more shared rounds), "calls" (one round: the runs' own
+    calls, measured one after another), None without an interval."""
+    if row.speedup_ci is None:
+        return None
+    return "rounds" if (row.interval_rounds or 1) >= 2 else "calls"
+
+
+def noise_reason(row: _Row) -> str | None:
+    """Why the speed-up is not beyond noise: ONE_ROUND (measured one after another: nothing is claimed across runs,
+    whatever the calls' interval), HOLDS_ONE (the interval holds 1); "" when it is beyond noise; None without an interval."""
+    if row.speedup_ci is None or row.beyond_noise is None:
+        return None
+    if row.beyond_noise:
+        return ""
+    return ONE_ROUND if (row.interval_rounds or 1) < 2 else HOLDS_ONE
+
+
 def interval_cell(row: _Row, is_base: bool) -> str:
-    """ "0.97–1.04 (noise)" / "1.71–1.94" for a table cell; "" for the baseline, the missing mark without an interval."""
+    """ "0.97–1.04 (noise)" / "1.71–1.94" / "4.58–7.84 (1 round)" for a table cell; "" for the baseline, the missing mark without an interval."""
     if is_base:
         return ""
     if row.speedup_ci is None:
         return MISSING
     low, high = row.speedup_ci
-    return f"{low:.2f}–{high:.2f}" + ("" if row.beyond_noise else " (noise)")
+    mark = {"": "", ONE_ROUND: f" {ONE_ROUND_MARK}", HOLDS_ONE: " (noise)"}[noise_reason(row) or ""]
+    return f"{low:.2f}–{high:.2f}{mark}"
 
 
 def contended_label(label: str, result: RunResult) -> str:
@@ -79,7 +108,7 @@ def noise_warnings(rows: Sequence[_Row], base: _Row | None) -> list[str]:
             if (row.interval_rounds or 1) < 2:
                 notes.append(
                     f"{row.label} against {base.label}: measured one after another, not in interleaved rounds: a load that "
-                    "changed between the runs would read as a difference, so none is claimed; compare them in 6 or more interleaved rounds."
+                    "changed between the runs would read as a difference, so none is claimed; compare them in 6 or more interleaved rounds (Rounds in the window, --rounds on the command line)."
                 )
                 continue
             notes.append(

@@ -21,7 +21,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.compare.significance import contended_label, interval_cell, noise_warnings, speedup_interval
+from core.compare.significance import (
+    ONE_ROUND,
+    ONE_ROUND_MARK,
+    contended_label,
+    interval_cell,
+    interval_source,
+    noise_reason,
+    noise_warnings,
+    speedup_interval,
+)
 from core.config import ConfigError, hooks_in_words, recorded_hooks
 from core.diagnosis.ceilings import known_peaks
 from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
@@ -32,7 +41,8 @@ from core.jobs.rounds import rounds_measured
 from core.machine.peak_estimates import recorded_native_bfloat16, recorded_peak_flops
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
-from core.training.to_target import ToTarget, common_target, reach, target_how, to_target_text
+from core.training.noise import energy_ratio
+from core.training.to_target import TargetDecision, ToTarget, decide, target_how, to_target_text
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
@@ -65,6 +75,9 @@ class CompareRow:
     (never narrower than the one from the per-call timings), `beyond_noise`
     False when it holds 1 or the runs shared fewer than two rounds (None: no
     interval, or the baseline). `rounds` is how many rounds the run measured.
+    With fewer than two shared rounds (`interval_rounds` 1) `speedup_ci` is
+    the calls' own interval, which may exclude 1 while `beyond_noise` is False:
+    `speedup_ci_from` and `beyond_noise_reason` in `to_rows_dict` say so.
     """
 
     label: str
@@ -123,19 +136,28 @@ class Comparison:
         changed = replace(self, rows=_with_speedups(self.rows, index), baseline_index=index)
         return replace(changed, warnings=tuple(fairness_warnings(changed)))
 
+    def target_decision(self) -> TargetDecision:
+        """The rows' target loss, each row's judged time to it, and whether that time compares them (`core.training.to_target.decide`)."""
+        return decide([row.result for row in self.rows], self.target_loss, [row.label for row in self.rows])
+
     def common_target(self) -> float | None:
-        """The loss the rows are timed to: the given one, else the highest of their smoothed final losses."""
-        return self.target_loss if self.target_loss is not None else common_target([row.result for row in self.rows])
+        """The loss the rows are timed to: the given one, else the highest smoothed final loss of the rows whose loss fell beyond noise."""
+        return self.target_decision().target_loss
 
     def to_targets(self) -> list[ToTarget]:
-        """When each row's smoothed loss reached the common target (`core.training.to_target`)."""
-        target = self.common_target()
-        return [reach(row.result, target) for row in self.rows]
+        """When each row's smoothed loss reached the common target (`core.training.to_target`; a row whose loss did not
+        fall beyond noise to it has not)."""
+        return list(self.target_decision().reached)
 
     def to_rows_dict(self) -> list[dict[str, Any]]:
-        """JSON-ready rows: the run's summary plus the comparison's own figures (speed-up, time to the target loss, FLOP/s)."""
-        reached = self.to_targets()
-        base = reached[self.baseline_index] if reached else None
+        """JSON-ready rows: the run's summary plus the comparison's own figures (speed-up, time to the target loss, FLOP/s).
+
+        `time_to_target_speedup` is None where time to the target decides nothing (`target_decides` False, the reason
+        in `target_undecided` and `target_undecided_why`).
+        """
+        decision = self.target_decision()
+        reached = list(decision.reached)
+        base = reached[self.baseline_index] if reached and decision.decides else None
         return [
             {
                 **row.result.summary(),
@@ -144,6 +166,8 @@ class Comparison:
                 "speedup": row.speedup,
                 "speedup_ci": list(row.speedup_ci) if row.speedup_ci else None,
                 "beyond_noise": row.beyond_noise,
+                "beyond_noise_reason": noise_reason(row),
+                "speedup_ci_from": interval_source(row),
                 "rounds": row.rounds,
                 "interval_rounds": row.interval_rounds,
                 "round_order_seed": row.result.rounds.get("seed"),
@@ -159,11 +183,29 @@ class Comparison:
                 "estimate_how": row.estimate_how,
                 **reached[index].to_dict(),
                 "target_how": target_how(self.target_loss),
+                **decision.to_dict(),
                 "time_to_target_speedup": _ratio(base.seconds if base else None, reached[index].seconds),
                 "samples_to_target_ratio": _ratio(reached[index].samples, base.samples if base else None),
+                **self.energy_figures(index, reached[index].samples),
             }
             for index, row in enumerate(self.rows)
         ]
+
+    def energy_figures(self, index: int, samples_to_target: int | None = None) -> dict[str, Any]:
+        """Row `index`'s energy beside the baseline's: samples per joule, joules per sample over the baseline's with its
+        95% interval from the rounds (`energy_ratio_ci`; below 1 uses less), and joules to the target loss."""
+        result = self.rows[index].result
+        energy = result.energy or {}
+        base = self.rows[self.baseline_index].result
+        interval = energy_ratio(base, result) if index != self.baseline_index and energy and base.energy else None
+        joules_per_sample = energy.get("joules_per_sample")
+        return {
+            "samples_per_joule": energy.get("samples_per_joule"),
+            "energy_ratio": _ratio(joules_per_sample, (base.energy or {}).get("joules_per_sample")) if energy else None,
+            "energy_ratio_ci": interval.to_list() if interval else None,
+            "energy_beyond_noise": interval.beyond_noise if interval else None,
+            "joules_to_target": joules_per_sample * samples_to_target if joules_per_sample and samples_to_target else None,
+        }
 
 
 def _ratio(top: float | None, bottom: float | None) -> float | None:
@@ -440,6 +482,10 @@ def format_table(comparison: Comparison) -> str:
     ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     lines.append("* baseline for speed-ups; (noise): the speed-up's 95% interval holds 1, no difference beyond noise")
+    if any(noise_reason(row) == ONE_ROUND for row in comparison.rows):
+        lines.append(
+            f"{ONE_ROUND_MARK}: measured one after another: the interval is the calls' own, and no difference is claimed across the runs"
+        )
     lines.append("rounds: interleaved rounds each target was measured in; the interval comes from them (one round claims nothing)")
     if any(row.result.contended for row in comparison.rows):
         lines.append("(busy): measured while other processes used the machine: figures are low and noisy (see the warnings)")
@@ -454,11 +500,14 @@ def format_table(comparison: Comparison) -> str:
 
 def target_lines(comparison: Comparison) -> list[str]:
     """Each row's time to the common target loss (from the first step, warm-up included), and how the target was chosen."""
-    target = comparison.common_target()
+    decision = comparison.target_decision()
+    target = decision.target_loss
     if target is None:
         return []
     lines = [f"time to loss {target:.4g} ({target_how(comparison.target_loss)}):"]
-    lines += [f"  {row.label}: {to_target_text(to)}" for row, to in zip(comparison.rows, comparison.to_targets(), strict=True)]
+    lines += [f"  {row.label}: {to_target_text(to)}" for row, to in zip(comparison.rows, decision.reached, strict=True)]
+    if not decision.decides:
+        lines.append(f"  time to the target compares nothing here: {decision.why}; compare the samples/s")
     return lines
 
 

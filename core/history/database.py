@@ -6,6 +6,9 @@ be written (read-only file or folder, a read-only mount, an immutable file) is
 opened read-only instead and left byte-for-byte as it is; a busy file, a full
 disk or a missing permission is reported, never taken for damage.
 
+A history file that is not a regular file (a folder, a device, a named pipe) is
+refused with a StoreError before SQLite sees it, and left as it is.
+
 The schema: versioned migrations, then one runs column per headline figure.
 Migrations are append-only: migration i takes `PRAGMA user_version` from i to
 i + 1. The headline-figure columns are not migrations: after them,
@@ -34,6 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from core import files
 from core.results import FIGURES
 
 ADVICE = "Close other Device Lab windows, or set DEVICE_LAB_DATA_DIR to a writable folder."
@@ -69,6 +73,7 @@ def open_database(path: Path) -> Opened:
     damage, silently drops the rest and then resets the log, so the copy and the notice are all
     the user would otherwise never learn of.
     """
+    refuse_other_than_files(path)
     reason = read_only_reason(path)
     if reason:
         return _open_read_only(path, reason)
@@ -88,6 +93,29 @@ def open_database(path: Path) -> Opened:
     aside = _move_aside(path)
     notice = f"The run history {path} could not be read ({damage}). It was moved to {aside} and kept; a new, empty history was started."
     return Opened(_checked_connection(path), recovered_from=aside, notice=notice)
+
+
+def refuse_other_than_files(path: Path) -> None:
+    """StoreError when the history at `path`, or its -wal or -shm file, is there but is not a regular file.
+
+    A folder, a device (a link to /dev/zero) or a named pipe is never opened, read or moved aside: SQLite would
+    read it as damage or wait on it, and the message would blame permissions.
+    """
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in _COMPANIONS)):
+        try:
+            files.regular_file(candidate)
+        except FileNotFoundError:
+            continue
+        except files.NotARegularFile as exc:
+            raise StoreError(
+                f"The run history file {candidate} is {exc.kind}, not a regular file: move it away, "
+                "or set DEVICE_LAB_DATA_DIR to another folder."
+            ) from exc
+        except OSError as exc:
+            raise StoreError(
+                f"Can not open the run history {candidate}: {files.os_error_words(exc, candidate)}. "
+                "Set DEVICE_LAB_DATA_DIR to another folder."
+            ) from exc
 
 
 def read_only_reason(path: Path) -> str:

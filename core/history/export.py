@@ -1,16 +1,24 @@
-"""Exports of stored runs: CSV and JSON, under a system header like benchmark tools print.
+"""Exports of stored runs: CSV and JSON, with a system header like benchmark tools print.
 
 The header comes from the runs' `environment` dicts, taking whatever keys are there
-(well-known ones first). A key whose value differs between runs shows every distinct
-value: a list in JSON, "a | b" in CSV. Each run in the JSON keeps its own environment.
+(well-known ones first), and each run's backend. A key whose value differs between runs
+shows the list of its distinct values. Each run in the JSON keeps its own environment.
 The header's `peak_flops` is the measured ceiling the runs' "% of peak" divides by
 (None where no run had one); the datasheet/ISA estimate the runs recorded under that
 key is shown beside it as `estimate_peak_flops`. `logical_devices` lists every device
 TensorFlow had, `devices` those the runs used.
 
-Every export is written to a temporary file in the target's folder and renamed
-over the target only once complete, so a failure (a full disk, a bad path) never
-leaves half a file; it raises ExportError naming the path and the reason.
+A CSV export's first line is its column header (`csv.DictReader` reads it as it is);
+its metadata (when, which runs, the system header) is a JSON file beside it,
+`FILE.csv.meta.json` (`metadata_path`). A run measured in interleaved rounds adds
+`rounds_*` columns (its rounds' id, count, seed, spans, places and other processes'
+CPU share); the other rows leave them empty.
+
+Every export is written through `core.files.write_all_atomically`: temporary files in
+the target's folder, renamed over the targets only once all are complete, so a failure
+(a full disk, a bad path) never leaves half a file; a symbolic link is written through,
+and a target that is not a regular file (a folder, a device, a FIFO) is refused and
+left as it is. It raises ExportError naming the path and the reason.
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ from core.results import RunResult
 ESTIMATE_PEAK_FLOPS = "estimate_peak_flops"
 ESTIMATE_PEAK_FLOPS_HOW = "estimate_peak_flops_how"
 MEASURED_HOW = "measured matmul ceiling of the run's devices, the one its % of peak divides by"
+META_SUFFIX = ".meta.json"
 _HEADER_ORDER = (
+    "backend",
     "tensorflow",
     "keras",
     "python",
@@ -82,8 +92,13 @@ def _distinct_values(runs: Sequence[StoredRun]) -> dict[str, list[Any]]:
 
 
 def _header_entries(result: RunResult) -> dict[str, Any]:
-    """The run's environment for the header, its peak the measured ceiling and the recorded estimate beside it."""
-    entries = dict(result.environment)
+    """The run's environment for the header, its backend the one it trained with, its peak the measured ceiling and the recorded
+    estimate beside it.
+
+    The backend is the run's own (`RunResult.backend`): only a JAX or PyTorch run's environment names one, so a TensorFlow
+    run beside them would otherwise leave "backend: jax" as the whole export's.
+    """
+    entries = {**result.environment, "backend": result.backend}
     if PEAK_FLOPS_HOW not in entries:
         return entries
     entries[ESTIMATE_PEAK_FLOPS] = entries.pop(PEAK_FLOPS, None)
@@ -94,21 +109,27 @@ def _header_entries(result: RunResult) -> dict[str, Any]:
     return entries
 
 
-def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:
-    """`#` header lines, then one row per run: id, label, group and `RunResult.summary()`.
+def metadata_path(path: str | Path) -> Path:
+    """The JSON file beside a CSV export that holds its metadata: `runs.csv` -> `runs.csv.meta.json`."""
+    target = Path(path).expanduser()
+    return target.with_name(target.name + META_SUFFIX)
 
+
+def write_runs_csv(runs: Sequence[StoredRun], path: str | Path) -> None:
+    """One row per run: id, label, group, `RunResult.summary()` and, for a run measured in rounds, `rounds_*`.
+
+    The first line is the column header; the metadata is in `metadata_path(path)`.
     The figure columns are the summary's, that is `core.results.FIGURES`: a new figure is a new column here.
     """
-    rows = [{"id": run.id, "label": run.label, "group": run.group, **_flat(run.result.summary())} for run in runs]
+    rows = [_csv_row(run) for run in runs]
     columns = list(dict.fromkeys(key for row in rows for key in row)) or ["id", "label", "group"]  # a model file's run adds model_sha256
 
     def write(file: IO[str]) -> None:
-        _write_header(file, runs)
-        writer = csv.DictWriter(file, fieldnames=columns)
+        writer = csv.DictWriter(file, fieldnames=columns, restval="")
         writer.writeheader()
         writer.writerows(rows)
 
-    write_atomically(path, write)
+    _export(path, write, _metadata(runs, path))
 
 
 def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
@@ -118,15 +139,14 @@ def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
         "exported_at": utc_now(),
         "runs": [{"id": run.id, "label": run.label, "group": run.group, **run.result.to_dict()} for run in runs],
     }
-    write_atomically(path, lambda file: file.write(json.dumps(document, indent=1)))
+    _export(path, lambda file: file.write(json.dumps(document, indent=1)))
 
 
 def write_steps_csv(run: StoredRun, path: str | Path) -> None:
-    """`#` header lines, then step, loss, step_time_s, warmup: one row per step."""
+    """step, loss, step_time_s, warmup: one row per step, under its column header; the metadata in `metadata_path(path)`."""
     result = run.result
 
     def write(file: IO[str]) -> None:
-        _write_header(file, [run])
         writer = csv.writer(file)
         writer.writerow(("step", "loss", "step_time_s", "warmup"))
         warmup = result.warmup_steps
@@ -135,37 +155,61 @@ def write_steps_csv(run: StoredRun, path: str | Path) -> None:
             for step, (loss, seconds) in enumerate(zip(result.losses, result.step_times_s, strict=True), start=1)
         )
 
-    write_atomically(path, write)
+    _export(path, write, _metadata([run], path))
 
 
-def write_atomically(path: str | Path, write: Callable[[IO[str]], Any]) -> None:
-    """`core.files.write_atomically` for an export: `path` is the whole export or as it was; ExportError on failure."""
+def _export(path: str | Path, write: Callable[[IO[str]], Any], metadata: dict[str, Any] | None = None) -> None:
+    """Write `path` (and its metadata file, when given) whole or not at all; ExportError naming the path and the reason."""
     target = Path(path).expanduser()
-    if target.is_dir():
-        raise ExportError(f"Can not export to {target}: it is a folder; give a file name.")
+    items: list[tuple[str | Path, Callable[[IO[str]], Any]]] = [(target, write)]
+    if metadata is not None:
+        items.append((metadata_path(target), lambda file: file.write(json.dumps(metadata, indent=1))))
     try:
-        files.write_atomically(target, write)
+        files.write_all_atomically(items)
+    except files.NotARegularFile as exc:
+        named = Path(exc.filename or target)
+        advice = "give a file name" if exc.is_folder else "give the path of a file to write"
+        raise ExportError(f"Can not export to {named}: it is {exc.kind}, not a regular file; {advice}.") from exc
     except OSError as exc:
-        raise ExportError(f"Can not export to {target}: {_reason(exc, target)}.") from exc
+        named = next((Path(path) for path, _ in items if exc.filename is not None and str(path) == str(exc.filename)), target)
+        raise ExportError(f"Can not export to {named}: {_reason(exc, named)}.") from exc
+
+
+def _metadata(runs: Sequence[StoredRun], path: str | Path) -> dict[str, Any]:
+    """What a CSV export's metadata file holds: the export it describes, when, which runs, and the system header."""
+    return {
+        "export": Path(path).name,
+        "exported_at": utc_now(),
+        "runs": [run.id for run in runs],
+        "system": system_info(runs),
+    }
 
 
 def _reason(exc: OSError, target: Path) -> str:
     """An OS error in words, without the temporary file's name."""
     folder = target.parent
     if exc.errno == errno.ENOENT:
-        return f"the folder {folder} does not exist" if not folder.is_dir() else f"no file can be made in {folder} ({exc.strerror})"
+        return f"the folder {folder} does not exist" if not _is_folder(folder) else f"no file can be made in {folder} ({exc.strerror})"
     if exc.errno == errno.ENOTDIR:
         return f"{folder} is not a folder"
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{(exc.strerror or 'not allowed').lower()}: the folder {folder} can not be written"
-    return exc.strerror or str(exc)
+    if exc.errno == errno.ENAMETOOLONG:
+        return f"{files.os_error_words(exc, target)}; give a shorter file name"
+    return files.os_error_words(exc)
 
 
-def _write_header(file: Any, runs: Sequence[StoredRun]) -> None:
-    ids = ", ".join(str(run.id) for run in runs)
-    lines = [f"Device Lab export, {utc_now()}, runs: {ids}"]
-    lines += [f"{key}: {' | '.join(map(_text, seen))}" for key, seen in _distinct_values(runs).items()]
-    file.write("".join(f"# {line}\n" for line in lines))
+def _is_folder(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _csv_row(run: StoredRun) -> dict[str, Any]:
+    """A run's CSV row: id, label, group, its summary, and its rounds (`rounds_id`, `rounds_count`, …) when it was measured in rounds."""
+    rounds = {f"rounds_{key}": value for key, value in run.result.rounds.items()}
+    return {"id": run.id, "label": run.label, "group": run.group, **_flat(run.result.summary()), **_flat(rounds)}
 
 
 def _flat(summary: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import Any
 
 import psutil
 
+from core import files
 from core.backends.call_timer import window_steps
 from core.config import RunConfig
 from core.formatting import utc_now
@@ -78,6 +79,8 @@ class RunSummary:
     model_sha256: str = ""  # the content of the model file the run trained ("" for a sample model)
     backend: str = "tensorflow"  # the Keras backend that trained it (runs from before backends: tensorflow)
     conditions: dict[str, Any] = field(default_factory=dict)  # what else the machine did meanwhile (RunResult.conditions)
+    energy: dict[str, Any] | None = None  # the steady window's measured energy (RunResult.energy); None: not measured
+    energy_reason: str = ""  # why not (RunResult.energy_reason)
 
     @property
     def contended(self) -> bool:
@@ -97,6 +100,8 @@ _FROM_RESULT = {
     "model_sha256": "CASE WHEN json_valid(result) THEN json_extract(result, '$.config.model_sha256') END",
     "backend": "COALESCE(CASE WHEN json_valid(result) THEN json_extract(result, '$.config.backend') END, 'tensorflow')",
     "conditions": "CASE WHEN json_valid(result) THEN json_extract(result, '$.conditions') END",
+    "energy": "CASE WHEN json_valid(result) THEN json_extract(result, '$.energy') END",
+    "energy_reason": "CASE WHEN json_valid(result) THEN json_extract(result, '$.energy_reason') END",
 }
 # RunSummary field (all but `figures` and those from the result) -> column of the runs table.
 _FIELD_COLUMNS = {
@@ -284,7 +289,7 @@ class RunStore:
             return [name for (name,) in rows]
 
     def export_csv(self, run_ids: Sequence[int], path: str | Path) -> None:
-        """One row of headline figures per run, under a `#` system header."""
+        """One row of headline figures per run under its column header; the system header in `PATH.meta.json` beside it."""
         export.write_runs_csv(self._stored(run_ids, with_steps=False), path)
 
     def export_json(self, run_ids: Sequence[int], path: str | Path) -> None:
@@ -292,7 +297,7 @@ class RunStore:
         export.write_runs_json(self._stored(run_ids, with_steps=True), path)
 
     def export_steps_csv(self, run_id: int, path: str | Path) -> None:
-        """A run's step series: step, loss, step_time_s, warmup."""
+        """A run's step series: step, loss, step_time_s, warmup; the system header in `PATH.meta.json` beside it."""
         export.write_steps_csv(self._stored([run_id], with_steps=True)[0], path)
 
     def _stored(self, run_ids: Sequence[int], with_steps: bool) -> list[export.StoredRun]:
@@ -371,15 +376,25 @@ class RunStore:
 
 def _resolve(path: str | Path | None) -> Path:
     target = (Path(path) if path is not None else default_path()).absolute()
+    long = files.too_long(target)
+    if long:
+        raise StoreError(f"Can not use {target} for the run history: {long}. Set DEVICE_LAB_DATA_DIR to a folder with a shorter path.")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()), None)
-        reason = f"{blocker} is a file, not a folder" if blocker else (exc.strerror or str(exc))
+        blocker = next((p for p in (target.parent, *target.parent.parents) if _is_there_but_no_folder(p)), None)
+        reason = f"{blocker} is a file, not a folder" if blocker else files.os_error_words(exc, target.parent)
         raise StoreError(
             f"Can not create the folder {target.parent} for the run history: {reason}. Set DEVICE_LAB_DATA_DIR to a writable folder."
         ) from exc
     return target
+
+
+def _is_there_but_no_folder(path: Path) -> bool:
+    try:
+        return path.exists() and not path.is_dir()
+    except OSError:
+        return False
 
 
 def _row_values(result: RunResult) -> dict[str, Any]:
@@ -402,6 +417,7 @@ def _summary(row: Sequence[Any]) -> RunSummary:
     figures = dict(zip((f.name for f in FIGURES), row[columns:figure_end], strict=True))
     from_result: dict[str, Any] = {name: value or "" for name, value in zip(_FROM_RESULT, row[figure_end:], strict=True)}
     from_result["conditions"] = json.loads(from_result["conditions"] or "{}")
+    from_result["energy"] = json.loads(from_result["energy"]) if from_result["energy"] else None
     return RunSummary(**values, figures=figures, **from_result)
 
 

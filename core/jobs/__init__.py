@@ -5,6 +5,6 @@ service; none of them assembles recorder, diagnosis and `run_training` itself.
 """
 
 from core.jobs.listener import JobListener, RecordedRun
-from core.jobs.service import PLAIN, JobOptions, record_unrun, run_job
+from core.jobs.service import PLAIN, JobOptions, record_unrun, run_job, run_label
 
-__all__ = ["PLAIN", "JobListener", "JobOptions", "RecordedRun", "record_unrun", "run_job"]
+__all__ = ["PLAIN", "JobListener", "JobOptions", "RecordedRun", "record_unrun", "run_job", "run_label"]

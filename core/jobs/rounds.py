@@ -31,18 +31,20 @@ each round's order, and other processes' CPU share during each of its turns.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from core.jobs.listener import JobListener
 from core.machine.conditions import between, snapshot
-from core.results import RunResult, StepRecord
+from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
+from core.training.failures import explain_failure
 
 DEFAULT_ROUNDS = 6
 """Rounds a comparison, a sweep and autotune's last check measure by default: enough for a t-interval over rounds that
@@ -54,6 +56,8 @@ _POLL_S = 0.25
 
 OnTurn = Callable[[int, int, int], None]  # (job index, round (WARMUP_ROUND for the warm-up), rounds)
 Starter = Callable[["RoundGate"], Any]  # runs one job with the gate among its hooks, in the job's thread; returns its result
+OnCrash = Callable[[int, BaseException], Any]  # (job index, what its starter raised) -> the value the job hands back instead
+log = logging.getLogger(__name__)
 
 
 def balanced_orders(jobs: int, rounds: int, rng: random.Random) -> list[list[int]]:
@@ -83,6 +87,14 @@ def check_rounds(rounds: Any) -> int:
     return rounds
 
 
+class TurnWatcher(Protocol):
+    """What a hook implements to hear its run's turns: the turn held has ended (the run is about to wait), a turn began."""
+
+    def turn_ended(self) -> None: ...
+
+    def turn_began(self) -> None: ...
+
+
 class RoundGate(RunCallback):
     """One job's side of the rounds: holds its run until the coordinator gives it a turn, notes what each turn measured."""
 
@@ -103,6 +115,7 @@ class RoundGate(RunCallback):
         self.spans: dict[int, tuple[int, int]] = {}
         self.positions: dict[int, int] = {}
         self.other_share: dict[int, float | None] = {}
+        self.watchers: list[TurnWatcher] = []  # told as each turn ends and begins (the run's energy meter)
 
     def on_run_start(self, context: RunContext) -> None:
         self._total = context.total_steps
@@ -119,8 +132,13 @@ class RoundGate(RunCallback):
     def wait_turn(self, next_step: int) -> None:
         if self._round is not None and self._turn_open(next_step):
             return
+        if self._round is not None:
+            for watcher in self.watchers:
+                watcher.turn_ended()
         self._end_turn()
         self._turns.wait_for_turn(self)
+        for watcher in self.watchers:
+            watcher.turn_began()
 
     def turn_grant(self) -> dict[str, float] | None:
         """The turn held now: {"until_step": N} (a share of steps, the warm-up call) or {"seconds": S}; None between turns."""
@@ -231,6 +249,7 @@ def run_in_rounds(
     on_turn: OnTurn | None = None,
     turn_s: float | None = None,
     on_ended: Callable[[int, Any], None] | None = None,
+    on_crash: OnCrash | None = None,
 ) -> list[Any]:
     """Run the jobs `starters` make in interleaved rounds; each one's return value, in order (None: never started).
 
@@ -241,7 +260,9 @@ def run_in_rounds(
     `on_turn(index, round, rounds)` is told before each turn; `on_ended(index,
     value)` after each job ended, in the coordinator's thread. Setting
     `stop_event` ends the turn in flight after its call; jobs not started yet
-    are not started.
+    are not started. A starter that raises is no job that never started: its
+    value is `on_crash(index, exception)`, by default `crashed_result`'s failed
+    RunResult saying what was raised (`explain_failure`).
     """
     check_rounds(rounds)
     stop_event = stop_event or threading.Event()
@@ -263,7 +284,9 @@ def run_in_rounds(
         for index, start in enumerate(starters):  # set up one at a time: building and tracing are never timed against steps
             if stop_event.is_set():
                 break
-            thread = threading.Thread(target=_store_into, args=(values, index, start, gates[index]), name=f"round job {index}", daemon=True)
+            thread = threading.Thread(
+                target=_store_into, args=(values, index, start, gates[index], on_crash), name=f"round job {index}", daemon=True
+            )
             threads.append(thread)
             if on_turn is not None:
                 on_turn(index, WARMUP_ROUND, rounds)
@@ -306,8 +329,27 @@ def announcing(listener: JobListener | None, labels: Sequence[str]) -> OnTurn:
     return on_turn
 
 
-def _store_into(values: list[Any], index: int, start: Starter, gate: RoundGate) -> None:
-    values[index] = start(gate)
+def _store_into(values: list[Any], index: int, start: Starter, gate: RoundGate, on_crash: OnCrash | None) -> None:
+    try:
+        values[index] = start(gate)
+    except BaseException as exc:  # the job's thread ends here: what it raised is handed back, never read as "not started"
+        log.error("job %d of the rounds raised %s", index, type(exc).__name__, exc_info=exc)
+        values[index] = _crash_value(index, exc, on_crash)
+
+
+def _crash_value(index: int, error: BaseException, on_crash: OnCrash | None) -> Any:
+    """What a job that raised `error` hands back: `on_crash`'s value, or the failed result saying what was raised."""
+    if on_crash is not None:
+        try:
+            return on_crash(index, error)
+        except Exception:  # the caller's own conversion failed: the plain failed result still says what the job raised
+            log.exception("turning job %d's crash into its value failed", index)
+    return crashed_result(error)
+
+
+def crashed_result(error: BaseException, config: dict[str, Any] | None = None) -> RunResult:
+    """The failed result of a job that raised `error` instead of ending with a result: its message says what was raised."""
+    return RunResult(status=RunStatus.FAILED, config=dict(config or {}), message=explain_failure(error))
 
 
 def rounds_measured(result: RunResult) -> int:

@@ -11,17 +11,21 @@ trained (a comparison target that does not fit this machine).
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
 from core.jobs.listener import JobListener, RecordedRun
+from core.jobs.rounds import RoundGate
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.callbacks import RunCallback
+from core.training.energy import EnergyHook
 from core.training.flops import FlopsCounter
-from core.workloads.workload import check_workload
+from core.workloads.workload import check_workload, model_title
 
 if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
     from core.history.recorder import HistoryRecorder
@@ -55,6 +59,27 @@ PLAIN = JobOptions()
 """A job with no label, group, hooks, listener or diagnosis."""
 
 
+def run_label(config: RunConfig) -> str:
+    """A run's name in the plots and the history, the window's and `run`'s alike: 'MLP · digits · one-device CPU:0 · JAX ·
+    batch 64 · TensorBoard'."""
+    where = config.strategy + (" " + " ".join(config.devices) if config.devices else "")
+    if config.backend != "tensorflow":
+        where += " · " + backend_title(config.backend)
+    if config.strategy == "multi-worker":
+        where += f" ×{config.workers}"
+    extras = [f"batch {config.batch_size}"]
+    if config.precision != "off":
+        extras.append(config.precision)
+    if config.xla:
+        extras.append("XLA")
+    if config.hooks.tensorboard:
+        extras.append("TensorBoard")
+    if config.hooks.profile:
+        extras.append(f"profiled {config.hooks.profile_text}")
+    data = os.path.basename(config.dataset) if config.dataset.lower().endswith(".npz") else config.dataset
+    return " · ".join([model_title(config.model), data, where, *extras])
+
+
 def run_job(
     config: RunConfig, store: RunStore | None, options: JobOptions = PLAIN, stop_event: threading.Event | None = None
 ) -> RecordedRun:
@@ -85,6 +110,9 @@ def run_job(
                 recorder.discard()  # bad input found as the run started: not a run
             raise
         result, started = _failed(config, exc), False
+    except BaseException as exc:  # SystemExit from a model file's code, say: its record finished as failed, then on up
+        _finished(recorder, _failed(config, exc), options, started=True)
+        raise
     return _finished(recorder, result, options, started)
 
 
@@ -94,13 +122,18 @@ def record_unrun(result: RunResult, config: RunConfig, store: RunStore | None, o
 
 
 def run_hooks(config: RunConfig, options: JobOptions, stop_event: threading.Event) -> list[RunCallback]:
-    """The run's hooks in the order they are called: the listener first, the caller's hooks, the FLOPs count, the diagnosis.
+    """The run's hooks in the order they are called: the listener first, the caller's hooks, the energy, the FLOPs count, the diagnosis.
 
     The diagnosis comes after every hook that amends the result (GPU use, the
     profiler), so the verdict judges the result they complete.
     """
     listener = options.listener
     hooks: list[RunCallback] = [*([listener] if listener is not None else []), *options.hooks]
+    gates = [hook for hook in options.hooks if isinstance(hook, RoundGate)]
+    energy = EnergyHook(in_rounds=bool(gates))
+    for gate in gates:
+        gate.watchers.append(energy)  # in rounds each turn's end and start bound the energy window
+    hooks.append(energy)
     if not options.diagnose and not any(isinstance(hook, FlopsCounter) for hook in hooks):
         hooks.append(FlopsCounter())  # every run records its FLOPs per step (the diagnosis brings its own counter)
     if options.diagnose:
@@ -128,7 +161,7 @@ def _finished(recorder: HistoryRecorder | None, result: RunResult, options: JobO
     return RecordedRun(result, run_id, recorder.error, started)
 
 
-def _failed(config: RunConfig, exc: Exception) -> RunResult:
+def _failed(config: RunConfig, exc: BaseException) -> RunResult:
     from core.training.failures import explain_failure
 
     return RunResult(status=RunStatus.FAILED, config=config.to_dict(), message=explain_failure(exc))

@@ -307,7 +307,7 @@ def save(path: Path, report: PeaksReport) -> None:
 
 def _read_cache(path: Path) -> list[dict[str, Any]]:
     """The cache's entries; an unreadable file is moved aside (kept) and counts as empty."""
-    if not path.exists():
+    if not os.path.exists(path):  # os.path: False, not OSError, for a path too long to look at (DEVICE_LAB_DATA_DIR)
         return []
     try:
         data = json.loads(path.read_text())

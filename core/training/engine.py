@@ -54,6 +54,7 @@ from core.training.failures import NonFiniteLoss, divergence_message, explain_fa
 from core.training.metrics import Measured, call_size, measured_result
 from core.training.strategies import SetupStopped, check_mirrored_devices, make_strategy
 from core.workloads.data import batch_warning
+from core.workloads.file_optimizer import learning_rate_used, with_learning_rate_used
 from core.workloads.memory_estimate import estimate_for_model
 from core.workloads.workload import open_checked_workload, open_workload
 
@@ -287,6 +288,7 @@ def _prepare(config: RunConfig, tally: _Tally, stop_event: threading.Event) -> _
         model = workload.build_model(seed=config.seed)
         optimizer = _make_optimizer(config, workload.make_optimizer(config.learning_rate, config.optimizer))
         optimizer.build(model.trainable_variables)
+    config = tally.config = with_learning_rate_used(config, learning_rate_used(optimizer))  # a file's optimizer brings its own
     tally.memory_estimate = estimate_for_model(model, optimizer, config.precision, strategy.num_replicas_in_sync).to_dict()
     dataset = workload.make_dataset(config.batch_size, config.seed)
     iterator = iter(strategy.experimental_distribute_dataset(dataset))

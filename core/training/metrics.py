@@ -22,6 +22,7 @@ of the steady state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -108,7 +109,7 @@ def summarize(
     if not len(steady):
         return StepStats(warmup_s, warmup_steps, 0, None, None, None, None, apart_steps, apart_s)
     typical = _windows(steady, window_steps)
-    median = float(np.median(typical)) if len(typical) else float(steady.mean())
+    median = typical_step_s(steady, window_steps)
     p95_ms = spread = None
     if len(typical) >= (MIN_WINDOWS if window_steps > 1 else 1):
         p10, p90, p95 = (float(v) for v in np.percentile(typical, [10, 90, 95]))
@@ -126,6 +127,21 @@ def summarize(
         apart_s=apart_s,
         mean_ms=total / len(steady) * 1e3,
     )
+
+
+def typical_step_s(steady_times_s: Sequence[float] | np.ndarray, window_steps: int = 1) -> float:
+    """The median steady-state step time, as every view shows it: of the steps, or of whole windows of `window_steps`
+    steps (each window's time per step) where a job's calls are read some together; with no whole window, the mean.
+
+    The live header computes it as it goes, `summarize` once at the end: one definition, so they agree. Taken with
+    np.partition, not np.median (whose first call imports numpy.ma, ~20 ms in the middle of a live run).
+    """
+    steady = np.asarray(steady_times_s, dtype=np.float64)
+    typical = _windows(steady, window_steps)
+    if not len(typical):
+        return float(steady.mean()) if len(steady) else float("nan")
+    middle = [(len(typical) - 1) // 2, len(typical) // 2]
+    return float(np.partition(typical, middle)[middle].mean())
 
 
 def _windows(steady: np.ndarray, window_steps: int) -> np.ndarray:
@@ -171,7 +187,63 @@ def measured_result(config: RunConfig, status: RunStatus, message: str, measured
         environment=measured.environment,
         losses=tuple(measured.losses),
         step_times_s=tuple(measured.times),
-        warnings=(*config.warnings(has_accelerator=has_accelerator), *measured.notes),
+        warnings=(*config.warnings(has_accelerator=has_accelerator), *measured.notes, *loss_rise_warnings(measured.losses, config)),
+    )
+
+
+LOSS_ROSE = "the loss rose"
+"""How the warning of a run whose loss ended above where it began starts (`loss_rise_warnings`)."""
+MIN_RISE = 0.02
+"""The least rise, as a share of the first loss, that counts: a run that ends 1% above its start has not clearly risen."""
+RISE_P = 0.01
+"""The sign test's level: under no rise, the last steps' losses lie above or below the first alike."""
+
+
+@dataclass(frozen=True)
+class LossRise:
+    """A run whose loss ended above where it began, beyond noise: the `first` step's loss, the median of the `last_steps`
+    steps' (`last`), and how many of those lay above the first (`above`)."""
+
+    first: float
+    last: float
+    last_steps: int
+    above: int
+
+
+def loss_rise(losses: Sequence[float]) -> LossRise | None:
+    """The rise of a run's loss from its first step to its end, or None when it did not rise beyond noise.
+
+    The first step's loss is the untrained model's (its forward pass comes before any update), so it is the start,
+    not an early mean: a learning rate too high throws the loss up by orders of magnitude within steps. The end is the
+    median of the last fifth of the steps (8 at least). Beyond noise: the median is MIN_RISE above the start and so
+    many of those steps lie above it that, were the end no higher than the start, a sign test would give that less
+    than RISE_P of the time. A run that went up and came back down has not risen.
+    """
+    values = np.asarray(losses, dtype=np.float64)
+    last_steps = max(8, len(values) // 5)
+    if len(values) <= last_steps or not np.isfinite(values).all():
+        return None
+    first, tail = float(values[0]), values[-last_steps:]
+    last, above = float(np.median(tail)), int(np.count_nonzero(tail > first))
+    if last - first <= MIN_RISE * abs(first) or _sign_test_p(above, last_steps) >= RISE_P:
+        return None
+    return LossRise(first, last, last_steps, above)
+
+
+def _sign_test_p(above: int, count: int) -> float:
+    """P(at least `above` of `count` fair coin flips come up heads): the one-sided sign test."""
+    return sum(math.comb(count, k) for k in range(above, count + 1)) / 2**count
+
+
+def loss_rise_warnings(losses: Sequence[float], config: RunConfig) -> tuple[str, ...]:
+    """The warning of a run whose loss rose (`loss_rise`), naming the learning rate it trained with; () otherwise."""
+    rise = loss_rise(losses)
+    if rise is None:
+        return ()
+    return (
+        f"{LOSS_ROSE} from {rise.first:.4g} at the first step to {rise.last:.4g} (the median of the last {rise.last_steps} steps, "
+        f"{rise.above} of them above the start): the model ended worse than it began. A learning rate too high (this run's: "
+        f"{config.learning_rate:g}) is the usual cause; lower it, or check the data.",
     )
 
 

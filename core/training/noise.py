@@ -220,6 +220,35 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
     return Interval(math.exp(mean), math.exp(low), math.exp(high), calls, len(shared), tuple(float(r) for r in np.exp(logs)))
 
 
+def energy_ratio(a: object, b: object) -> Interval | None:
+    """B's joules per sample over A's from the interleaved rounds both measured (`energy["rounds_joules_per_sample"]`,
+    core.training.energy); None without two shared rounds with energy. Below 1: B uses less energy per sample.
+
+    The geometric mean of the per-round ratios, with a t-interval over the rounds widened for contended rounds as
+    `rounds_ratio`'s is; there is no within-round floor (a round has one energy reading, not one per call).
+    """
+    rounds_a, rounds_b = (getattr(run, "rounds", None) or {} for run in (a, b))
+    if not rounds_a or rounds_a.get("id") != rounds_b.get("id"):
+        return None
+    per_round = []
+    for run, rounds in ((a, rounds_a), (b, rounds_b)):
+        values = ((getattr(run, "energy", None) or {}).get("rounds_joules_per_sample")) or []
+        indices = rounds.get("round_index") or list(range(len(values)))
+        per_round.append({int(k): v for k, v in zip(indices, values, strict=False) if v})
+    shared = sorted(set(per_round[0]) & set(per_round[1]))
+    if len(shared) < 2:
+        return None
+    from scipy.special import stdtrit
+
+    logs = np.log([per_round[1][k] / per_round[0][k] for k in shared])
+    mean = float(np.mean(logs))
+    half = float(stdtrit(len(logs) - 1, 1 - (1 - CONFIDENCE) / 2)) * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+    half = math.hypot(half, _Z * LOADED_COPIES_SD * _contended_share(a, b, shared))
+    return Interval(
+        math.exp(mean), math.exp(mean - half), math.exp(mean + half), (0, 0), len(shared), tuple(float(r) for r in np.exp(logs))
+    )
+
+
 def _contended_share(a: object, b: object, shared: Sequence[int]) -> float:
     """The share of the `shared` rounds in which either run's turn was contended (other processes' CPU share at the threshold)."""
     busy: set[int] = set()

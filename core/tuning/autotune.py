@@ -27,11 +27,18 @@ default). In the rounds every candidate trains from the same weights on the same
 data for the same seconds, so the start's smoothed final loss is a target each
 can be timed to (`core.training.to_target`); the best is adopted only when it
 reached that loss in no more steady-state seconds than the start
-(`time_to_target_gain` >= 1). A larger batch runs there at two learning rates,
+(`time_to_target_gain` >= 1). That time decides nothing where the start's loss
+did not fall beyond noise (random labels, turns too short to learn) or either
+reached the loss within its warm-up: then samples/s alone decides, and the
+result says why (`target_undecided`, a note). A larger batch runs there at two learning rates,
 each a candidate of its own: the start's and the linear rule's (scaled with the
 batch, Goyal et al. 2017; no warm-up); of the candidates that learn as well, the
 one that reaches the loss soonest is adopted, and a note says how each learning
 rate did. With `objective` "samples" samples/s alone decides, as before, and the result says so.
+With `objective` "energy" the rounds decide by measured joules per sample: the candidate
+that used the fewest is adopted only where its per-round ratio to the start's is below 1
+beyond noise (`energy_ratio`) and it learns no worse, as for "loss"; where no energy
+counter exists the CLI refuses the objective before anything runs.
 
 Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
 has timed its share of the budget in steady state (the first call, tracing
@@ -63,8 +70,8 @@ from core.config import MAX_STEPS, PRECISIONS, ConfigError, RunConfig
 from core.jobs import JobOptions, RecordedRun, run_job
 from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
-from core.training.noise import Interval, between_runs, bootstrap_ratio, call_times
-from core.training.to_target import reach, smoothed_final_loss
+from core.training.noise import Interval, between_runs, bootstrap_ratio, call_times, energy_ratio
+from core.training.to_target import IN_WARMUP, NO_FALL, fell_beyond_noise, judged_reach, no_fall_reason, reach, smoothed_final_loss
 from core.tuning.backend_stage import backends_note, other_backends, setup_guess, setup_key
 from core.tuning.max_batch import default_memory_limit
 from core.tuning.point_clock import PointClock, bounded_run
@@ -89,7 +96,7 @@ XLA_SETUP_GUESS_S = 6.0
 END_RESERVE_S = 0.5
 BUDGET_SLACK_S = 10.0
 """The command ends within its budget plus this: the most a point's call in flight may run past the deadline before it is abandoned."""
-OBJECTIVES = ("loss", "samples")
+OBJECTIVES = ("loss", "samples", "energy")
 """What autotune adopts on: "loss", faster and no later to the start's loss; "samples", samples/s alone."""
 TUNED = ("steps_per_call", "precision", "xla", "batch_size", "backend")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
@@ -101,7 +108,11 @@ Runner = Callable[..., RecordedRun]
 
 @dataclass(frozen=True)
 class TunePoint:
-    """One measured (or skipped) setting: the stage that tried it, its settings, samples/s and why it has none."""
+    """One measured (or skipped) setting: the stage that tried it, its settings, samples/s and why it has none.
+
+    `step_time_ms` is the run's median steady-state step (`step_time_median_ms`, the typical step), so it is not
+    global batch ÷ samples/s; `mean_step_ms` is (samples/s = batch ÷ mean step). JSON carries all three keys.
+    """
 
     stage: str
     settings: dict[str, Any]
@@ -116,6 +127,7 @@ class TunePoint:
     rounds: int | None = None  # the interleaved rounds it was measured in (the last check); None: a run of its own
     flops_per_step: float | None = None  # the run's own count (None: flops_method says why)
     flops_method: str = "not counted: the point did not run"
+    mean_step_ms: float | None = None  # the mean steady-state step: global batch / samples/s
 
     @property
     def in_rounds(self) -> bool:
@@ -128,6 +140,8 @@ class TunePoint:
             "status": self.status,
             "samples_per_s": self.samples_per_s,
             "step_time_ms": self.step_time_ms,
+            "step_time_median_ms": self.step_time_ms,
+            "mean_step_ms": self.mean_step_ms,
             "seconds": round(self.seconds, 2),
             "message": self.message,
             "peak_bytes": self.peak_bytes,
@@ -158,9 +172,14 @@ class AutotuneResult:
     gain_interval: Interval | None = None  # best over start, 95% interval from the interleaved rounds of the last check
     abandoned: bool = False  # a point or the rounds still ran past the deadline plus the slack (left in its thread)
     confirmed: bool | None = None  # the interleaved rounds found the best faster than the start beyond noise (None: not run)
-    objective: str = "loss"  # "loss": adopted only if it also reached the start's loss no later; "samples": samples/s alone
+    objective: str = (
+        "loss"  # "loss": adopted only if it also reached the start's loss no later; "samples": samples/s alone; "energy": fewest joules
+    )
     target_loss: float | None = None  # the start's smoothed final loss in the rounds, which the best was timed to
     time_to_target_gain: float | None = None  # the start's steady seconds to target_loss over the best's (None: not timed)
+    # why time to target_loss decided nothing (core.training.to_target.UNDECIDED); "" when it decided or was not checked
+    target_undecided: str = ""
+    energy_interval: Interval | None = None  # objective "energy": the adopted setting's joules per sample over the start's, in the rounds
 
     @property
     def measured(self) -> bool:
@@ -209,6 +228,10 @@ class AutotuneResult:
             "objective": self.objective,
             "target_loss": self.target_loss,
             "time_to_target_gain": self.time_to_target_gain,
+            "target_undecided": self.target_undecided,
+            "energy_ratio": self.energy_interval.ratio if self.energy_interval is not None else None,
+            "energy_ratio_ci": self.energy_interval.to_list() if self.energy_interval is not None else None,
+            "energy_beyond_noise": self.energy_interval.beyond_noise if self.energy_interval is not None else None,
         }
 
 
@@ -257,7 +280,8 @@ def autotune(
     decide the precisions; `run` is the job service (`core.jobs.run_job`);
     `started` the time.monotonic() the budget counts from (default: now); `backends` others to try (none: said so);
     `rounds` the interleaved rounds of the last check, which decides whether the best is adopted;
-    `objective` "loss" (the best must also reach the start's loss no later) or "samples" (samples/s alone).
+    `objective` "loss" (the best must also reach the start's loss no later), "samples" (samples/s alone) or "energy"
+    (the fewest joules per sample beyond noise in the rounds, learning no worse).
     """
     if objective not in OBJECTIVES:
         raise ConfigError("objective", objective, ", ".join(OBJECTIVES))
@@ -300,10 +324,12 @@ class _Tuner:
         self.search_deadline = self.started + self.budget_s * (1 - CONFIRM_SHARE)  # the rest is the interleaved check's
         self.chosen: dict[str, Any] | None = None  # what the interleaved rounds chose (None: they did not run)
         self.chosen_interval: Interval | None = None
+        self.energy_interval: Interval | None = None
         self.confirmed: bool | None = None  # the best was faster than the start beyond noise over the rounds
         self.objective = "loss"
         self.target_loss: float | None = None
         self.time_to_target_gain: float | None = None
+        self.target_undecided = ""
 
     def plan(self, precisions: int, allow_batch_change: bool) -> None:
         """Share the budget among the points the search expects to run."""
@@ -391,6 +417,7 @@ class _Tuner:
             rounds,
             result.flops_per_step,
             result.flops_method or "not counted",
+            result.mean_step_ms,
         )
 
     def rate(self, settings: dict[str, Any]) -> float | None:
@@ -496,6 +523,9 @@ class _Tuner:
             and interval.beyond_noise
             and interval.low > 1
         }
+        if self.objective == "energy":
+            self._adopt_by_energy(candidates, results, rounds)
+            return
         if best["batch_size"] != start["batch_size"] and start_result is not None:
             self.notes.append(learning_rates_note(candidates[1:3], start_result, results[1:3]))
         if faster:
@@ -512,17 +542,44 @@ class _Tuner:
                 "or with a larger --budget-s"
             )
 
+    def _adopt_by_energy(self, candidates: list[dict[str, Any]], results: list[RunResult | None], rounds: int) -> None:
+        """Objective "energy": adopt the candidate that used the fewest joules per sample, only where that is less than the
+        start's beyond noise over the rounds (`energy_ratio`'s interval below 1) and it learns no worse (`learning_check`)."""
+        start_result = results[0]
+        frugal = {
+            index: interval
+            for index in range(1, len(candidates))
+            if start_result is not None
+            and (result := results[index]) is not None
+            and (interval := energy_ratio(start_result, result)) is not None
+            and interval.beyond_noise
+            and interval.high < 1
+        }
+        if not frugal:
+            self.chosen, self.confirmed = settings_of(self.config), False
+            shown = energy_ratio(start_result, results[1]) if start_result is not None and results[1] is not None else None
+            self.notes.append(
+                f"not adopted: {settings_text(candidates[1])} did not use less energy per sample than the start beyond noise over "
+                f"{rounds} interleaved rounds" + (f" (joules per sample {shown.text()})" if shown is not None else " (no energy measured)")
+            )
+            return
+        index = min(frugal, key=lambda i: frugal[i].ratio)
+        self.chosen, self.confirmed = candidates[index], True
+        self.chosen_interval = between_runs(start_result, results[index]) if start_result is not None and results[index] else None
+        self.energy_interval = frugal[index]
+        self._check_learning(candidates[index], start_result, results[index])
+
     def _pick(self, candidates: list[dict[str, Any]], results: list[RunResult | None], faster: dict[int, Interval]) -> int:
         """Which of the candidates faster than the start (`faster`, by index) to adopt.
 
         Objective "loss": of those that reached the start's loss no later, the one that got there soonest; where none did,
-        the fastest, which the learning check then turns down. Objective "samples": the best, unless the runner-up beat it
-        beyond noise in the rounds.
+        the fastest, which the learning check then turns down (or adopts on samples/s where time to the loss decides
+        nothing). Objective "samples": the best, unless the runner-up beat it beyond noise in the rounds.
         """
         start_result = results[0]
         if self.objective == "loss" and start_result is not None:
             checks = {i: learning_check(candidates[i], start_result, result) for i in faster if (result := results[i]) is not None}
-            learned = [i for i, check in checks.items() if check.adopt]
+            learned = [i for i, check in checks.items() if check.adopt and not check.undecided]  # undecided: samples/s picks
             if learned:
                 return max(learned, key=lambda i: checks[i].gain or 0.0)
         index = 1 if 1 in faster else min(faster)
@@ -544,7 +601,7 @@ class _Tuner:
         if start_result is None or chosen_result is None:
             return
         check = learning_check(chosen, start_result, chosen_result, self.objective)
-        self.target_loss, self.time_to_target_gain = check.target_loss, check.gain
+        self.target_loss, self.time_to_target_gain, self.target_undecided = check.target_loss, check.gain, check.undecided
         if check.note:
             self.notes.append(check.note)
         if not check.adopt:
@@ -654,11 +711,13 @@ class _Tuner:
             learning_rate=learning_rate,
             notes=tuple(notes),
             gain_interval=self.chosen_interval if self.chosen is not None else None,
+            energy_interval=self.energy_interval if self.confirmed else None,
             abandoned=self.abandoned,
             confirmed=self.confirmed,
             objective=self.objective,
             target_loss=self.target_loss,
             time_to_target_gain=self.time_to_target_gain,
+            target_undecided=self.target_undecided,
         )
 
 
@@ -668,20 +727,30 @@ class LearningCheck:
 
     adopt: bool
     target_loss: float | None  # the start's smoothed final loss
-    gain: float | None  # the start's steady seconds to it over the setting's (None: the setting never got there)
+    gain: float | None  # the start's steady seconds to it over the setting's (None: the setting never got there, or undecided)
     note: str = ""  # why it was not adopted, or adopted for samples/s alone
+    undecided: str = ""  # why time to the start's loss decides nothing (NO_FALL, IN_WARMUP): adopted on samples/s; "" otherwise
 
 
 def learning_check(settings: dict[str, Any], start: RunResult, candidate: RunResult, objective: str = "loss") -> LearningCheck:
     """Judge `candidate` (run with `settings`) against `start`, both trained from the same weights and data in the rounds.
 
     It learns as well when it reached the start's smoothed final loss in no more steady-state seconds. Under
-    objective "samples" it is adopted whatever the answer, the note saying what it costs.
+    objective "samples" it is adopted whatever the answer, the note saying what it costs. Where the start's loss did
+    not fall beyond noise, or either reached the loss within its warm-up (the candidate having reached it), that time
+    decides nothing: the candidate (faster in samples/s beyond noise) is adopted, and `undecided` and the note say why.
     """
     target = smoothed_final_loss(start)
     if target is None:
         return LearningCheck(True, None, None)
-    start_to, candidate_to = reach(start, target), reach(candidate, target)
+    if not fell_beyond_noise(start, target):
+        why = f"the start's {no_fall_reason(start, target)}: time to it decides nothing (random labels, or turns too short to learn)"
+        return LearningCheck(True, target, None, f"adopted on samples/s: {why}", NO_FALL)
+    start_to, candidate_to = reach(start, target), judged_reach(candidate, target)
+    early = [name for name, to in (("the start", start_to), (settings_text(settings), candidate_to)) if to.in_warmup]
+    if early and candidate_to.reached:  # it got there, and a warm-up hides how soon: samples/s decides
+        why = f"{early[0]} reached the start's loss {target:.4g} within its warm-up: no steady time to it is measured"
+        return LearningCheck(True, target, None, f"adopted on samples/s: {why}", IN_WARMUP)
     gain = _ratio(start_to.steady_seconds, candidate_to.steady_seconds)
     if candidate_to.reached and (gain is None or gain >= 1.0):
         return LearningCheck(True, target, gain)

@@ -13,15 +13,16 @@ warmed up alone, then every round runs every point for its share of the steps
 in a new random order, so a load that comes and goes hits every point alike.
 The best row is the one that trains fastest to a loss: the first (in steady-state
 seconds: the warm-up is a one-off) to bring its smoothed loss down to the sweep's target (`core.training.to_target`: the
-target given, else the highest of the rows' smoothed final losses, which every
-row reached), not the one with the most samples/s, which a larger batch wins
-while it learns less per sample. Without any loss to judge (no row reached a
-finite one) it is the row with the most samples/s. It is better beyond noise
-only when, for every other completed row, the 95% interval of its time to the
-target over the best's lies above 1: that interval is the rounds' interval of
-the samples/s (`core.training.noise.between_runs`) scaled by the samples each
-needed; rows whose interval holds 1 are tied with it (`tied_with_best`), and
-the tables say "tied" instead of starring.
+target given, else the highest smoothed final loss of the rows whose loss fell beyond noise, which each of them
+reached), not the one with the most samples/s, which a larger batch wins while it learns less per sample. A row whose
+loss did not fall beyond noise to the target has not reached it. Time to the target decides nothing when no row's loss
+fell beyond noise (random labels, too few steps), when a row reached it within its warm-up, or when no row reached a
+given target: then the best is the row with the most samples/s (of those that reached the target, where a warm-up hid
+the time to it), and the sweep says why (`best_by`, `target_undecided`, `target_undecided_why`). It is better beyond noise only when, for every other completed row, the
+95% interval of the compared figure lies beyond 1: by time, the interval of its time to the target over the best's,
+the rounds' interval of the samples/s (`core.training.noise.between_runs`) scaled by the samples each needed; by
+samples/s, the rounds' interval itself. Rows whose interval holds 1 are tied with it (`tied_with_best`); then no row
+is starred, and the tables say "tied" instead. Each row's `versus_best` compares the same figure as the star.
 
 The rows' results are ordinary `RunResult`s of runs that differ in one setting,
 so they can stand in for a verdict's probe runs
@@ -37,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
-from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, rounds_measured, run_in_rounds
+from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, crashed_result, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
-from core.training.noise import between_runs
-from core.training.to_target import common_target, reach, target_how
+from core.training.noise import Interval, between_runs, energy_ratio
+from core.training.to_target import IN_WARMUP, TargetDecision, ToTarget, decide, judged_reach, target_how
 from core.tuning.sweep_plan import AXES, SweepPlan, point_label, target_text
 from core.workloads.workload import model_title
 
@@ -51,6 +52,9 @@ LINEAR_SCALING_NOTE = (
     "Linear scaling rule: at a larger batch, try learning rate x batch / {base} (the batch the learning rate was set for), "
     "reached by a linear warm-up over the first few epochs (Goyal et al. 2017; the TPU performance guide)."
 )
+BY_TIME = "time_to_target"
+BY_SAMPLES = "samples_per_s"
+"""What the star compares (`best_by`): steady seconds to the target loss, or samples/s where that decides nothing."""
 ROW_FIGURES = ("samples_per_s", "mean_step_ms", "step_time_median_ms", "final_loss", "peak_memory_bytes", "warmup_s")
 
 
@@ -72,8 +76,9 @@ class SweepRow:
     def label(self) -> str:
         return point_label(self.settings)
 
-    def to_dict(self, target_loss: float | None = None) -> dict[str, Any]:
-        """JSON-ready: settings, status, message, the row's figures, time to `target_loss`, the suggested learning rate and the history id."""
+    def to_dict(self, target_loss: float | None = None, to: ToTarget | None = None) -> dict[str, Any]:
+        """JSON-ready: settings, status, message, the row's figures, time to `target_loss` (`to`: as the sweep judged it),
+        the suggested learning rate and the history id."""
         return {
             "settings": dict(self.settings),
             "label": self.label,
@@ -87,7 +92,8 @@ class SweepRow:
             "rounds": rounds_measured(self.result),
             "flops_per_step": self.result.flops_per_step,
             "flops_method": self.result.flops_method,
-            **reach(self.result, target_loss).to_dict(),
+            **energy_fields(self.result, to if to is not None else judged_reach(self.result, target_loss)),
+            **(to if to is not None else judged_reach(self.result, target_loss)).to_dict(),
         }
 
 
@@ -99,11 +105,20 @@ class Sweep:
     rows: tuple[SweepRow, ...]
     group: str = ""
     target_loss: float | None = None  # given (--target-loss); None: the rows' common target
+    objective: str = "time"  # "time": fastest to the target (or most samples/s); "energy": fewest measured joules
 
     @property
     def best(self) -> int | None:
-        """The index of the completed row fastest to the target loss (None when no row completed)."""
+        """The index of the completed row fastest to the target loss, or with the fewest joules (None when no row completed)."""
+        if self.objective == "energy":
+            return energy_best(self.rows, self.target_loss)[0]
         return best_index(self.rows, self.target_loss)
+
+    def tied(self) -> tuple[int, ...]:
+        """The rows no worse than the best beyond noise, in what the objective compares."""
+        if self.objective == "energy":
+            return energy_best(self.rows, self.target_loss)[1]
+        return tied_with_best(self.rows, self.target_loss)
 
     @property
     def stopped(self) -> bool:
@@ -122,8 +137,10 @@ class Sweep:
         """The sweep as `main.py sweep --json` prints it: what was swept, the rows, and `best`."""
         base = self.plan.base
         swept = {axis.name for axis in self.plan.axes}
-        target = sweep_target(self.rows, self.target_loss)
-        best, tied, most = self.best, tied_with_best(self.rows, self.target_loss), most_samples_index(self.rows)
+        decision = target_decision(self.rows, self.target_loss)
+        target = decision.target_loss
+        best, tied, most = self.best, self.tied(), most_samples_index(self.rows)
+        reached = row_reach(self.rows, self.target_loss)
         return {
             "model": base.model,
             "dataset": base.dataset,
@@ -135,10 +152,18 @@ class Sweep:
             "axes": [{"name": axis.name, "values": list(axis.values)} for axis in self.plan.axes],
             "left_out": [item.to_dict() for item in self.plan.left_out],
             "group": self.group,
-            "rows": [row.to_dict(target) for row in self.rows],
+            "rows": [
+                {**row.to_dict(target, reached[index]), "versus_best": versus_dict(versus_best(self.rows, index, self.target_loss))}
+                for index, row in enumerate(self.rows)
+            ],
             "best": best,
             "tied_with_best": list(tied),
             "best_beyond_noise": best is not None and not tied,
+            "best_by": (energy_best(self.rows, self.target_loss)[2] if self.objective == "energy" else best_by(self.rows, self.target_loss))
+            if best is not None
+            else None,
+            "objective": self.objective,
+            **decision.to_dict(),
             "target_loss": target,
             "target_how": target_how(self.target_loss),
             "best_by_samples_per_s": most,
@@ -149,15 +174,77 @@ class Sweep:
         }
 
 
+OBJECTIVES = ("time", "energy")
+BY_JOULES_TO_TARGET, BY_JOULES_PER_SAMPLE = "joules_to_target", "joules_per_sample"
+
+
+def energy_fields(result: RunResult, to: ToTarget) -> dict[str, Any]:
+    """A row's measured energy: joules per sample, samples per joule, joules to the target loss, or why none."""
+    energy = result.energy or {}
+    per_sample = energy.get("joules_per_sample")
+    return {
+        "joules_per_sample": per_sample,
+        "samples_per_joule": energy.get("samples_per_joule"),
+        "joules_to_target": per_sample * to.samples if per_sample and to.reached and to.samples else None,
+        "energy_reason": result.energy_reason,
+    }
+
+
+def energy_best(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> tuple[int | None, tuple[int, ...], str]:
+    """(the row with the fewest joules, the rows tied with it, what was compared): joules to the target where time to it
+    decides (`target_decision`), else joules per sample; ties where the interval of their joules per sample over the
+    rounds (`energy_ratio`) holds 1. (None, (), "") where no completed row measured its energy."""
+    decision = target_decision(rows, target_loss)
+    judged = dict(zip((index for index, _ in _completed(rows)), decision.reached, strict=True))
+    by = BY_JOULES_TO_TARGET if decision.decides else BY_JOULES_PER_SAMPLE
+    costs = {}
+    for index, row in _completed(rows):
+        fields = energy_fields(row.result, judged[index])
+        cost = fields["joules_to_target"] if by == BY_JOULES_TO_TARGET else fields["joules_per_sample"]
+        if cost is not None:
+            costs[index] = cost
+    if not costs:
+        return None, (), ""
+    best = min(costs, key=lambda index: costs[index])
+    top = rows[best]
+    assert top is not None
+    tied = []
+    for index in costs:
+        other = rows[index]
+        if index == best or other is None:
+            continue
+        interval = energy_ratio(top.result, other.result)
+        if interval is None or not interval.beyond_noise:
+            tied.append(index)
+    return best, tuple(tied), by
+
+
 def _completed(rows: Sequence[SweepRow | None]) -> list[tuple[int, SweepRow]]:
     return [
         (index, row) for index, row in enumerate(rows) if row is not None and row.status == RunStatus.COMPLETED and row.result.samples_per_s
     ]
 
 
+def target_decision(rows: Sequence[SweepRow | None], given: float | None = None) -> TargetDecision:
+    """The completed rows' target (`given`, else the common one), each one's judged time to it, and whether that decides
+    (`core.training.to_target.decide`); `reached` holds the completed rows only, in order."""
+    done = _completed(rows)
+    return decide([row.result for _, row in done], given, [row.label for _, row in done])
+
+
+def row_reach(rows: Sequence[SweepRow | None], given: float | None = None) -> list[ToTarget]:
+    """Each row's judged time to the sweep's target (`core.training.to_target.judged_reach`; rows not run yet: none)."""
+    decision = target_decision(rows, given)
+    judged = dict(zip((index for index, _ in _completed(rows)), decision.reached, strict=True))
+    return [
+        judged[index] if index in judged else judged_reach(row.result, decision.target_loss) if row is not None else ToTarget(None)
+        for index, row in enumerate(rows)
+    ]
+
+
 def sweep_target(rows: Sequence[SweepRow | None], given: float | None = None) -> float | None:
-    """The loss the rows are timed to: `given`, else the highest of the completed rows' smoothed final losses."""
-    return given if given is not None else common_target([row.result for _, row in _completed(rows)])
+    """The loss the rows are timed to: `given`, else the highest smoothed final loss of the completed rows whose loss fell beyond noise."""
+    return target_decision(rows, given).target_loss
 
 
 def most_samples_index(rows: Sequence[SweepRow | None]) -> int | None:
@@ -166,55 +253,107 @@ def most_samples_index(rows: Sequence[SweepRow | None]) -> int | None:
     return max(done)[1] if done else None
 
 
+def _samples_pool(rows: Sequence[SweepRow | None], decision: TargetDecision) -> set[int]:
+    """The completed rows the samples/s star may go to: those that reached the target where a warm-up hid the time to it
+    (one that never got there is slower to train whatever its samples/s), else every completed row."""
+    done = _completed(rows)
+    if decision.reason == IN_WARMUP:
+        return {index for (index, _), to in zip(done, decision.reached, strict=True) if to.reached}
+    return {index for index, _ in done}
+
+
+def best_by(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> str:
+    """What the star compares: BY_TIME where time to the target decides (see `target_decision`), else BY_SAMPLES."""
+    return BY_TIME if target_decision(rows, target_loss).decides else BY_SAMPLES
+
+
 def best_index(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> int | None:
-    """The completed row that reached the target loss soonest in steady-state seconds; the most samples/s when none did.
+    """The completed row that reached the target loss soonest in steady-state seconds; the most samples/s where that decides nothing.
 
     Steady: the warm-up (tracing, compiling) is paid once however long the training, so in a short sweep it would
-    decide the star; it is reported beside (`time_to_target_s`).
+    decide the star; it is reported beside (`time_to_target_s`). A target reached within a warm-up, or one no row's
+    loss fell to beyond noise, decides nothing (`target_decision`).
     """
-    target = sweep_target(rows, target_loss)
-    timed = [(to.steady_seconds, index) for index, row in _completed(rows) if (to := reach(row.result, target)).steady_seconds is not None]
+    decision = target_decision(rows, target_loss)
+    if not decision.decides:
+        pool = _samples_pool(rows, decision)
+        done = [(row.result.samples_per_s, index) for index, row in _completed(rows) if index in pool]
+        return max(done)[1] if done else most_samples_index(rows)
+    timed = [
+        (to.steady_seconds, index)
+        for (index, _), to in zip(_completed(rows), decision.reached, strict=True)
+        if to.reached and to.steady_seconds is not None
+    ]
     return min(timed)[1] if timed else most_samples_index(rows)
 
 
-def time_interval(top: SweepRow, row: SweepRow, target_loss: float | None) -> tuple[float, float] | None:
+def time_interval(
+    top: SweepRow, row: SweepRow, target_loss: float | None, judged: tuple[ToTarget, ToTarget] | None = None
+) -> tuple[float, float] | None:
     """The 95% interval of `row`'s time to the target over `top`'s: samples needed, over the rounds' samples/s interval.
 
-    None when either did not reach the target or the samples/s cannot be compared.
+    None when either did not reach the target or the samples/s cannot be compared. `judged`: the two rows' times to
+    the target as the sweep judged them (default: judged between the two alone).
     """
-    top_to, row_to = reach(top.result, target_loss), reach(row.result, target_loss)
+    found = time_ratio(top, row, target_loss, judged)
+    return None if found is None else (found.low, found.high)
+
+
+def time_ratio(top: SweepRow, row: SweepRow, target_loss: float | None, judged: tuple[ToTarget, ToTarget] | None = None) -> Interval | None:
+    """`row`'s time to the target over `top`'s with its 95% interval (`rounds` as the samples/s interval's); None as `time_interval`."""
+    top_to, row_to = judged if judged is not None else decide([top.result, row.result], target_loss).reached
     interval = between_runs(top.result, row.result)
-    if interval is None or not (top_to.samples and row_to.samples) or interval.low <= 0:
+    if interval is None or not (top_to.samples and row_to.samples) or interval.low <= 0 or not (top_to.reached and row_to.reached):
         return None
     needed = row_to.samples / top_to.samples
-    return needed / interval.high, needed / interval.low
+    return Interval(needed / interval.ratio, needed / interval.high, needed / interval.low, interval.calls, interval.rounds)
+
+
+def versus_best(rows: Sequence[SweepRow | None], index: int, target_loss: float | None = None) -> tuple[str, Interval | None]:
+    """Row `index` against the best, in the figure the star compares (`best_by`): its time to the target over the
+    best's, or its samples/s over the best's, with the 95% interval; (that figure, None) for the best itself or without one."""
+    best = best_index(rows, target_loss)
+    by = best_by(rows, target_loss)
+    row = rows[index] if index < len(rows) else None
+    if best is None or index == best or row is None or row.status != RunStatus.COMPLETED or not row.result.samples_per_s:
+        return by, None
+    top = rows[best]
+    assert top is not None
+    if by == BY_SAMPLES:
+        return by, between_runs(top.result, row.result)
+    judged = dict(zip((i for i, _ in _completed(rows)), target_decision(rows, target_loss).reached, strict=True))
+    return by, time_ratio(top, row, target_loss, (judged[best], judged[index]))
+
+
+def versus_dict(versus: tuple[str, Interval | None]) -> dict[str, Any]:
+    """`versus_best` for JSON: what it compares ("of"), the ratio, its 95% interval and whether that excludes 1."""
+    by, interval = versus
+    return {
+        "of": by,
+        "ratio": interval.ratio if interval is not None else None,
+        "ci": interval.to_list() if interval is not None else None,
+        "beyond_noise": interval.beyond_noise if interval is not None else None,
+    }
 
 
 def tied_with_best(rows: Sequence[SweepRow | None], target_loss: float | None = None) -> tuple[int, ...]:
-    """The completed rows (not the best) no slower to the target than the best beyond noise (the interval holds 1).
+    """The completed rows (not the best) no slower than the best beyond noise (the interval holds 1), in what the star compares.
 
-    A row that never reached the target is slower; a row without per-call timings to compare counts as tied:
-    nothing shows the best is faster. Judged on samples/s where no row reached the target.
+    By time: a row that never reached the target is slower; a row without per-call timings to compare counts as tied:
+    nothing shows the best is faster. By samples/s (where time to the target decides nothing): the rounds' interval.
     """
     best = best_index(rows, target_loss)
     if best is None:
         return ()
-    top = rows[best]
-    assert top is not None
-    target = sweep_target(rows, target_loss)
-    by_time = reach(top.result, target).reached
+    decision = target_decision(rows, target_loss)
+    judged = dict(zip((i for i, _ in _completed(rows)), decision.reached, strict=True))
     tied = []
-    for index, row in _completed(rows):
+    for index, _ in _completed(rows):
         if index == best:
             continue
-        if by_time:
-            if not reach(row.result, target).reached:
-                continue
-            times = time_interval(top, row, target)
-            if times is None or times[0] <= 1.0 <= times[1]:
-                tied.append(index)
+        if (decision.decides and not judged[index].reached) or index not in _samples_pool(rows, decision):
             continue
-        interval = between_runs(top.result, row.result)
+        _, interval = versus_best(rows, index, target_loss)
         if interval is None or not interval.beyond_noise:
             tied.append(index)
     return tuple(tied)
@@ -230,8 +369,10 @@ def why_not_most_samples(rows: Sequence[SweepRow | None], target_loss: float | N
         return ""
     top, fast = rows[best], rows[most]
     assert top is not None and fast is not None
-    target = sweep_target(rows, target_loss)
-    top_to, fast_to = reach(top.result, target), reach(fast.result, target)
+    decision = target_decision(rows, target_loss)
+    target = decision.target_loss
+    judged = dict(zip((i for i, _ in _completed(rows)), decision.reached, strict=True))
+    top_to, fast_to = judged[best], judged[most]
     speed = (fast.result.samples_per_s or 0.0) / (top.result.samples_per_s or 1.0)
     if target is None:
         return ""
@@ -295,8 +436,11 @@ def run_sweep(
             if isinstance(listener, SweepListener):
                 listener.on_row(index, row)
 
+    def on_crash(index: int, error: BaseException) -> SweepRow:  # its job raised: a failed row saying what, not a skipped one
+        return SweepRow(points[index], crashed_result(error, _unrun(plan, points[index], RunStatus.FAILED, "").config))
+
     on_turn = announcing(listener, [point_label(settings) for settings in points])
-    run_in_rounds([starter(settings) for settings in points], rounds, stop_event, seed, on_turn, on_ended=on_ended)
+    run_in_rounds([starter(settings) for settings in points], rounds, stop_event, seed, on_turn, on_ended=on_ended, on_crash=on_crash)
     for index, settings in enumerate(points):
         if rows[index] is None:
             skipped = SweepRow(settings, _unrun(plan, settings, RunStatus.SKIPPED, "Not run: the sweep was stopped first."))

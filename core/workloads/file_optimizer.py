@@ -11,7 +11,10 @@ reads either without TensorFlow (for the description and the memory estimate);
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
+
+from core.config import ConfigError, RunConfig
 
 SHOWN_SETTINGS = (
     "learning_rate",
@@ -73,3 +76,26 @@ def build_optimizer(config: Any) -> tuple[Any, list[str]]:
     if isinstance(kwargs.get("learning_rate"), dict):
         kwargs["learning_rate"] = keras.optimizers.schedules.deserialize(kwargs["learning_rate"])
     return cls(**kwargs), dropped
+
+
+def learning_rate_used(optimizer: Any) -> float | None:
+    """The learning rate `optimizer` takes its first step at (a schedule's at step 0), to float32's 7 significant digits
+    (0.05, not 0.0500000007); None when it cannot say."""
+    import keras
+
+    try:
+        value = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    except Exception:  # an optimizer without a readable learning rate: the run's stays recorded
+        return None
+    return float(f"{value:.7g}") if math.isfinite(value) else None
+
+
+def with_learning_rate_used(config: RunConfig, used: float | None) -> RunConfig:
+    """`config` recording the learning rate its run really trained with (a model file's own optimizer brings its own);
+    unchanged when that is unknown, the same to float32's precision (the run's own), or outside what a RunConfig takes."""
+    if used is None or math.isclose(used, config.learning_rate, rel_tol=1e-6):
+        return config
+    try:
+        return config.with_changes(learning_rate=used)
+    except ConfigError:
+        return config

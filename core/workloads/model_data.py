@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from core.files import open_regular
 from core.formatting import format_bytes
 from core.workloads.data import SYNTHETIC_EXAMPLES
-from core.workloads.model_file import ModelFileError
+from core.workloads.model_file import ModelFileError, regular_file_reason
 from core.workloads.model_signature import (
     BINARY,
     CLASS_IDS,
@@ -44,6 +45,19 @@ SYNTHETIC_BUDGET_BYTES = 256 * 2**20  # synthetic examples are generated once; b
 
 class ModelDataError(ModelFileError):
     """Data that does not fit the model: the message names the input or output, the expected and the given shape."""
+
+
+class NonFiniteData(ModelDataError):
+    """An .npz array with NaN or infinite values: `array` (its name in the file), `rows` of its `examples` hold one, the
+    first at `first_row` (0-based). Training on them makes the loss NaN whatever the learning rate."""
+
+    def __init__(self, path: str, array: str, rows: int, examples: int, first_row: int) -> None:
+        self.array, self.rows, self.examples, self.first_row = array, rows, examples, first_row
+        super().__init__(
+            path,
+            f"array '{array}' has NaN or infinite values in {rows:,} of its {examples:,} rows (examples), the first in row "
+            f"{first_row}: training on them makes the loss NaN whatever the learning rate. Drop or fill those rows.",
+        )
 
 
 def shown(shape: Sequence[int | None]) -> str:
@@ -139,6 +153,7 @@ def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequenc
     arrays = _read_npz(path)
     xs = _pick(arrays, signature.inputs, "x", "input", path)
     ys = _pick(arrays, signature.outputs, "y", "output", path)
+    names = _picked_names(arrays, signature.inputs, "x") + _picked_names(arrays, signature.outputs, "y")
     xs = [
         array.reshape(-1, 1) if info.shape[1:] == (1,) and array.ndim == 1 else array
         for info, array in zip(signature.inputs, xs, strict=True)
@@ -153,8 +168,32 @@ def load_npz(path: str | os.PathLike, signature: ModelSignature, losses: Sequenc
     if problems:
         raise ModelDataError(path, "the data does not fit the model: " + "; ".join(problems) + ".")
     xs = [_as_input(info, array) for info, array in zip(signature.inputs, xs, strict=True)]
+    targets = [aligned(target) for target in targets]
+    for name, array in zip(names, xs + targets, strict=True):
+        check_finite(array, name, path)
     x = structure(xs, signature.inputs, signature.dict_inputs)
-    return x, structure([aligned(target) for target in targets], signature.outputs, signature.dict_outputs), len(xs[0])
+    return x, structure(targets, signature.outputs, signature.dict_outputs), len(xs[0])
+
+
+FINITE_CHUNK_BYTES = 16 << 20
+"""How much of an array `check_finite` looks at in one go: np.isfinite's mask of it stays small beside a large .npz."""
+
+
+def check_finite(array: np.ndarray, name: str, path: str) -> None:
+    """Raise NonFiniteData when a float array holds NaN or infinity (counted by rows: examples), a chunk of rows at a time."""
+    if array.dtype.kind not in "fc" or not array.size:
+        return
+    rows = array.reshape(len(array), -1) if array.ndim > 1 else array.reshape(-1, 1)
+    step = max(1, FINITE_CHUNK_BYTES // max(1, rows.shape[1] * array.itemsize))
+    bad, first = 0, -1
+    for start in range(0, len(rows), step):
+        finite = np.isfinite(rows[start : start + step]).all(axis=1)
+        if not finite.all():
+            if first < 0:
+                first = start + int(np.argmin(finite))
+            bad += int(len(finite) - np.count_nonzero(finite))
+    if bad:
+        raise NonFiniteData(path, name, bad, len(rows), first)
 
 
 def aligned(array: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -207,10 +246,11 @@ def _as_input(info: InputInfo, array: np.ndarray) -> np.ndarray:
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
-    if not os.path.isfile(path):
-        raise ModelDataError(path, "no such data file. Check the path.")
+    problem = regular_file_reason(path, "no such data file. Check the path.", "an .npz file (np.savez)")
+    if problem or os.path.isdir(path):
+        raise ModelDataError(path, problem or "this is a folder, not a data file: give an .npz file (np.savez).")
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(6)
     except OSError as exc:
         raise ModelDataError(path, f"cannot be read: {exc.strerror or exc}.") from None
@@ -312,6 +352,12 @@ def _pick(arrays: dict[str, np.ndarray], infos: Sequence[InputInfo | OutputInfo]
         f"no array for the model's {what}{'s' if len(infos) > 1 else ''}: give {wanted}one array per {what} name "
         f"({', '.join(repr(n) for n in names)}); the file has {', '.join(repr(k) for k in arrays) or 'no arrays'}.",
     )
+
+
+def _picked_names(arrays: dict[str, np.ndarray], infos: Sequence[InputInfo | OutputInfo], single: str) -> list[str]:
+    """The file's names of the arrays `_pick` took: one per input or output name, else `single` ('x' or 'y')."""
+    names = [info.name for info in infos]
+    return names if all(name in arrays for name in names) else [single]
 
 
 def _length_problems(arrays: Sequence[np.ndarray]) -> list[str]:

@@ -15,6 +15,7 @@ alone would open it. TensorFlow is imported only inside the loaders.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import inspect
@@ -28,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from core.config import MODEL_FILE_SUFFIXES
+from core.files import NotARegularFile, open_regular, os_error_words, regular_file
 from core.workloads import legacy_compat
 from core.workloads.archive import ArchiveLimitError, check_archive, read_json_member
 
@@ -73,12 +75,37 @@ class ModelSource:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The hex sha256 of the file's content (what remembered trust and the history key on)."""
+    """The hex sha256 of the file's content (what remembered trust and the history key on).
+
+    Only a regular file is read: a device (/dev/zero) or a named pipe would never end or never start, so it raises
+    `core.files.NotARegularFile` (an OSError) at once, as it does any other OSError.
+    """
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def regular_file_reason(path: str | os.PathLike, missing: str, wanted: str = "a .keras, .h5 or .py file") -> str:
+    """Why `path` cannot be read as a file ("" when it is a regular file, or a folder, which callers explain themselves):
+    `missing` when there is none, else what it is and that `wanted` is what to give.
+
+    Checked without opening it: a named pipe, a device or a socket (also behind a symbolic link) is refused at once,
+    never read; a name over 255 bytes is said in words.
+    """
+    try:
+        regular_file(path)
+    except FileNotFoundError:
+        return missing
+    except NotARegularFile as exc:
+        return f"{exc.strerror}: give {wanted}." if not exc.is_folder else ""
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            return missing
+        advice = "Give a shorter path (rename the file or a folder on it)." if exc.errno == errno.ENAMETOOLONG else "Check its permissions."
+        return f"cannot be opened: {os_error_words(exc, path)}. {advice}"
+    return ""
 
 
 def check_model_path(path: str | os.PathLike, trust: bool = False, custom_objects: str | os.PathLike | None = None) -> ModelSource:
@@ -88,12 +115,13 @@ def check_model_path(path: str | os.PathLike, trust: bool = False, custom_object
     when the model loads, so it needs `trust` like a `.py` model.
     """
     file = Path(path).expanduser().absolute()
-    if file.is_dir():
+    if _is_folder(file):
         raise ModelFileError(file, _folder_reason(file))
     if file.name in SAVEDMODEL_FILES:
         raise ModelFileError(file.parent, _folder_reason(file.parent))
-    if not file.exists():
-        raise ModelFileError(file, "no such file. Check the path, or pick the file again.")
+    problem = regular_file_reason(file, "no such file. Check the path, or pick the file again.")
+    if problem:
+        raise ModelFileError(file, problem)
     kind = EXTENSIONS.get(file.suffix.lower())
     if kind is None:
         known = ", ".join(EXTENSIONS)
@@ -119,8 +147,10 @@ def check_model_path(path: str | os.PathLike, trust: bool = False, custom_object
 def check_custom_objects(path: str | os.PathLike, trust: bool) -> str:
     """The absolute path of a custom-objects `.py` file, or a ModelFileError (missing, not .py, not trusted)."""
     file = Path(path).expanduser().absolute()
-    if not file.is_file():
-        raise ModelFileError(file, "no such custom-objects file. Check the path of --custom-objects.")
+    missing = "no such custom-objects file. Check the path of --custom-objects."
+    problem = missing if _is_folder(file) else regular_file_reason(file, missing, "the .py file that defines the model's custom classes")
+    if problem:
+        raise ModelFileError(file, problem)
     if file.suffix.lower() != ".py":
         raise ModelFileError(file, "--custom-objects takes a .py file that defines the model's custom classes.")
     if not trust:
@@ -150,8 +180,13 @@ def _folder_reason(folder: Path) -> str:
 
 
 def _read_head(file: Path) -> bytes:
-    with open(file, "rb") as handle:
+    with open_regular(file) as handle:
         return handle.read(8)
+
+
+def _is_folder(path: Path) -> bool:
+    """True for a folder (or a link to one); False for anything else, and for a path too long to look at."""
+    return os.path.isdir(path)
 
 
 def _check_signature(file: Path, kind: str, head: bytes) -> None:

@@ -284,11 +284,14 @@ class ComparePanel(QWidget):
         self.throughput_chart = BarChart("throughputChart", "Throughput (baseline in orange)", "samples/s")
         self.efficiency_chart = BarChart("efficiencyChart", "Scaling efficiency (dashed: ideal)", "%")
         self.efficiency_chart.setVisible(False)
+        self.energy_chart = BarChart("energyChart", "Energy per sample, measured (lower is better)", "mJ")
+        self.energy_chart.setVisible(False)
         charts = QWidget()
         charts_layout = QHBoxLayout(charts)
         charts_layout.setContentsMargins(0, 0, 0, 0)
         charts_layout.addWidget(self.throughput_chart, 1)
         charts_layout.addWidget(self.efficiency_chart, 1)
+        charts_layout.addWidget(self.energy_chart, 1)
         self.table.setMinimumHeight(self._table_height(TABLE_MIN_ROWS))
         top = QWidget()
         top_layout = QVBoxLayout(top)
@@ -452,6 +455,13 @@ class ComparePanel(QWidget):
             self.efficiency_chart.set_bars(labels, values, baseline, "{:.0f} %", reference=100.0)
         else:
             self.efficiency_chart.clear_bars()
+        energy = [None if row.result.joules_per_sample is None else row.result.joules_per_sample * 1000 for row in rows]
+        measured = any(value is not None for value in energy)
+        self.energy_chart.setVisible(measured)  # none where no counter exists: the table says why in its tooltip
+        if measured:
+            self.energy_chart.set_bars(labels, energy, baseline, "{:.3g}")
+        else:
+            self.energy_chart.clear_bars()
 
     # --- user actions --------------------------------------------------------
 

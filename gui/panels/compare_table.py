@@ -22,12 +22,13 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableWidget, QTableWidgetItem, QWidget
 
-from core.compare.significance import NO_DIFFERENCE, contended_label, round_loads
+from core.compare.significance import HOLDS_ONE, NO_DIFFERENCE, ONE_ROUND, contended_label, noise_reason, round_loads
 from core.compare.table import CompareRow, Comparison, over_linear
 from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
 from core.results import FIGURES, Figure, RunStatus
-from core.training.to_target import reach, target_how, to_target_text
+from core.training.energy import energy_text
+from core.training.to_target import target_how, to_target_text
 from gui.style import FAILED_COLOR, WARNING_COLOR
 
 ROLE_VALUE = Qt.ItemDataRole.UserRole
@@ -58,16 +59,19 @@ def _speedup_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) ->
         return text, row.speedup, ""
     low, high = row.speedup_ci
     rounds = row.interval_rounds or 1
-    source = f"over {rounds} interleaved rounds" if rounds >= 2 else "one round: measured one after another, no claim across runs"
-    tip = f"95% interval {low:.2f}–{high:.2f}× ({source})" + ("" if row.beyond_noise else f": {NO_DIFFERENCE}")
+    source = f"over {rounds} interleaved rounds" if rounds >= 2 else "the calls' own interval: measured one after another"
+    reason = noise_reason(row)
+    why = {ONE_ROUND: ": one round claims nothing across runs", HOLDS_ONE: f": {NO_DIFFERENCE}"}.get(reason or "", "")
+    tip = f"95% interval {low:.2f}–{high:.2f}× ({source})" + why
     return text + ("" if row.beyond_noise else " ≈"), row.speedup, tip
 
 
 def _to_target_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
-    target = comparison.common_target()
-    to = reach(row.result, target)
+    decision = comparison.target_decision()
+    target = decision.target_loss
     if target is None or not row.status.ran:
         return "", None, ""
+    to = decision.reached[comparison.rows.index(row)]
     tip = f"To loss {target:.4g} ({target_how(comparison.target_loss)}): " + (to.reason or f"{to.steps} steps, {to_target_text(to)}")
     return ("not reached" if to.seconds is None else f"{to.seconds:.3g} s"), to.seconds, tip
 
@@ -86,7 +90,11 @@ def _replicas_cell(row: CompareRow, is_baseline: bool, comparison: Comparison) -
 
 def _figure_cell(figure: Figure, row: CompareRow, is_baseline: bool, comparison: Comparison) -> Cell:
     value = row.result.figures()[figure.name]
-    tips = {"peak_memory_bytes": row.result.peak_memory_source, "bound": verdict_line(row.result)}
+    tips = {
+        "peak_memory_bytes": row.result.peak_memory_source,
+        "bound": verdict_line(row.result),
+        "joules_per_sample": energy_text(row.result),
+    }
     return figure.format(value), value, tips.get(figure.name, "")
 
 

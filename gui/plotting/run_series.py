@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 
+from core.backends.call_timer import window_steps
 from core.config import hooks_in_words, recorded_hooks
 from core.live.decimation import GrowingArray, MinMaxPyramid
 from core.live.smoothing import EmaState, ema
+from core.training.metrics import typical_step_s
 
 CURVES = ("loss_raw", "loss", "time_raw", "time")
 X_AXES = {"steps": ("step", ""), "samples": ("samples seen", ""), "seconds": ("training time", "s")}
@@ -45,12 +47,6 @@ class Drawn:
     step_per_bin: float
     exact: bool
     log_x: bool
-
-
-def _median(values: np.ndarray) -> float:
-    """The median, as np.median takes it, without np.median's first-call import of numpy.ma (~20 ms, mid-run)."""
-    middle = [(len(values) - 1) // 2, len(values) // 2]
-    return float(np.partition(values, middle)[middle].mean())
 
 
 @dataclass
@@ -82,7 +78,7 @@ class RunSeries:
     config: dict[str, Any] | None = None  # the run's config (RunConfig.to_dict()), once known
     shown_label: str = ""  # the label in the run list (`distinct_labels`)
     legend_label: str = ""  # the shorter one in the plot's legend
-    _median: tuple[int, float | None] = (0, None)
+    _median: tuple[int, int, float | None] = (0, 1, None)  # (steps, window steps) it was taken at, and the median
 
     @property
     def size(self) -> int:
@@ -109,13 +105,21 @@ class RunSeries:
         return self.batch_size * self.steady_count / self.steady_time_s
 
     @property
+    def window_steps(self) -> int:
+        """Steps whose calls' ends the run's clock may see together (a JAX or PyTorch job's), once its config is known."""
+        config = self.config or {}
+        return window_steps(str(config.get("backend") or "tensorflow"), int(config.get("steps_per_call") or 1))
+
+    @property
     def median_step_ms(self) -> float | None:
-        """Median steady-state step time; recomputed once the run grew by 1% (a million-step median costs ~10 ms)."""
-        size, median = self._median
-        if self.size != size and (median is None or self.size > size * 1.01 or self.size < size):
+        """Median steady-state step time as the run's result stores it (`typical_step_s`: of windows where a job's calls
+        are read some together); recomputed once the run grew by 1% (a million-step median costs ~10 ms)."""
+        size, window, median = self._median
+        grown = self.size != size and (median is None or self.size > size * 1.01 or self.size < size)
+        if grown or window != self.window_steps:
             steady = self.times_ms.values[self.warmup_steps :]
-            median = _median(steady) if len(steady) else None
-            self._median = (self.size, median)
+            median = typical_step_s(steady, self.window_steps) if len(steady) else None
+            self._median = (self.size, self.window_steps, median)
         return median
 
     @property

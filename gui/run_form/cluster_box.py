@@ -36,6 +36,7 @@ from core.cluster.topology import GRPC_WARNING, ClusterCallback, WorkerInfo, clu
 from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, ConfigError, RunConfig, normalize_address
 from core.training.callbacks import RunCallback, RunContext
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.run_form.note_label import NoteLabel
 from gui.run_form.worker_network import LocalWorkersNotes
 from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
@@ -205,7 +206,7 @@ class ClusterBox(QGroupBox):
         self.read_env_button = QPushButton("Read from environment")
         self.read_env_button.setObjectName("clusterReadEnvButton")
         self.read_env_button.setToolTip("Take the addresses from TF_CONFIG or the Slurm job step this app runs in.")
-        self.env_label = QLabel()
+        self.env_label = NoteLabel()
         self.env_label.setObjectName("clusterEnvLabel")
         self.env_label.setWordWrap(True)
         self.env_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -258,12 +259,12 @@ class ClusterBox(QGroupBox):
 
     def _build_status_section(self, layout: QVBoxLayout) -> None:
         """Where a running cluster stands, whether local workers are private or crowded, the warning about open ports."""
-        self.status_label = QLabel()
+        self.status_label = NoteLabel()
         self.status_label.setObjectName("clusterStatusLabel")
         self.status_label.setWordWrap(True)
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         self.status_label.setVisible(False)
-        self.warning_label = QLabel(f"⚠ {GRPC_WARNING} {ALL_INTERFACES_NOTE}")
+        self.warning_label = NoteLabel(f"⚠ {GRPC_WARNING} {ALL_INTERFACES_NOTE}")
         self.warning_label.setObjectName("clusterWarningLabel")
         self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
         self.warning_label.setWordWrap(True)

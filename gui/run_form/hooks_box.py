@@ -38,6 +38,7 @@ from core.training.callbacks import RunCallback
 from gui.dialogs.profile_view import ProfileViewDialog, open_profile_view
 from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_LOGS, ask_folder
+from gui.run_form.note_label import NoteLabel
 from gui.settings import (
     KEY_PROFILE_ENABLED,
     KEY_PROFILE_FIRST,
@@ -223,12 +224,12 @@ class RunOptionsBox(QGroupBox):
         self.last_step_spin.setObjectName("profileLastSpin")
         self.last_step_spin.setRange(1, MAX_STEPS)
         self.last_step_spin.setToolTip("Last step to profile; keep the range short, traces grow quickly.")
-        self.status_label = QLabel()
+        self.status_label = NoteLabel()
         self.status_label.setObjectName("runOptionsStatus")
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status_label.setVisible(False)
-        self.outputs_label = QLabel()
+        self.outputs_label = NoteLabel()
         self.outputs_label.setObjectName("runOutputsLabel")
         self.outputs_label.setWordWrap(True)
         self.outputs_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -26,6 +26,7 @@ from gui.qt_threads import FunctionWorker, start_worker
 from gui.remembered import FOLDER_DATA, FOLDER_MODEL, ask_open_file, recent_models, remember_model
 from gui.run_form.fields import ParsedField, whole_number
 from gui.run_form.model_file import ModelFileOpener, OpenedModel, OpenOutcome, details_html, open_ranges_needed
+from gui.run_form.note_label import NoteLabel
 from gui.style import ERROR_COLOR, WARNING_COLOR
 
 DEFAULT_MODEL = "mlp"
@@ -92,17 +93,17 @@ class ModelChoice(QObject):
         self.model_busy.setRange(0, 0)
         self.model_busy.setMaximumHeight(8)
         self.model_busy.setTextVisible(False)
-        self.model_info = _muted(QLabel())
+        self.model_info = _muted(NoteLabel())
         self.model_info.setObjectName("modelInfo")
         self.model_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.model_error = QLabel()
+        self.model_error = NoteLabel()
         self.model_error.setObjectName("modelError")
         self.model_error.setWordWrap(True)
         self.model_error.setStyleSheet(f"color: {ERROR_COLOR};")
         self.dataset_combo = QComboBox()
         self.dataset_combo.setObjectName("datasetCombo")
         self.dataset_combo.setToolTip("Synthetic data measures the device alone; real data sets load from disk or download once.")
-        self.dataset_note = QLabel()
+        self.dataset_note = NoteLabel()
         self.dataset_note.setObjectName("datasetNote")
         self.dataset_note.setWordWrap(True)
         self.dataset_note.setStyleSheet(f"color: {WARNING_COLOR};")

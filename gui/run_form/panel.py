@@ -9,7 +9,6 @@ view however short the window is.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
@@ -22,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
+from core.jobs import run_label
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
 from core.workloads.workload import check_workload, is_model_file, model_title
@@ -39,26 +38,6 @@ from gui.run_form.tpu_connect import TpuConnect
 from gui.settings import open_settings
 
 TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per call hide that latency
-
-
-def run_label(config: RunConfig) -> str:
-    """A short name for a run in plots and the history: 'MLP · digits · one-device CPU:0 · JAX · batch 64 · TensorBoard'."""
-    where = config.strategy + (" " + " ".join(config.devices) if config.devices else "")
-    if config.backend != "tensorflow":
-        where += " · " + backend_title(config.backend)
-    if config.strategy == "multi-worker":
-        where += f" ×{config.workers}"
-    extras = [f"batch {config.batch_size}"]
-    if config.precision != "off":
-        extras.append(config.precision)
-    if config.xla:
-        extras.append("XLA")
-    if config.hooks.tensorboard:
-        extras.append("TensorBoard")
-    if config.hooks.profile:
-        extras.append(f"profiled {config.hooks.profile_text}")
-    data = os.path.basename(config.dataset) if config.dataset.lower().endswith(".npz") else config.dataset
-    return " · ".join([model_title(config.model), data, where, *extras])
 
 
 class RunPanel(QWidget):

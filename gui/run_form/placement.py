@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QListWidget, QListWidgetItem, Q
 from core.formatting import format_value
 from core.machine.types import DeviceInfo
 from core.training.strategies import StrategyChoice
+from gui.run_form.note_label import NoteLabel
 
 TPU_BEST_PER_CORE = 128
 DEVICE_HINTS = {
@@ -39,7 +40,7 @@ def strategy_widgets() -> tuple[QComboBox, QLabel]:
     combo = QComboBox()
     combo.setObjectName("strategyCombo")
     combo.setToolTip("The tf.distribute strategy: where and across how many devices the model trains.")
-    reason = QLabel()
+    reason = NoteLabel()
     reason.setObjectName("strategyReason")
     reason.setWordWrap(True)
     reason.setStyleSheet("font-size: 9pt;")
@@ -84,7 +85,7 @@ class DevicePicker(QWidget):
         self.device_list.setObjectName("deviceList")
         self.device_list.setToolTip("Tick the devices to mirror the model on (two or more of one kind).")
         self.device_list.setMaximumHeight(90)
-        self.device_hint = QLabel()
+        self.device_hint = NoteLabel()
         self.device_hint.setObjectName("deviceHint")
         self.device_hint.setWordWrap(True)
         layout = QVBoxLayout(self)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QWidget
+from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QWidget
 
 from core.machine.tpu import probe_tpu
 from core.machine.types import TpuProbe
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.run_form.note_label import NoteLabel
 from gui.style import FAILED_COLOR
 
 TPU_PROBE_TIMEOUT_S = 30
@@ -59,7 +60,7 @@ class TpuConnect(QObject):
         self.timeout_spin.setValue(TPU_PROBE_TIMEOUT_S)
         self.timeout_spin.setSuffix(" s")
         self.timeout_spin.setToolTip("Time limit of the TPU probe: an address where nothing answers can otherwise hang for minutes.")
-        self.status_label = QLabel("Not connected.")
+        self.status_label = NoteLabel("Not connected.")
         self.status_label.setObjectName("tpuStatusLabel")
         self.status_label.setWordWrap(True)
         self.connect_button.clicked.connect(self.connect_tpu)

@@ -16,6 +16,7 @@ from core.cluster.isolation import isolation_problem, known_isolation_problem
 from core.cluster.topology import oversubscription_warning
 from core.config import RunConfig
 from gui.qt_threads import FunctionWorker, start_worker
+from gui.run_form.note_label import NoteLabel
 from gui.style import SUCCESS_COLOR, WARNING_COLOR
 
 CHECKING = "Checking whether the local workers can be kept off the network…"
@@ -145,7 +146,7 @@ class LocalWorkersNotes(QWidget):
 
 
 def _label(name: str) -> QLabel:
-    label = QLabel()
+    label = NoteLabel()
     label.setObjectName(name)
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.PlainText)

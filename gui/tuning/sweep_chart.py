@@ -1,9 +1,11 @@
 """Samples/s and mean step time against the first swept setting, one line per value of the second; the best of each starred.
 
 The step time is the mean (global batch / samples/s), the one samples/s is
-made from, so the two plots agree. Samples/s stars the highest point (the
-sweep's best), step time its lowest: across batch sizes they are different
-points, since a larger batch takes longer per step and does more per second.
+made from, so the two plots agree. Samples/s stars the sweep's best (the
+point first to the target loss, or the most samples/s where that decides
+nothing), and only when it is better beyond noise: on a tie the panel gives no
+best and nothing is starred; step time stars its lowest: across batch sizes
+they are different points, since a larger batch takes longer per step and does more per second.
 
 The first setting's values sit at even spacing along x (batch sizes double,
 precisions are names), labelled as the table writes them. Importing this
@@ -56,7 +58,7 @@ class SweepChart(QWidget):
         return self._fastest_step
 
     def show_sweep(self, plan: SweepPlan | None, rows: Sequence[SweepRow | None], best: int | None) -> None:
-        """Redraw from the plan and the rows so far (None: not run yet)."""
+        """Redraw from the plan and the rows so far (None: not run yet); `best` is starred (None: no star, e.g. a tie)."""
         for plot in (self.rate_plot, self.time_plot):
             plot.getPlotItem().clear()
         self._series, self._best, self._fastest_step = {}, None, None

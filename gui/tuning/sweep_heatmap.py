@@ -3,7 +3,7 @@
 A coloured table rather than an image: every cell carries its number, its
 tooltip (step time, final loss, or why the point failed) and can be read
 without a colour scale. The greener the cell, the faster; the best cell is bold
-and starred.
+and starred when it is better beyond noise (the panel gives no best on a tie).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ comes from the run form; the settings varied and their values from
 sweep's group. The table, the heat map (two settings) and the chart fill in as
 points finish; "Use these settings" emits the picked row's settings (the best
 one unless a row is selected) as RunConfig field changes for the run form.
+The best is starred (table, heat map, chart) and named "best" only when it is
+better beyond noise than every other point; otherwise it reads "tied", and the
+notes say what the star compares (time to the target loss, or samples/s where
+that decides nothing, and why).
 The chart (pyqtgraph) is built when the first sweep starts, so the tab costs
 nothing at start-up. The "Make it faster" box (largest batch, autotune) sits
 beside the axes and works on the same job; its Apply fills the form the same way.
@@ -35,7 +39,7 @@ from PySide6.QtWidgets import (
 from core.config import ConfigError, RunConfig
 from core.formatting import format_value
 from core.results import RunStatus
-from core.tuning.sweep import Sweep, SweepRow, best_index
+from core.tuning.sweep import BY_TIME, Sweep, SweepRow, best_by, best_index, target_decision, tied_with_best, why_not_most_samples
 from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting, varied_settings
 from gui.job_data import SweepJob, SweepOutcome
 from gui.style import FAILED_COLOR
@@ -105,6 +109,7 @@ class SweepPanel(QWidget):
         self._plan: SweepPlan | None = None
         self._rows: list[SweepRow | None] = []
         self._sweep: Sweep | None = None
+        self._tied: tuple[int, ...] = ()  # the rows tied with the best, as last shown
         self._chart: SweepChart | None = None
         self._build()
         self.controller.planned.connect(self._on_planned)
@@ -128,6 +133,12 @@ class SweepPanel(QWidget):
     def best(self) -> int | None:
         """The index of the fastest completed row so far."""
         return best_index(self._rows)
+
+    @property
+    def starred(self) -> int | None:
+        """The best row when it is better beyond noise than every other completed row; None when it is tied (or none ran)."""
+        best = best_index(self._rows)
+        return best if best is not None and not self._tied else None
 
     @property
     def chart(self) -> SweepChart:
@@ -344,11 +355,14 @@ class SweepPanel(QWidget):
         self._sweep, self._plan, self._rows = sweep, sweep.plan, list(sweep.rows)
         self._show()
         done = sum(1 for row in sweep.rows if row.status == RunStatus.COMPLETED)
-        best = sweep.best
+        best, tied = sweep.best, self._tied
         text = f"Sweep {'stopped' if sweep.stopped else 'done'}: {done} of {len(sweep.rows)} points completed."
-        if best is not None:
+        if best is not None and not tied:
             rate = format_value(sweep.rows[best].result.samples_per_s, "rate")
             text += f" Best: {sweep.rows[best].label} at {rate} samples/s."
+        elif best is not None:
+            names = ", ".join(sweep.rows[index].label for index in (best, *tied))
+            text += f" No point is best beyond noise: {names} are tied."
         text += (
             f" {outcome.history_error}" if outcome.history_error else (f" Saved in the history as '{sweep.group}'." if sweep.group else "")
         )
@@ -369,12 +383,13 @@ class SweepPanel(QWidget):
     # --- showing -------------------------------------------------------------
 
     def _show(self) -> None:
-        best = best_index(self._rows)
+        self._tied = tied_with_best(self._rows)
+        best, starred = best_index(self._rows), self.starred  # a star only on a best beyond noise
         self.table.show_sweep(self._plan, self._rows, best)
-        self.heat_map.show_sweep(self._plan, self._rows, best)
+        self.heat_map.show_sweep(self._plan, self._rows, starred)
         self.heat_map.setVisible(self._plan is not None and len(self._plan.axes) == 2)
         if self._chart is not None or self._plan is not None:
-            self.chart.show_sweep(self._plan, self._rows, best)
+            self.chart.show_sweep(self._plan, self._rows, starred)
         self._show_notes()
         self._update_buttons()
 
@@ -385,9 +400,24 @@ class SweepPanel(QWidget):
             return
         lines = [f"<b>{html.escape(plan.describe())}</b>"]
         lines += [f"Left out {html.escape(format_setting(item.axis, item.value))}: {html.escape(item.reason)}" for item in plan.left_out]
+        lines += [html.escape(line) for line in self.best_notes()]
         if any(axis.name == "batch_size" for axis in plan.axes):
             lines.append(html.escape(Sweep(plan, ()).lr_note()))
         self.notes_label.setText("<br>".join(lines))
+
+    def best_notes(self) -> list[str]:
+        """What the star compares (time to the target loss, or samples/s and why), and why the best is not the most samples/s."""
+        if best_index(self._rows) is None:
+            return []
+        decision = target_decision(self._rows)
+        if best_by(self._rows) == BY_TIME and decision.target_loss is not None:
+            lines = [f"★ the point first to loss {decision.target_loss:.4g} in steady-state seconds (only when faster beyond noise)."]
+        else:
+            lines = [
+                f"★ the point with the most samples/s (only when faster beyond noise): time to the target decides nothing ({decision.why})."
+            ]
+        why = why_not_most_samples(self._rows)
+        return lines + ([why[0].upper() + why[1:] + "."] if why else [])
 
     def _show_problem(self, text: str) -> None:
         self.progress_label.setStyleSheet(f"color: {FAILED_COLOR};")
@@ -408,7 +438,9 @@ class SweepPanel(QWidget):
         row = self._rows[index]
         if row is None:
             return
-        which = "best" if index == best_index(self._rows) else "selected"
+        which = "selected"
+        if index == best_index(self._rows):
+            which = "best" if index == self.starred else "tied: not better beyond noise"
         self.chosen_label.setText(f"{row.label} ({which})")
         self.use_button.setToolTip(f"Put {row.label} into the run form (select a row to pick another).")
 

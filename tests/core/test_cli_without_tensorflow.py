@@ -61,3 +61,10 @@ def test_a_jax_run_trains_is_recorded_and_exported_without_tensorflow(tmp_path: 
     exported = tmp_path / "runs.csv"
     assert cli(["export", str(history[0]["id"]), "--csv", str(exported)], tmp_path).returncode == 0
     assert "jax" in exported.read_text()
+
+
+@pytest.mark.slow
+def test_models_are_listed_with_their_parameters_by_keras_on_jax(tmp_path: Path) -> None:
+    done = cli(["models", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {row["name"]: row["params"] for row in json.loads(done.stdout)}["mlp"] > 0

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.history.export import ExportError, write_atomically
+from core.files import write_atomically
+from core.history.export import ExportError, metadata_path
 from core.history.store import RunStore
 from tests.core.history.test_store import make_result
 from tests.core.read_only_paths import read_only
@@ -57,7 +58,7 @@ def test_a_failure_half_way_leaves_the_old_file_and_no_temporary(tmp_path: Path)
         file.write("half of the rows\n")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(ExportError, match="No space left on device"):
+    with pytest.raises(OSError, match="No space left on device"):
         write_atomically(target, write_then_fill_the_disk)
     assert target.read_text() == "the previous export" and [p.name for p in tmp_path.iterdir()] == ["runs.csv"]
 
@@ -66,5 +67,5 @@ def test_a_good_export_replaces_the_file_whole(store: RunStore, tmp_path: Path) 
     target = tmp_path / "runs.csv"
     target.write_text("old")
     store.export_csv([1], target)
-    assert target.read_text().startswith("# Device Lab export")
+    assert target.read_text().startswith("id,label,group,") and metadata_path(target).read_text().startswith("{")
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -63,8 +63,8 @@ def test_every_figure_is_in_the_summary_the_sort_and_the_csv(tmp_path: Path) -> 
         assert summaries[run_id].figures == result.figures()
         assert list(summaries[run_id].figures) == [f.name for f in FIGURES]
         assert {f.name: summaries[run_id].to_dict()[f.name] for f in FIGURES} == result.figures()
-    lines = (tmp_path / "runs.csv").read_text(encoding="utf-8").splitlines()
-    rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
+    with (tmp_path / "runs.csv").open(newline="", encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
     for row, result in zip(rows, results, strict=True):
         numbers = [f for f in FIGURES if f.sql_type != "TEXT"]
         assert {f.name: float(row[f.name]) for f in numbers} == pytest.approx({f.name: result.figures()[f.name] for f in numbers})

@@ -9,12 +9,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.config import RunConfig
 from core.history import database
 from core.history.database import wal_damage
+from core.history.export import metadata_path
 from core.history.store import RunStore, RunSummary, StoreError
 from core.results import RunResult, RunStatus, StepRecord
 
@@ -82,10 +84,11 @@ def store(db_path: Path):
         yield opened
 
 
-def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    header = [line for line in lines if line.startswith("#")]
-    return header, list(csv.DictReader(line for line in lines if not line.startswith("#")))
+def read_csv(path: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The export's metadata (the JSON file beside it) and its rows, read by csv.DictReader from the first line on."""
+    metadata = json.loads(metadata_path(path).read_text(encoding="utf-8"))
+    with path.open(newline="", encoding="utf-8") as file:
+        return metadata, list(csv.DictReader(file))
 
 
 def test_save_and_load_round_trip_is_exact(store: RunStore) -> None:
@@ -267,10 +270,11 @@ def test_export_csv_holds_the_table_numbers_and_a_system_header(store: RunStore,
     ids = [store.save(make_result(seed=1), label="cpu"), store.save(make_result(status=RunStatus.FAILED, message="boom, again", seed=2))]
     out = tmp_path / "runs.csv"
     store.export_csv(ids, out)
-    header, rows = read_csv(out)
-    header_text = "\n".join(header)
+    metadata, rows = read_csv(out)
+    header_text = json.dumps(metadata["system"])
     for value in ("2.16.1", "3.11.7", "AMD EPYC 7B13", "NVIDIA H100 80GB HBM3", "550.54.15", "lab-box"):
         assert value in header_text
+    assert metadata["runs"] == ids and metadata["export"] == "runs.csv"
     summaries = {s.id: s for s in store.list_runs()}
     assert [int(row["id"]) for row in rows] == ids
     for row in rows:
@@ -303,8 +307,8 @@ def test_export_header_lists_differing_environments(store: RunStore, tmp_path: P
     store.export_json(ids, tmp_path / "runs.json")
     store.export_csv(ids, tmp_path / "runs.csv")
     assert json.loads((tmp_path / "runs.json").read_text())["system"]["devices"] == [["CPU:0"], ["GPU:0", "GPU:1"]]
-    header, _ = read_csv(tmp_path / "runs.csv")
-    assert "# devices: CPU:0 | GPU:0, GPU:1" in header
+    metadata, _ = read_csv(tmp_path / "runs.csv")
+    assert metadata["system"]["devices"] == [["CPU:0"], ["GPU:0", "GPU:1"]]
 
 
 def test_export_steps_csv(store: RunStore, tmp_path: Path) -> None:
@@ -312,8 +316,8 @@ def test_export_steps_csv(store: RunStore, tmp_path: Path) -> None:
     run_id = store.save(result)
     out = tmp_path / "steps.csv"
     store.export_steps_csv(run_id, out)
-    header, rows = read_csv(out)
-    assert any("2.16.1" in line for line in header)
+    metadata, rows = read_csv(out)
+    assert metadata["system"]["tensorflow"] == "2.16.1" and metadata["runs"] == [run_id]
     assert [int(r["step"]) for r in rows] == list(range(1, 101))
     assert tuple(float(r["loss"]) for r in rows) == result.losses
     assert tuple(float(r["step_time_s"]) for r in rows) == result.step_times_s

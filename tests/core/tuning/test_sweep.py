@@ -11,8 +11,7 @@ from core.diagnosis.evidence import differs_only_in, matching_points
 from core.history.store import RunStore
 from core.jobs import JobOptions
 from core.results import RunStatus
-from core.training.to_target import reach
-from core.tuning.sweep import SweepListener, most_samples_index, run_sweep, sweep_target
+from core.tuning.sweep import SweepListener, most_samples_index, run_sweep, target_decision
 from core.tuning.sweep_plan import BFLOAT16_WITHOUT_AVX512, FLOAT16_ON_CPU, next_sweep_group, parse_values, plan_sweep
 
 
@@ -70,9 +69,11 @@ def test_a_two_setting_sweep_runs_every_point_and_records_it_as_one_group(mlp_sw
     assert all(row.status == RunStatus.COMPLETED and row.result.steps_done == 6 for row in sweep.rows)
     rates = [row.result.samples_per_s for row in sweep.rows]
     assert most_samples_index(sweep.rows) == rates.index(max(rates))
-    steady = {index: reach(row.result, sweep_target(sweep.rows)).steady_seconds for index, row in enumerate(sweep.rows)}
-    reached = {index: seconds for index, seconds in steady.items() if seconds is not None}
-    assert sweep.best == (min(reached, key=reached.__getitem__) if reached else rates.index(max(rates)))
+    decision = target_decision(sweep.rows)  # every row completed: its reached line up with the rows
+    steady = {index: to.steady_seconds for index, to in enumerate(decision.reached) if to.reached}
+    # the first to the common loss where that decides something; else (6 steps: too few to learn) the most samples/s
+    assert sweep.best == (min(steady, key=steady.__getitem__) if decision.decides else rates.index(max(rates)))
+    assert sweep.to_dict()["best_by"] == ("time_to_target" if decision.decides else "samples_per_s")
     assert [row.suggested_learning_rate for row in sweep.rows] == pytest.approx([1e-3, 1e-3, 2e-3, 2e-3])
 
     assert sweep.group == "sweep 1: batch × steps per call" and store.groups() == [sweep.group]

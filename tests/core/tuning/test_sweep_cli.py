@@ -23,7 +23,9 @@ def sweep(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_sweep_json_gives_rows_and_best_and_leaves_float16_out_on_a_cpu(tmp_path) -> None:
     out = sweep(
-        ["--model", "mlp", "--target", "CPU:0", "--batch-sizes", "16,32", "--precision", "off,float16", "--steps", "4", "--json"], tmp_path
+        ["--model", "mlp", "--target", "CPU:0", "--batch-sizes", "16,32", "--batch-size", "16"]
+        + ["--precision", "off,float16", "--steps", "4", "--json"],
+        tmp_path,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(out.stdout)

@@ -90,8 +90,9 @@ def test_runs_survive_a_restart_with_their_step_series(ready_window, qtbot, tmp_
     history.export_selected(tmp_path / "runs.csv")
     history.export_selected(tmp_path / "runs.json")
     lines = (tmp_path / "runs.csv").read_text().splitlines()
-    assert lines[0].startswith("# Device Lab export")
-    rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
+    assert lines[0].startswith("id,label,group,"), "the first line is the column header"
+    assert json.loads((tmp_path / "runs.csv.meta.json").read_text())["runs"] == [run.id for run in runs], "the metadata beside it"
+    rows = list(csv.DictReader(lines))
     assert [int(row["id"]) for row in rows] == [run.id for run in runs]
     assert [float(row["samples_per_s"]) for row in rows] == table_rates
     document = json.loads((tmp_path / "runs.json").read_text())

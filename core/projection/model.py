@@ -1,0 +1,302 @@
+"""The step-time model a projection uses: per backend, what a step costs on a device, its fit and its range.
+
+JAX (and TensorFlow, whose compiled step runs the same way; no TensorFlow job has run on a GPU
+here, so it borrows the JAX constants and says so) dispatches asynchronously: the host's per-call
+work overlaps the device's, and the step is the longer of the two:
+
+    step = max(host_s / steps_per_call, kernels x kernel_s + max(flops / (efficiency x ceiling), bytes / bandwidth))
+
+PyTorch through Keras runs eagerly: the host dispatches each layer's operations one by one, and
+the device overlaps that too:
+
+    step = max(host_s + per_layer_s x layers, ops x kernel_s + max(flops / (efficiency x ceiling), bytes / bandwidth))
+
+`ceiling` is the device's matmul FLOP/s at the run's precision (measured, or its datasheet peak
+scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted
+(for PyTorch the JAX fit's: its points are all host-bound and cannot tell it). The regime is the
+term that wins: the host's fixed cost or the kernels' launches (fixed-cost-bound), the FLOPs
+(compute-bound) or the bytes (memory-bound).
+
+Fits are least squares on log(projected / measured) step times (`scipy.optimize.least_squares`),
+so every point weighs the same whatever its speed. The range is the fit's 90% prediction
+interval from its residuals (Student's t with n - 2 degrees of freedom, the residuals' standard
+error, x sqrt(1 + 1/n)), capped so that high / low is at most 2 (`MAX_RANGE`), the cap said.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+KERNEL_S = 3.0e-6
+KERNEL_SOURCE = (
+    "fixed, not fitted: 3.0 µs per asynchronous kernel launch, the empty-kernel launch throughput of about 334,000 calls/s "
+    'measured by M. Boyer, University of Virginia, "CUDA Kernel Overhead" (the points cannot separate it from the efficiency: '
+    "one of them is device-bound)"
+)
+LEVEL = 0.90
+MAX_RANGE = 2.0
+"""The widest range a projection shows: high / low."""
+FIXED, COMPUTE, MEMORY = "fixed-cost-bound", "compute-bound", "memory-bound"
+EAGER_BACKENDS = ("torch",)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What one step of a model costs at one batch: the inputs of the step-time model."""
+
+    batch: int
+    flops: float
+    bytes: float
+    kernels: int
+    ops: int
+    layers: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """The device a step runs on, as the model sees it: matmul FLOP/s at the run's precision and memory bandwidth."""
+
+    ceiling_flops: float
+    bandwidth_bytes_s: float
+
+
+@dataclass(frozen=True)
+class Constants:
+    """A backend's fitted constants (`host_s`, `efficiency`, `per_layer_s` for eager backends) and the fit's residuals."""
+
+    backend: str
+    host_s: float
+    efficiency: float
+    per_layer_s: float
+    residuals: tuple[float, ...]
+    points: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def fitted(self) -> int:
+        """How many constants were fitted from the points."""
+        return 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "host_s": self.host_s,
+            "efficiency": self.efficiency,
+            "per_layer_s": self.per_layer_s if self.backend in EAGER_BACKENDS else None,
+            "kernel_s": KERNEL_S,
+            "residuals": list(self.residuals),
+            "points": list(self.points),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """A projected step, term by term (seconds), the regime and why."""
+
+    step_s: float
+    host_s: float
+    launch_s: float
+    compute_s: float
+    memory_s: float
+    regime: str
+    why: str
+
+    @property
+    def device_s(self) -> float:
+        return self.launch_s + max(self.compute_s, self.memory_s)
+
+
+def step_parts(backend: str, costs: Costs, target: Target, constants: Constants, steps_per_call: int = 1) -> StepParts:
+    """The projected step of `costs` on `target` with a backend's `constants` (see the module docstring)."""
+    eager = backend in EAGER_BACKENDS
+    host = constants.host_s + constants.per_layer_s * costs.layers if eager else constants.host_s / max(1, steps_per_call)
+    launch = (costs.ops if eager else costs.kernels) * KERNEL_S
+    compute = costs.flops / (constants.efficiency * target.ceiling_flops)
+    memory = costs.bytes / target.bandwidth_bytes_s
+    device = launch + max(compute, memory)
+    regime, why = _regime(eager, costs, host, launch, compute, memory, constants, target, steps_per_call)
+    return StepParts(max(host, device), host, launch, compute, memory, regime, why)
+
+
+def _regime(
+    eager: bool,
+    costs: Costs,
+    host: float,
+    launch: float,
+    compute: float,
+    memory: float,
+    constants: Constants,
+    target: Target,
+    per_call: int,
+) -> tuple[str, str]:
+    device = launch + max(compute, memory)
+    launches = f"{costs.ops if eager else costs.kernels:,} {'operations' if eager else 'kernels'} x {KERNEL_S * 1e6:g} µs = {_ms(launch)}"
+    work = (
+        f"{_si(costs.flops, 'FLOP')} at {constants.efficiency:.2%} of {target.ceiling_flops / 1e12:,.0f} TFLOP/s = {_ms(compute)}; "
+        f"{_si(costs.bytes, 'B')} at {target.bandwidth_bytes_s / 1e12:,.2f} TB/s = {_ms(memory)}"
+    )
+    if eager:
+        host_text = f"the host's {_ms(host)} per step ({_ms(constants.host_s)} + {costs.layers} layers x {_ms(constants.per_layer_s)})"
+    else:
+        host_text = f"the host's {_ms(host)} per step" + (
+            f" ({_ms(constants.host_s)} per call / {per_call} steps)" if per_call > 1 else " (per call)"
+        )
+    if host >= device:
+        return FIXED, f"{host_text} outlasts the device's {_ms(device)} ({launches}; {work})"
+    if launch >= max(compute, memory):
+        return FIXED, f"the device's kernel launches ({launches}) outlast its work ({work}) and {host_text}"
+    if compute >= memory:
+        return COMPUTE, f"the FLOPs outlast the bytes on the device ({work}; {launches}); {host_text}"
+    return MEMORY, f"the bytes outlast the FLOPs on the device ({work}; {launches}); {host_text}"
+
+
+def _ms(seconds: float) -> str:
+    return _three(seconds * 1e3) + " ms" if seconds >= 1e-4 else _three(seconds * 1e6) + " µs"
+
+
+def _si(value: float, unit: str) -> str:
+    """1.49e9, "FLOP" -> "1.49 GFLOP" (decimal prefixes, three significant digits)."""
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{_three(value / size)} {prefix}{unit}"
+    return f"{_three(value)} {unit}"
+
+
+def _three(value: float) -> str:
+    """Three significant digits, never in exponent form."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A measured step: its costs, the device it ran on, its steps per call and its measured step time."""
+
+    name: str
+    costs: Costs
+    target: Target
+    steps_per_call: int
+    step_s: float
+
+
+def fit(backend: str, observations: Sequence[Observation], efficiency: float | None = None) -> Constants:
+    """The backend's constants fitted to `observations` (least squares on log step times).
+
+    Compiled backends fit (host_s, efficiency); eager ones (host_s, per_layer_s) with `efficiency`
+    given (the compiled backend's: their points are host-bound). When no observation is
+    device-bound at the fit, the points say only how low the efficiency can be: the fit takes that
+    lowest efficiency (the largest device term they allow) and says so in `notes`.
+    """
+    from scipy.optimize import least_squares
+
+    eager = backend in EAGER_BACKENDS
+    if len(observations) < 2:
+        raise ValueError(f"fitting the {backend} constants needs 2 points or more, got {len(observations)}")
+    names = tuple(observation.name for observation in observations)
+    measured = [math.log(observation.step_s) for observation in observations]
+    shortest = min(observation.step_s for observation in observations)
+
+    def constants_of(params: Sequence[float]) -> Constants:
+        host, second = math.exp(params[0]), math.exp(params[1])
+        if eager:
+            return Constants(backend, host, efficiency or 1.0, second, (), names)
+        return Constants(backend, host, second, 0.0, (), names)
+
+    def residuals(params: Sequence[float]) -> list[float]:
+        constants = constants_of(params)
+        return [
+            math.log(step_parts(backend, o.costs, o.target, constants, o.steps_per_call).step_s) - log_step
+            for o, log_step in zip(observations, measured, strict=True)
+        ]
+
+    starts = [(math.log(shortest), math.log(value)) for value in ((1e-5, 1e-4, 1e-3) if eager else (1e-3, 1e-2, 1e-1))]
+    low, high = ([math.log(1e-7), math.log(1e-9)], [0.0, 0.0]) if eager else ([math.log(1e-7), math.log(1e-5)], [0.0, 0.0])
+    best = min((least_squares(residuals, start, bounds=(low, high)) for start in starts), key=lambda result: result.cost)
+    constants = constants_of(best.x)
+    notes: tuple[str, ...] = ()
+    if not eager and not any(_device_bound(backend, o, constants) for o in observations):
+        lowest = _lowest_efficiency(backend, observations, constants)
+        constants = Constants(backend, constants.host_s, lowest, 0.0, (), names)
+        notes = (
+            f"no point is device-bound, so the points set only a floor on the efficiency: {lowest:.3%} of the ceiling, "
+            "the lowest that keeps every point host-bound, is taken (the largest device term they allow: pessimistic)",
+        )
+    final = [
+        math.log(step_parts(backend, o.costs, o.target, constants, o.steps_per_call).step_s) - log_step
+        for o, log_step in zip(observations, measured, strict=True)
+    ]
+    return Constants(backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(final), names, notes)
+
+
+def _device_bound(backend: str, observation: Observation, constants: Constants) -> bool:
+    parts = step_parts(backend, observation.costs, observation.target, constants, observation.steps_per_call)
+    return parts.device_s > parts.host_s
+
+
+def _lowest_efficiency(backend: str, observations: Sequence[Observation], constants: Constants) -> float:
+    """The lowest efficiency at which every observation's device term is at most its host term."""
+    floor = 1e-5
+    for o in observations:
+        host = step_parts(backend, o.costs, o.target, constants, o.steps_per_call).host_s
+        room = host - o.costs.kernels * KERNEL_S
+        if room > 0 and o.costs.flops / (o.target.ceiling_flops) <= room:
+            floor = max(floor, o.costs.flops / (room * o.target.ceiling_flops))
+    return min(1.0, floor)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The range a projection carries: log half-width, and what it rests on."""
+
+    half_width: float
+    interval_half_width: float | None
+    capped: bool
+    points: int
+    degrees_of_freedom: int
+
+    @property
+    def factor(self) -> float:
+        """high / mid = mid / low."""
+        return math.exp(self.half_width)
+
+    def text(self) -> str:
+        if self.interval_half_width is None:
+            return f"{self.points} points, {self.points - self.degrees_of_freedom} fitted constants: no residual left to size a range; the widest allowed ({MAX_RANGE:g}x) is shown"
+        interval = f"{LEVEL:.0%} prediction interval from {self.points} points' residuals: x/÷ {math.exp(self.interval_half_width):.2f}"
+        if self.capped:
+            return f"{interval}, wider than {MAX_RANGE:g}x (high/low): capped at {MAX_RANGE:g}x, the true uncertainty is wider"
+        return interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "factor": self.factor,
+            "high_over_low": self.factor**2,
+            "level": LEVEL,
+            "interval_factor": None if self.interval_half_width is None else math.exp(self.interval_half_width),
+            "capped": self.capped,
+            "points": self.points,
+            "degrees_of_freedom": self.degrees_of_freedom,
+            "how": self.text(),
+        }
+
+
+def spread(residuals: Sequence[float], fitted: int = 2) -> Spread:
+    """The prediction interval (`LEVEL`) of log residuals from a fit of `fitted` constants, capped at `MAX_RANGE`."""
+    from scipy.special import stdtrit
+
+    cap = math.log(MAX_RANGE) / 2
+    n = len(residuals)
+    df = n - fitted
+    if df <= 0:
+        return Spread(cap, None, True, n, max(0, df))
+    standard_error = math.sqrt(sum(r * r for r in residuals) / df)
+    half = float(stdtrit(df, 0.5 + LEVEL / 2)) * standard_error * math.sqrt(1 + 1 / n)
+    return Spread(min(half, cap), half, half > cap, n, df)
+
+
+def geometric_mean_error(ratios: Sequence[float]) -> float:
+    """exp(mean |log ratio|) - 1: the typical factor a projection is off by, as a fraction (0.2: 20%)."""
+    return math.exp(sum(abs(math.log(r)) for r in ratios) / len(ratios)) - 1

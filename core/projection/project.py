@@ -1,0 +1,248 @@
+"""A projection: the model's step costs (`step_costs`) run through the calibrated step-time model (`model`) on one catalogue device.
+
+Per batch (the run's, and x4, x16, x64 where they fit the device's memory): the projected step
+time and samples/s as a low-high range, the regime and why, the memory fit, FLOPs and bytes per
+step; with the measured points it rests on and a `caveats` list saying where the model is outside
+what they cover. Never a measurement: it is labelled as a projection and never stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.config import MAX_BATCH_SIZE, RunConfig
+from core.formatting import format_bytes
+from core.projection import calibration
+from core.projection.catalogue import PRECISION_NAMES, Accelerator
+from core.projection.catalogue import ceiling as device_ceiling
+from core.projection.model import EAGER_BACKENDS, KERNEL_SOURCE, Constants, Costs, Target, spread, step_parts
+from core.projection.step_costs import BatchCosts, StepCosts
+
+LABEL = "PROJECTION, not a measurement"
+MULTIPLES = (1, 4, 16, 64)
+"""The batches projected: the run's times these (larger ones left out where they do not fit)."""
+JAX_MEMORY_FRACTION = 0.75
+"""JAX preallocates 75% of a GPU's memory and allocates within it (JAX's "GPU memory allocation" docs: XLA_PYTHON_CLIENT_MEM_FRACTION)."""
+DRIVER_RESERVED_BYTES = 503_316_480
+"""Memory the driver holds before any job: 480 MiB on the H100 (benchmarks/records/...-h100-jax.json, inventory nvml_reserved_bytes)."""
+COVERAGE_FACTOR = 2.0
+"""A step's FLOPs or kernels beyond this factor of the calibration points' span is outside what they cover (said)."""
+
+
+class ProjectionRefused(ValueError):
+    """A projection that cannot be made for these settings (a precision the device lacks, PyTorch on a TPU); the message says why."""
+
+
+def check_request(config: RunConfig, device: Accelerator) -> None:
+    """ProjectionRefused for settings the device cannot run at all; cheap, before any step is counted."""
+    if device.peak(config.precision) is None:
+        computes = [PRECISION_NAMES[p] for p in PRECISION_NAMES if device.peak(p) is not None]
+        raise ProjectionRefused(
+            f"{device.name} cannot run --precision {config.precision}: {device.peak_how[config.precision]}; it computes {', '.join(computes)}"
+        )
+    if device.kind == "TPU" and config.backend in EAGER_BACKENDS:
+        raise ProjectionRefused(f"Keras on {config.backend} does not train on TPUs; project --backend jax or tensorflow on {device.name}")
+
+
+def projected_batches(batch: int) -> list[int]:
+    """The run's batch and its multiples (`MULTIPLES`) up to the largest batch the app accepts."""
+    return sorted({batch * multiple for multiple in MULTIPLES if batch * multiple <= MAX_BATCH_SIZE})
+
+
+def usable_memory(device: Accelerator, backend: str) -> tuple[int, str]:
+    """(bytes a job can allocate on the device, how): JAX's preallocated share on a GPU, the rest less the driver's reserve."""
+    if device.kind == "TPU":
+        return device.memory_bytes, f"the chip's {format_bytes(device.memory_bytes)} of HBM"
+    if backend == "jax":
+        usable = int(device.memory_bytes * JAX_MEMORY_FRACTION)
+        return (
+            usable,
+            f"{JAX_MEMORY_FRACTION:.0%} of {format_bytes(device.memory_bytes)} (JAX preallocates that share and allocates within it)",
+        )
+    usable = device.memory_bytes - DRIVER_RESERVED_BYTES
+    return usable, f"{format_bytes(device.memory_bytes)} less the driver's {format_bytes(DRIVER_RESERVED_BYTES)}"
+
+
+def project(
+    config: RunConfig, device: Accelerator, costs: StepCosts, model_title: str = "", samples_to_target: int | None = None
+) -> dict[str, Any]:
+    """The projection of `config`'s job (its backend, precision, steps per call, batch) on `device`, as one JSON-ready document."""
+    check_request(config, device)
+    backend = config.backend
+    constants = calibration.constants(backend)
+    flops_ceiling, ceiling_how = device_ceiling(device, config.precision)
+    assert flops_ceiling is not None  # check_request refused a precision without units
+    target = Target(flops_ceiling, device.bandwidth_bytes_s)
+    band = spread(constants.residuals, constants.fitted)
+    usable, usable_how = usable_memory(device, backend)
+    rows: list[dict[str, Any]] = []
+    left_out: list[str] = []
+    for counted in sorted(costs.batches, key=lambda item: item.batch):
+        fits = counted.memory_bytes <= usable
+        if not fits and counted.batch != config.batch_size:
+            left_out.append(
+                f"batch {counted.batch:,}: needs {format_bytes(counted.memory_bytes)}, more than the {format_bytes(usable)} usable on {device.name}"
+            )
+            continue
+        rows.append(_row(config, counted, costs.layers, target, constants, band.factor, usable, samples_to_target))
+    points = calibration.points_for(backend)
+    document: dict[str, Any] = {
+        "projection": True,
+        "label": f"{LABEL}: {model_title or config.model} on {device.title}, calibrated on {len(points)} measured points",
+        "model": model_title or config.model,
+        "backend": backend,
+        "precision": config.precision,
+        "steps_per_call": config.steps_per_call,
+        "batch_size": config.batch_size,
+        "device": {**device.to_dict(), "ceiling_flops": flops_ceiling, "ceiling_how": ceiling_how},
+        "rows": rows,
+        "left_out": left_out,
+        "range": band.to_dict(),
+        "memory": {"usable_bytes": usable, "usable_how": usable_how, "how": MEMORY_HOW},
+        "samples_to_target": samples_to_target,
+        "calibration": {
+            "backend": calibration.calibration_backend(backend),
+            "points": [point.to_dict() for point in points],
+            "constants": constants.to_dict(),
+            "constants_how": CONSTANTS_HOW,
+            "kernel_s_source": KERNEL_SOURCE,
+            "costs_derived": calibration.COSTS_DERIVED,
+        },
+        "step_costs": {
+            "method": costs.method,
+            "layers": costs.layers,
+            "params": costs.params,
+            "memory_estimate": costs.memory_estimate,
+            "versions": costs.versions,
+            "notes": list(costs.notes),
+        },
+        "caveats": caveats(config, device, costs, rows, constants.notes, band.text() if band.capped else ""),
+    }
+    return document
+
+
+MEMORY_HOW = (
+    "the compiled train step's buffers on this machine's CPU (arguments: state and batch; outputs not aliased to them; "
+    "temporaries: activations, gradients): a GPU's own fusion and library workspaces differ"
+)
+CONSTANTS_HOW = (
+    "host_s and efficiency fitted (least squares on log step times) to the points named; PyTorch's per_layer_s to its points, "
+    "its efficiency the JAX fit's; kernel_s fixed (kernel_s_source)"
+)
+
+
+def _row(
+    config: RunConfig,
+    counted: BatchCosts,
+    layers: int,
+    target: Target,
+    constants: Constants,
+    factor: float,
+    usable: int,
+    samples_to_target: int | None,
+) -> dict[str, Any]:
+    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, layers)
+    parts = step_parts(config.backend, costs, target, constants, config.steps_per_call)
+    mid = parts.step_s
+    step = {"low": mid / factor, "mid": mid, "high": mid * factor}
+    rate = {"low": counted.batch / step["high"], "mid": counted.batch / mid, "high": counted.batch / step["low"]}
+    bound = max(parts.launch_s, costs.flops / target.ceiling_flops, parts.memory_s)  # the device alone, every FLOP at its ceiling
+    row: dict[str, Any] = {
+        "batch": counted.batch,
+        "step_s": step,
+        "samples_per_s": rate,
+        "regime": parts.regime,
+        "why": parts.why,
+        "fits": {
+            "fits": counted.memory_bytes <= usable,
+            "need_bytes": counted.memory_bytes,
+            "usable_bytes": usable,
+            "share": counted.memory_bytes / usable,
+        },
+        "flops": counted.flops,
+        "bytes": counted.bytes,
+        "kernels": counted.kernels,
+        "ops": counted.ops,
+        "terms_s": {"host": parts.host_s, "launch": parts.launch_s, "compute": parts.compute_s, "memory": parts.memory_s},
+        "device_bound_samples_per_s": counted.batch / bound,
+        "time_to_target_s": None,
+    }
+    if samples_to_target is not None and counted.batch == config.batch_size:
+        row["time_to_target_s"] = {
+            key: samples_to_target / rate[other] for key, other in (("low", "high"), ("mid", "mid"), ("high", "low"))
+        }
+    return row
+
+
+def caveats(
+    config: RunConfig, device: Accelerator, costs: StepCosts, rows: list[dict[str, Any]], fit_notes: tuple[str, ...], capped: str
+) -> list[str]:
+    """Where this projection leans on more than its points show, each in a sentence (never widened silently)."""
+    points = calibration.points_for(config.backend)
+    said: list[str] = []
+    if capped:
+        said.append(f"range: {capped}")
+    said += list(fit_notes)
+    if config.backend == "tensorflow":
+        said.append(
+            "no TensorFlow job has run on a GPU here: the TensorFlow projection uses the JAX points' constants "
+            "(its compiled step is dispatched the same way; its own per-step cost is unmeasured)"
+        )
+    if config.backend in EAGER_BACKENDS:
+        said.append(f"{config.backend}'s points are all host-bound: its efficiency on the device is the JAX fit's")
+    calibrated = {point.device for point in points}
+    if device.name not in calibrated:
+        said.append(
+            f"calibrated on {', '.join(sorted(calibrated))} only: on {device.name} the fitted efficiency is applied to its own ceiling, "
+            "and the fixed per-step cost is that machine's host (an Intel Xeon at 2.1 GHz): another host changes it"
+        )
+    if device.kind == "TPU":
+        said.append(
+            "no TPU point: a TPU runs the compiled step without a host launch per kernel; the GPU-calibrated constants are applied as they are"
+        )
+    if any(point.precision != config.precision for point in points):
+        said.append(
+            f"the points all ran in float32: at {PRECISION_NAMES[config.precision]} the device's {PRECISION_NAMES[config.precision]} "
+            "ceiling is used with the float32 efficiency"
+        )
+    if any(point.steps_per_call != config.steps_per_call for point in points):
+        said.append(
+            f"the points all ran 1 step per call: the host's per-call cost is taken as shared by the {config.steps_per_call} steps of a call"
+        )
+    batches = sorted({point.batch for point in points})
+    other = [row["batch"] for row in rows if row["batch"] not in batches]
+    if other:
+        said.append(
+            f"the points all ran at batch {', '.join(map(str, batches))}: at batch {', '.join(f'{b:,}' for b in other)} the efficiency is held "
+            "at its fit, while a larger batch usually fills the device better (a smaller one less), so a projection above their batch "
+            "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
+        )
+    said += _coverage(config.backend, rows, costs.layers, points)
+    if any(not row["fits"]["fits"] for row in rows):
+        said.append(f"batch {config.batch_size:,} does not fit {device.name}'s memory by this estimate: a run there would fail")
+    return said
+
+
+def _coverage(backend: str, rows: list[dict[str, Any]], layers: int, points: list[calibration.MeasuredPoint]) -> list[str]:
+    """Caveats for a step whose FLOPs, kernels (or layers, eager) lie beyond `COVERAGE_FACTOR` of the points' span."""
+    said = []
+    measures = [("flops", "FLOPs", lambda row: row["flops"]), ("kernels", "kernels", lambda row: row["kernels"])]
+    if backend in EAGER_BACKENDS:
+        measures.append(("layers", "layers", lambda row: layers))
+    for key, words, of in measures:
+        span = [calibration.CALIBRATION_COSTS[point.model][key] for point in points]
+        low, high = min(span), max(span)
+        outside = [row["batch"] for row in rows if not low / COVERAGE_FACTOR <= of(row) <= high * COVERAGE_FACTOR]
+        if outside:
+            said.append(
+                f"{words} per step at batch {', '.join(f'{b:,}' for b in outside)} lie outside what the points cover "
+                f"({_count(low)} to {_count(high)}, x/÷ {COVERAGE_FACTOR:g}): the projection there extrapolates"
+            )
+    return said
+
+
+def _count(value: float) -> str:
+    for prefix, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:,.3g}{prefix}"
+    return f"{value:,.0f}"

@@ -1,0 +1,255 @@
+"""What one training step costs, counted by XLA on this machine's CPU: FLOPs, bytes, kernels, memory (no GPU needed).
+
+`python -m core.projection.step_costs CONFIG_JSON BATCHES` (run by `measure_step_costs` as a
+`core.child_process.Child`, time-limited, no GPU, KERAS_BACKEND=jax and TensorFlow refused as in a
+backend job: `core.backends.child_job.prepare_environment`) builds and compiles the job's model as
+`core.backends.fit_job` does (its precision policy, data, losses, optimizer) and lowers Keras's
+JAX train step (`model.train_step`, the state donated as Keras's trainer donates it) on abstract
+values for each batch (nothing computed, nothing allocated, as `core.backends.step_flops` does):
+
+- flops, bytes: XLA's cost analysis of the lowered step ("flops", "bytes accessed"): the
+  platform-independent HLO before fusion, so bytes count every op's operands and results;
+- kernels: the compiled step's top-level instructions that launch work (fusions, custom calls,
+  dots, convolutions, ...; parameters, constants, tuples, bitcasts and copies of the donated state
+  left out): on a GPU each is at least one kernel launch. The CPU compiler fuses as the GPU one
+  roughly does, not exactly: a proxy, the same for the calibration points and the projected model;
+- ops: the lowered step's instructions before fusion (what an eager backend dispatches one by one);
+- memory: the compiled step's arguments (the state and the batch) + outputs not aliased to them +
+  temporaries (activations, gradients, workspace), `compiled.memory_analysis()`; CPU's buffer
+  assignment, which a GPU's differs from by its own fusion and library workspaces.
+
+The model's layers (top level, inputs left out) and parameters come with them, and the memory
+estimate the app shows before a run (weights, gradients, optimizer state).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.child_process import STOPPED, TIMEOUT, Child, reply, stage
+from core.config import RunConfig
+
+DEFAULT_TIMEOUT_S = 300.0
+WHAT = "counting the step's costs with XLA"
+METHOD = (
+    "XLA's cost analysis of Keras's JAX train step lowered for each batch on this machine's CPU (flops, bytes accessed); "
+    "kernels: the compiled step's top-level instructions that launch work; memory: the compiled step's buffers"
+)
+FREE_OPS = frozenset(
+    {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "after-all", "opt-barrier"}
+)
+"""Instructions that launch no kernel of their own (a copy of the donated state is the CPU compiler's, not the step's)."""
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\(")
+
+
+class CostsUnavailable(RuntimeError):
+    """The step's costs could not be counted (the model cannot be lowered, the child crashed or ran out of time)."""
+
+
+@dataclass(frozen=True)
+class BatchCosts:
+    """One train step's costs at one global batch."""
+
+    batch: int
+    flops: float
+    bytes: float
+    kernels: int
+    ops: int
+    memory_bytes: int
+    temp_bytes: int
+    argument_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchCosts:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """The model's step costs at each batch counted, its layers and parameters, and how they were counted."""
+
+    model: str
+    layers: int
+    params: int
+    batches: tuple[BatchCosts, ...]
+    memory_estimate: dict[str, Any] = field(default_factory=dict)
+    method: str = METHOD
+    versions: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def at(self, batch: int) -> BatchCosts:
+        return next(costs for costs in self.batches if costs.batch == batch)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "layers": self.layers,
+            "params": self.params,
+            "batches": [costs.to_dict() for costs in self.batches],
+            "memory_estimate": self.memory_estimate,
+            "method": self.method,
+            "versions": self.versions,
+            "notes": list(self.notes),
+        }
+
+
+def measure_step_costs(config: RunConfig, batches: list[int], timeout_s: float = DEFAULT_TIMEOUT_S) -> StepCosts:
+    """The step costs of `config`'s model (its precision, optimizer, data) at each of `batches`, counted in a child process.
+
+    The child runs on JAX whatever `config.backend` says (XLA's cost analysis is JAX's) and sees no
+    GPU; a batch XLA cannot lower is left out with a note. Raises CostsUnavailable.
+    """
+    child_config = config.with_changes(backend="jax", strategy="default", devices=(), steps_per_call=1)
+    args = [json.dumps(child_config.to_dict()), ",".join(str(batch) for batch in batches)]
+    child = Child.start("core.projection.step_costs", args, what=WHAT, hide_gpus=True, limit_s=timeout_s, env={"JAX_PLATFORMS": "cpu"})
+    end = child.wait()
+    answer = child.result
+    if end.how == TIMEOUT:
+        raise CostsUnavailable(f"{WHAT} did not finish within {timeout_s:g} s (while {end.doing or 'starting'})")
+    if end.how == STOPPED or not isinstance(answer, dict):
+        raise CostsUnavailable(child.describe_end())
+    if answer.get("error"):
+        raise CostsUnavailable(f"{WHAT} failed: {answer['error']}")
+    counted = tuple(BatchCosts.from_dict(item) for item in answer["batches"])
+    if not counted:
+        raise CostsUnavailable(f"{WHAT} counted no batch: {'; '.join(answer.get('notes', []))}")
+    return StepCosts(
+        model=answer["model"],
+        layers=int(answer["layers"]),
+        params=int(answer["params"]),
+        batches=counted,
+        memory_estimate=answer.get("memory_estimate", {}),
+        versions=answer.get("versions", {}),
+        notes=tuple(answer.get("notes", [])),
+    )
+
+
+def count_kernels(compiled_text: str) -> int:
+    """Top-level instructions of the compiled module's ENTRY computation that launch work (see FREE_OPS)."""
+    return sum(1 for op in _ops(_entry(compiled_text)) if op not in FREE_OPS)
+
+
+def count_ops(hlo_text: str) -> int:
+    """Every instruction of an HLO module's text that computes something (FREE_OPS left out), all computations."""
+    return sum(1 for op in _ops(hlo_text) if op not in FREE_OPS)
+
+
+def _entry(text: str) -> str:
+    start = text.find("\nENTRY")
+    if start < 0:
+        start = 0 if text.startswith("ENTRY") else -1
+    if start < 0:
+        return ""
+    end = text.find("\n}", start)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _ops(text: str) -> list[str]:
+    return [match.group(1) for match in map(_INSTRUCTION.match, text.splitlines()) if match]
+
+
+def step_costs_here(config: RunConfig, batches: list[int]) -> dict[str, Any]:
+    """In the child (KERAS_BACKEND=jax already set): the reply `measure_step_costs` reads."""
+    import jax
+    import keras
+
+    from core.backends.job_data import job_data
+    from core.backends.job_setup import PRECISION_POLICIES, make_optimizer
+    from core.workloads.memory_estimate import estimate_for_model
+
+    stage("building the model")
+    keras.config.set_dtype_policy(PRECISION_POLICIES[config.precision])
+    data = job_data(config)
+    model = data.workload.build_model(seed=config.seed)
+    optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate, config.optimizer))
+    model.compile(optimizer=optimizer, loss=data.loss, loss_weights=data.loss_weights, steps_per_execution=1, jit_compile="auto")
+    counted: list[dict[str, Any]] = []
+    notes: list[str] = []
+    built = False
+    for batch in batches:
+        stage(f"lowering and compiling the train step at batch {batch}")
+        try:
+            counted.append(_batch_costs(model, data.x, data.y, batch, build=not built))
+            built = True
+        except Exception as exc:  # one batch XLA cannot lower (too large an index space...) leaves the others counted
+            notes.append(
+                f"batch {batch} not counted: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            )
+    layers = [layer for layer in model.layers if type(layer).__name__ != "InputLayer"]
+    return {
+        "model": model.name,
+        "layers": len(layers),
+        "params": int(model.count_params()),
+        "batches": counted,
+        "memory_estimate": estimate_for_model(model, optimizer, config.precision).to_dict() if built else {},
+        "versions": {"jax": jax.__version__, "keras": keras.__version__},
+        "notes": notes,
+    }
+
+
+def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[str, Any]:
+    import jax
+
+    def batch_of(array: Any) -> Any:
+        return jax.ShapeDtypeStruct((batch, *array.shape[1:]), jax.dtypes.canonicalize_dtype(array.dtype))
+
+    data = jax.tree.map(batch_of, (x, y))
+    if build:
+        model._symbolic_build(data_batch=data)  # what fit does first (as core.backends.step_flops)
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True, metrics_variables=True)
+    abstract_state = jax.tree.map(lambda value: jax.ShapeDtypeStruct(value.shape, value.dtype), state)
+    lowered = jax.jit(model.train_step, donate_argnums=0).lower(abstract_state, data)
+    analysis = lowered.cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # older JAX: one analysis per computation
+        analysis = analysis[0] if analysis else {}
+    analysis = analysis or {}
+    flops, moved = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
+    if flops <= 0 or moved <= 0:
+        raise ValueError("XLA's cost analysis of the train step holds no FLOP or byte count")
+    compiled = lowered.compile()
+    memory = compiled.memory_analysis()
+    if memory is None:
+        raise ValueError("XLA's compiled train step holds no memory analysis")
+    arguments, outputs = int(memory.argument_size_in_bytes), int(memory.output_size_in_bytes)
+    temp, alias = int(memory.temp_size_in_bytes), int(memory.alias_size_in_bytes)
+    return {
+        "batch": batch,
+        "flops": flops,
+        "bytes": moved,
+        "kernels": count_kernels(compiled.as_text() or ""),
+        "ops": count_ops(lowered.as_text(dialect="hlo")),
+        "memory_bytes": arguments + max(0, outputs - alias) + temp,
+        "temp_bytes": temp,
+        "argument_bytes": arguments,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core import child_process
+    from core.backends.child_job import explain, prepare_environment
+
+    argv = sys.argv[1:] if argv is None else argv
+    config = RunConfig.from_dict(json.loads(argv[0]))
+    batches = [int(item) for item in argv[1].split(",") if item]
+    prepare_environment(config)
+    child_process.end_with_parent()  # XLA compiling holds the GIL: the kernel ends this child with the app
+    child_process.listen_to_parent()
+    try:
+        answer = step_costs_here(config, batches)
+    except Exception as exc:  # every failure becomes the reply's readable error
+        answer = {"error": explain(exc)}
+    reply(answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

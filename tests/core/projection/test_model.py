@@ -1,0 +1,74 @@
+"""The step-time model: its regimes, a real least-squares fit that recovers known constants, and the range's cap."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from core.projection.model import (
+    COMPUTE,
+    FIXED,
+    KERNEL_S,
+    MAX_RANGE,
+    MEMORY,
+    Constants,
+    Costs,
+    Observation,
+    Target,
+    fit,
+    spread,
+    step_parts,
+)
+
+H100 = Target(370e12, 3.35e12)
+CONSTANTS = Constants("jax", host_s=3e-3, efficiency=0.01, per_layer_s=0.0, residuals=(), points=())
+
+
+def costs(flops: float, bytes_moved: float = 1e6, kernels: int = 50, batch: int = 64) -> Costs:
+    return Costs(batch, flops, bytes_moved, kernels, ops=5 * kernels, layers=6)
+
+
+def test_a_small_step_is_fixed_cost_bound_and_overlaps_the_device_a_large_one_is_compute_bound() -> None:
+    small = step_parts("jax", costs(1e9), H100, CONSTANTS)
+    assert small.regime == FIXED and small.step_s == pytest.approx(3e-3) and "host" in small.why
+    large = step_parts("jax", costs(1e12), H100, CONSTANTS)
+    assert large.regime == COMPUTE and large.step_s == pytest.approx(50 * KERNEL_S + 1e12 / (0.01 * 370e12))
+    assert step_parts("jax", costs(1e9), H100, CONSTANTS, steps_per_call=10).host_s == pytest.approx(3e-4)
+
+
+def test_bytes_beyond_the_flops_make_a_step_memory_bound_and_many_kernels_launch_bound() -> None:
+    assert step_parts("jax", costs(1e9, bytes_moved=1e11), H100, CONSTANTS).regime == MEMORY
+    launches = step_parts("jax", costs(1e6, kernels=5000), H100, CONSTANTS)
+    assert launches.regime == FIXED and "kernel launches" in launches.why
+
+
+def test_an_eager_backend_pays_its_host_cost_per_layer() -> None:
+    torch = Constants("torch", host_s=2e-3, efficiency=0.01, per_layer_s=1e-3, residuals=(), points=())
+    assert step_parts("torch", costs(1e6), H100, torch).step_s == pytest.approx(2e-3 + 6 * 1e-3)
+
+
+def test_the_fit_recovers_the_constants_that_made_the_observations() -> None:
+    cases = [costs(2e7, kernels=47), costs(1.5e9, kernels=84), costs(3e10, kernels=286), costs(5e9, kernels=331)]
+    made = [step_parts("jax", c, H100, CONSTANTS).step_s for c in cases]
+    fitted = fit("jax", [Observation(f"p{i}", c, H100, 1, s) for i, (c, s) in enumerate(zip(cases, made, strict=True))])
+    assert fitted.host_s == pytest.approx(3e-3, rel=1e-3) and fitted.efficiency == pytest.approx(0.01, rel=1e-3)
+    assert max(abs(r) for r in fitted.residuals) < 1e-4 and fitted.points == ("p0", "p1", "p2", "p3")
+
+
+def test_without_a_device_bound_point_the_fit_takes_the_lowest_efficiency_the_points_allow_and_says_so() -> None:
+    cases = [costs(2e7), costs(1.5e9), costs(5e9, kernels=331)]
+    made = [step_parts("jax", c, H100, CONSTANTS).step_s for c in cases]  # all host-bound
+    fitted = fit("jax", [Observation(f"p{i}", c, H100, 1, s) for i, (c, s) in enumerate(zip(cases, made, strict=True))])
+    assert fitted.notes and "floor on the efficiency" in fitted.notes[0]
+    room = 3e-3 - 331 * KERNEL_S
+    assert fitted.efficiency == pytest.approx(5e9 / (room * 370e12), rel=1e-3)
+
+
+def test_the_range_is_a_t_prediction_interval_capped_at_twice_and_says_when_capped() -> None:
+    narrow = spread([0.01, -0.01, 0.005, -0.005])
+    assert not narrow.capped and 1.0 < narrow.factor < 1.1
+    wide = spread([0.3, -0.3, 0.2])
+    assert wide.capped and wide.factor**2 == pytest.approx(MAX_RANGE) and "capped" in wide.text()
+    assert spread([0.1, -0.1]).interval_half_width is None  # two points, two constants: no residual to size it
+    assert math.isclose(spread([0.1, -0.1]).factor ** 2, MAX_RANGE)
