@@ -85,3 +85,17 @@ def require_tensorflow(what: str) -> None:
     """Raise TensorFlowMissing naming `what` ("this run on the tensorflow backend") where TensorFlow is not installed."""
     if not tensorflow_installed():
         raise TensorFlowMissing(what)
+
+
+def installed_keras_backend() -> str:
+    """The backend Keras runs on in this process's children where TensorFlow is not installed: JAX, else PyTorch
+    ("jax" when neither is, so that Keras says what is missing); "tensorflow" where it is installed."""
+    if tensorflow_installed():
+        return "tensorflow"
+    for name in ("jax", "torch"):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except (ImportError, ValueError):
+            continue
+    return "jax"

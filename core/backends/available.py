@@ -50,8 +50,3 @@ def backends() -> list[BackendInfo]:
 def installed_backends() -> list[str]:
     """The names of the installed backends."""
     return [info.name for info in backends() if info.installed]
-
-
-def first_installed_backend() -> str:
-    """The backend Keras should use where TensorFlow is not installed: JAX, else PyTorch ("jax" when neither is, to fail there)."""
-    return next((name for name in ("jax", "torch") if is_installed(name)), "jax")

@@ -58,9 +58,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
         import_tensorflow_quietly()  # counting parameters builds the models: TensorFlow's C++ start-up lines go to the log
     else:
-        from core.backends.available import first_installed_backend
+        from core.tensorflow_import import installed_keras_backend
 
-        os.environ.setdefault("KERAS_BACKEND", first_installed_backend())  # Keras builds them on JAX or PyTorch
+        os.environ.setdefault("KERAS_BACKEND", installed_keras_backend())  # Keras builds them on JAX or PyTorch
 
     rows = describe_models()
     if args.json:

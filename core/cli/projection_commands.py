@@ -65,14 +65,14 @@ def device_argument(text: str) -> str:
 
 
 def cmd_project(args: argparse.Namespace) -> int:
-    from core.backends.available import first_installed_backend
     from core.projection.project import ProjectionRefused, check_request, project, projected_batches
     from core.projection.step_costs import CostsUnavailable, measure_step_costs
+    from core.tensorflow_import import installed_keras_backend
     from core.workloads.workload import model_title
 
     device = find_device(args.device)
     if not tensorflow_installed():  # a model file is described by Keras in a child: on the backend that is here
-        os.environ.setdefault("KERAS_BACKEND", first_installed_backend())
+        os.environ.setdefault("KERAS_BACKEND", installed_keras_backend())
     config = job_config(args)
     try:
         check_request(config, device)

@@ -18,6 +18,7 @@ from typing import Any
 
 from core.child_process import STOPPED, TIMEOUT, Child, listen_to_parent, reply, stage
 from core.config import ModelRef
+from core.tensorflow_import import installed_keras_backend
 from core.workloads.model_file import ModelFileError, check_content, check_model_path
 from core.workloads.user_workload import open_user_workload
 
@@ -58,7 +59,9 @@ def describe_model_file(
     args += ["--data", data] if data is not None else []
     args += ["--batch-size", str(batch_size)] if batch_size is not None else []
     args += ["--custom-objects", source.custom_objects] if source.custom_objects else []
-    child = Child.start("core.workloads.model_probe", args, what=WHAT, hide_gpus=True, limit_s=timeout_s, stop_event=stop_event)
+    backend = installed_keras_backend()  # without TensorFlow, Keras opens the file on JAX or PyTorch
+    env = {"KERAS_BACKEND": backend} if backend != "tensorflow" else None
+    child = Child.start("core.workloads.model_probe", args, what=WHAT, env=env, hide_gpus=True, limit_s=timeout_s, stop_event=stop_event)
     end = child.wait()
     answer = child.result
     if end.how == STOPPED:

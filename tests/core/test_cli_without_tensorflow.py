@@ -68,3 +68,15 @@ def test_models_are_listed_with_their_parameters_by_keras_on_jax(tmp_path: Path)
     done = cli(["models", "--json"], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert {row["name"]: row["params"] for row in json.loads(done.stdout)}["mlp"] > 0
+
+
+@pytest.mark.slow
+def test_a_model_file_trains_on_jax_without_tensorflow(tmp_path: Path) -> None:
+    import keras
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3, activation="softmax")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.save(tmp_path / "small.keras")
+    done = cli(["run", "--model", str(tmp_path / "small.keras"), "--backend", "jax", "--steps", "30", "--no-verdict", "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "completed"
