@@ -17,7 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from core.compare.export import write_comparison
 from core.compare.table import CompareRow, Comparison, compare_results
@@ -31,6 +42,7 @@ from gui.job_data import CompareJob, SavedTarget
 from gui.panels.compare_notes import CompareNotes
 from gui.panels.compare_table import CompareTable, default_baseline
 from gui.panels.compare_targets import CompareTargetsBox, target_offers
+from gui.panels.projection import ProjectionView
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
 from gui.remembered import FOLDER_EXPORT, ask_save_file
@@ -292,6 +304,11 @@ class ComparePanel(QWidget):
         charts_layout.addWidget(self.throughput_chart, 1)
         charts_layout.addWidget(self.efficiency_chart, 1)
         charts_layout.addWidget(self.energy_chart, 1)
+        self.projection = ProjectionView(self._base_config)
+        lower = QTabWidget()
+        lower.setObjectName("compareLowerTabs")
+        lower.addTab(charts, "Measured")
+        lower.addTab(self.projection, "What would … give? (projected)")
         self.table.setMinimumHeight(self._table_height(TABLE_MIN_ROWS))
         top = QWidget()
         top_layout = QVBoxLayout(top)
@@ -301,7 +318,7 @@ class ComparePanel(QWidget):
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.setObjectName("compareSplitter")
         splitter.addWidget(top)
-        splitter.addWidget(charts)
+        splitter.addWidget(lower)
         splitter.setChildrenCollapsible(False)
         splitter.setSizes([330, 260])
         return splitter

@@ -1,0 +1,116 @@
+"""The Compare tab's "What would … give?": the run form's job projected on a GPU or TPU this machine does not have.
+
+A projection is never a measurement: it sits in a tab of its own beside the measured charts, its
+title and every row say so, and nothing is stored. The step's costs are counted in a child process
+(`core.projection.project.projection_of`, seconds) off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from core.config import RunConfig
+from core.formatting import format_bytes
+from core.projection.catalogue import device_names
+from core.projection.project import projection_of
+from gui.qt_threads import FunctionWorker, start_worker
+
+
+def _named(widget: Any, name: str) -> Any:
+    widget.setObjectName(name)
+    return widget
+
+
+COLUMNS = ("Batch", "Samples/s (projected)", "Step ms (projected)", "Regime", "Memory")
+
+
+class ProjectionView(QWidget):
+    """A device to project on, Project, and the projected rows with what they rest on."""
+
+    def __init__(self, config_source: Callable[[], RunConfig | None], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("projectionView")
+        self._config_source = config_source
+        self._worker: FunctionWorker | None = None
+        self.document: dict[str, Any] | None = None
+        self.device_combo = _named(QComboBox(), "projectionDeviceCombo")
+        self.device_combo.addItems(device_names())
+        self.project_button = _named(QPushButton("Project"), "projectButton")
+        self.project_button.setToolTip("Count the step's costs here (XLA on this CPU, a few seconds) and project them on that device")
+        self.project_button.clicked.connect(self.start)
+        self.label = _named(QLabel(), "projectionLabel")
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.table = _named(QTableWidget(0, len(COLUMNS)), "projectionTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("What would"))
+        row.addWidget(self.device_combo)
+        row.addWidget(QLabel("give?"))
+        row.addWidget(self.project_button)
+        row.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addWidget(self.label)
+        layout.addWidget(self.table, 1)
+        self.label.setText("A projection from measured GPU points, never a measurement: pick a device and press Project.")
+
+    def is_running(self) -> bool:
+        return self._worker is not None
+
+    def start(self) -> None:
+        """Project the run form's job on the chosen device, off the GUI thread."""
+        config = self._config_source()
+        if config is None or self._worker is not None:
+            self.label.setText("Fix the run form on the left first." if config is None else self.label.text())
+            return
+        device = self.device_combo.currentText()
+        self.label.setText(f"Counting the step's costs and projecting on {html.escape(device)}…")
+        self.project_button.setEnabled(False)
+        self._worker = FunctionWorker(projection_of, config.with_hooks(), device)
+        self._worker.done.connect(self._show)
+        self._worker.failed.connect(self._fail)
+        start_worker(self._worker, "projection")
+
+    def _finished(self) -> None:
+        self._worker = None
+        self.project_button.setEnabled(True)
+
+    def _fail(self, message: str) -> None:
+        self._finished()
+        self.document = None
+        self.table.setRowCount(0)
+        self.label.setText(f"No projection: {html.escape(message)}")
+
+    def _show(self, document: dict[str, Any]) -> None:
+        self._finished()
+        self.document = document
+        caveats = "".join(f"<br>• {html.escape(text)}" for text in document["caveats"])
+        points = ", ".join(f"{p['model']} ({p['samples_per_s']:,.0f}/s)" for p in document["calibration"]["points"])
+        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored). Calibrated on: {html.escape(points)}.{caveats}")
+        self.table.setRowCount(len(document["rows"]))
+        italic = QFont(self.table.font())
+        italic.setItalic(True)
+        for index, row in enumerate(document["rows"]):
+            fits = row["fits"]
+            cells = (
+                f"{row['batch']:,}",
+                f"{row['samples_per_s']['low']:,.0f} – {row['samples_per_s']['high']:,.0f}",
+                f"{row['step_s']['low'] * 1e3:.3g} – {row['step_s']['high'] * 1e3:.3g}",
+                row["regime"],
+                f"{'fits' if fits['fits'] else 'does not fit'}: {format_bytes(fits['need_bytes'])}",
+            )
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setFont(italic)  # projected, not measured: drawn apart from the measured table
+                item.setToolTip(row["why"])
+                self.table.setItem(index, column, item)

@@ -1,0 +1,28 @@
+"""The Compare tab's "What would … give?": the run form's job projected on a catalogue GPU, shown apart from the measured table."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+pytestmark = pytest.mark.slow
+
+PROJECTION_TIMEOUT_MS = 180_000
+
+
+def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measured_table_alone(ready_window, qtbot):
+    panel = ready_window.compare_panel
+    view = panel.projection
+    measured_rows = panel.table.rowCount()
+    view.device_combo.setCurrentText("H100-SXM")
+    qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
+    assert view.document is not None, view.label.text()
+    assert view.document["projection"] is True and "PROJECTION" in view.label.text()
+    rows = view.document["rows"]
+    assert view.table.rowCount() == len(rows) >= 1
+    for index, row in enumerate(rows):
+        assert row["samples_per_s"]["low"] <= row["samples_per_s"]["high"] <= 2.0001 * row["samples_per_s"]["low"]
+        assert view.table.item(index, 0).font().italic()  # drawn apart from the measured rows
+        assert view.table.item(index, 3).text() in ("fixed-cost-bound", "compute-bound", "memory-bound")
+    assert panel.table.rowCount() == measured_rows  # nothing measured was added
