@@ -82,7 +82,17 @@ def commands(plan: Plan) -> list[Command]:
         ),
         Command(
             "compare",
-            ["compare", "--model", "cnn", "--targets", f"{jax_device};jax:CPU:0", "--steps", "60" if small else "300", "--json"],
+            # the dry run compares the MLP on jax:CPU:0 against itself (the A/A); the GPU check the CNN, GPU against CPU
+            [
+                "compare",
+                "--model",
+                "mlp" if small else "cnn",
+                "--targets",
+                f"{jax_device};jax:CPU:0",
+                "--steps",
+                "100" if small else "300",
+                "--json",
+            ],
             150,
             check_compare,
         ),

@@ -194,4 +194,9 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
         window_steps=window_steps(tally.config.backend, tally.config.steps_per_call),
     )
     result = measured_result(tally.config, status, message, measured, started_at, time.perf_counter() - start)
-    return replace(result, flops_per_step=tally.flops.get("flops_per_step"), flops_method=str(tally.flops.get("method", "")))
+    return replace(
+        result,
+        flops_per_step=tally.flops.get("flops_per_step"),
+        flops_method=str(tally.flops.get("method", "")),
+        flops_uncounted=tuple(str(item) for item in tally.flops.get("uncounted") or ()),
+    )

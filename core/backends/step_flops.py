@@ -20,11 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 METHOD = "XLA's cost analysis of the JAX train step (forward, backward without the input's gradient, loss, optimizer update)"
+WHILE_LOOPS = "{count} while loop(s) (a recurrent layer's steps, a scan): XLA's cost analysis counts each loop body once, not per trip"
 NOT_JAX = "not counted: only a JAX run's train step is counted (XLA's cost analysis); the {backend} backend has no FLOP counter here"
 
 
 def step_flops(model: Any, x: Any, y: Any, batch_size: int) -> dict[str, Any]:
-    """{"flops_per_step": FLOPs of one train step on a global batch of `batch_size` or None, "method": how, or why not}.
+    """{"flops_per_step": FLOPs of one train step on a global batch of `batch_size` or None, "method": how, or why not,
+    "uncounted": what the count leaves out (while loops, whose bodies XLA counts once: then the count is a lower bound)}.
 
     `model` is compiled (its optimizer built or not); `x` and `y` are the job's
     arrays, read for their shapes and dtypes only. Never raises: counting is
@@ -36,13 +38,18 @@ def step_flops(model: Any, x: Any, y: Any, batch_size: int) -> dict[str, Any]:
     if backend != "jax":
         return {"flops_per_step": None, "method": NOT_JAX.format(backend=backend)}
     try:
-        return {"flops_per_step": _jax_step_flops(model, x, y, batch_size), "method": METHOD}
+        flops, loops = _jax_step_flops(model, x, y, batch_size)
     except Exception as exc:  # a model Keras trains but XLA cannot lower alone: the run goes on without a count
         return {"flops_per_step": None, "method": f"not counted: {type(exc).__name__}: {exc}"}
+    if loops:
+        uncounted = WHILE_LOOPS.format(count=loops)
+        return {"flops_per_step": flops, "method": f"{METHOD}; partial: {uncounted}", "uncounted": [uncounted]}
+    return {"flops_per_step": flops, "method": METHOD}
 
 
-def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> float:
-    """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values)."""
+def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> tuple[float, int]:
+    """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values), and the
+    number of while loops in the lowered step (each counted once by XLA, whatever its trip count)."""
     import jax
 
     def batch_of(array: Any) -> Any:
@@ -54,10 +61,12 @@ def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> float:
         model.optimizer.build(model.trainable_variables)
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True, metrics_variables=True)
     abstract_state = jax.tree.map(lambda value: jax.ShapeDtypeStruct(value.shape, value.dtype), state)
-    analysis = jax.jit(model.train_step).lower(abstract_state, data).cost_analysis()
+    lowered = jax.jit(model.train_step).lower(abstract_state, data)
+    loops = lowered.as_text().count("stablehlo.while")
+    analysis = lowered.cost_analysis()
     if isinstance(analysis, (list, tuple)):  # older JAX: one analysis per computation
         analysis = analysis[0] if analysis else {}
     flops = float((analysis or {}).get("flops", 0.0))
     if flops <= 0:
         raise ValueError("XLA's cost analysis of the train step holds no FLOP count")
-    return flops
+    return flops, loops

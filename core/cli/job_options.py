@@ -26,7 +26,7 @@ from core.formatting import format_bytes
 from core.history.database import StoreError
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
 from core.workloads.memory_estimate import estimate_from_description
-from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
+from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC, check_backend_layers
 from core.workloads.workload import check_workload, is_model_file, model_title
 
 if TYPE_CHECKING:
@@ -321,6 +321,7 @@ def checked_model_file(config: RunConfig, data_given: bool = True) -> RunConfig:
     from core.workloads.model_probe import describe_model_file
 
     described = describe_model_file(config.model_ref, data=config.dataset if data_given else None, batch_size=config.batch_size)
+    check_backend_layers(described, config.backend)
     data = described["data"]
     if data == PYTHON_DATA and config.backend != "tensorflow" and not data_given:
         data = described["data"] = SYNTHETIC

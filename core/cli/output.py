@@ -145,8 +145,8 @@ def _figure_text(figure: Figure, summary: dict[str, Any], result: RunResult) -> 
     text = figure.format(value, NA)
     if figure.name == "pct_of_measured_peak":
         return peak_text(result)
-    if figure.name == "joules_per_sample":
-        return energy_text(result).removeprefix("energy: ")
+    if figure.name == "joules_per_sample" and value is None:
+        return energy_text(result).removeprefix("energy: ")  # not measured, and why
     note = {
         "warmup_s": f"{summary['warmup_steps']} step{'' if summary['warmup_steps'] == 1 else 's'}: tracing and compilation",
         "peak_memory_bytes": summary["peak_memory_source"],

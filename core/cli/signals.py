@@ -12,6 +12,11 @@ step call inside TensorFlow could hold one off for as long as the call takes.
 `run_interruptibly` therefore trains in a worker thread while the main thread
 waits, so a signal is handled at once. `ends_by` ends the process at a deadline
 even inside such a call (or TensorFlow's import): a budget bounds the command.
+
+`main.py worker` stops the same way, in `core.cluster.worker.attend` (below this
+package, so with its own handler): a worker trains in a child process, because
+TensorFlow's cluster set-up holds the GIL and takes SIGTERM for itself; a
+multi-worker `run`'s chief is such a child too (`core.cluster.supervisor`).
 """
 
 from __future__ import annotations

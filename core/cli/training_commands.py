@@ -224,12 +224,25 @@ def check_output_folder(option: str, folder: str) -> Path:
 
 
 def announce_cluster(config: RunConfig) -> None:
-    """Before a multi-worker run: refuse workers that cannot be isolated (unless allowed), and say what to know."""
-    from core.cluster.isolation import check_worker_isolation, isolation_problem
+    """Before a multi-worker run: refuse workers that cannot be isolated (unless allowed), and say what to know.
+
+    Local workers, and a cluster whose every address is loopback, run in a private network
+    (`core.cluster.isolation.private_workers`); any other cluster is told that its servers are reachable.
+    """
+    from core.cluster.isolation import check_worker_isolation, isolation_problem, private_workers
     from core.cluster.topology import GRPC_WARNING, oversubscription_warning, worker_commands
 
-    if config.cluster_hosts:
+    check_worker_isolation(config)
+    private = private_workers(config)
+    problem = isolation_problem() if private and config.allow_network_workers else ""
+    if problem:
+        _warn(
+            f"the {'local ' if not config.cluster_hosts else ''}workers cannot be isolated here ({problem}): "
+            f"their servers will listen on every network interface. {GRPC_WARNING}"
+        )
+    elif not private:
         _warn(GRPC_WARNING)
+    if config.cluster_hosts:
         if config.model_sha256:
             _warn(
                 f"every host needs the model file {config.model} with the same content (sha256 {config.model_sha256[:12]}…); "
@@ -237,16 +250,10 @@ def announce_cluster(config: RunConfig) -> None:
             )
         commands = worker_commands(config)
         if commands:
-            print("Start one worker on each other host:", file=sys.stderr)
+            where = "on this machine for each other address" if private else "on each other host"
+            print(f"Start one worker {where}:", file=sys.stderr)
             for command in commands:
                 print(f"  {command}", file=sys.stderr)
-    else:
-        check_worker_isolation(config)
-        problem = isolation_problem() if config.allow_network_workers else ""
-        if problem:
-            _warn(
-                f"the local workers cannot be isolated here ({problem}): their servers will listen on every network interface. {GRPC_WARNING}"
-            )
     crowding = oversubscription_warning(config)
     if crowding:
         _warn(crowding)

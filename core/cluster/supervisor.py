@@ -18,11 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from core.child_process import Child, ChildEnd
 from core.cluster import protocol
-from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, open_worker_network
+from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, open_worker_network, private_workers
 from core.cluster.topology import (
     GRPC_WARNING,
     LOCALHOST,
@@ -62,8 +63,9 @@ def run_local_cluster(
 
     Local workers on free 127.0.0.1 ports, each with its share of the GPUs,
     in a private network of their own (`core.cluster.isolation`), or only the
-    chief when `config.cluster_hosts` names the cluster. Raises ConfigError,
-    before any worker starts, when local workers cannot be isolated here and
+    chief when `config.cluster_hosts` names the cluster (in the private network
+    its workers share when every address is loopback). Raises ConfigError,
+    before any worker starts, when such workers cannot be isolated here and
     `config.allow_network_workers` is False. Blocks
     the calling thread; `stop_event` ends every worker; a worker that dies
     fails the run. Hooks get the chief's events; `RunContext.model` is None
@@ -71,11 +73,10 @@ def run_local_cluster(
     """
     if config.cluster_hosts:
         cluster, local = list(config.cluster_hosts), [0]
-        network, exposed_because = None, ""
     else:
         cluster = [f"{LOCALHOST}:{port}" for port in free_ports(config.workers)]
         local = list(range(config.workers))
-        network, exposed_because = open_worker_network(config)
+    network, exposed_because = open_worker_network(config) if private_workers(config) else (None, "")
     supervisor = Supervisor(config, cluster, local, on_steps, stop_event or threading.Event(), callbacks, network, exposed_because)
     try:
         return supervisor.run()
@@ -282,7 +283,7 @@ class Supervisor:
             return f"The {len(self._local)} local workers did not form a cluster within {timeout} s." + (
                 f" Their last output: {tails}" if tails else " The machine may be overloaded: try fewer workers."
             )
-        missing = [w for w in remote if not _accepts_connections(w.address)]
+        missing = [w for w in remote if not self._answers(w.address)]
         if not missing:
             return (
                 f"The cluster did not form within {timeout} s although every worker address answers: check that each "
@@ -297,6 +298,13 @@ class Supervisor:
             )
             + self._model_file_hint()
         )
+
+    def _answers(self, address: str) -> bool:
+        """Whether something accepts connections at `address`: in the workers' private network when they run in one."""
+        chief = self._workers[0].process
+        if self._network is not None and chief is not None:
+            return _listens_in_network_of(chief.pid, int(address.rpartition(":")[2]))
+        return _accepts_connections(address)
 
     def _model_file_hint(self) -> str:
         """For a run on a model file: each host needs that file, and a worker whose file differs refuses to start."""
@@ -402,6 +410,23 @@ def _accepts_connections(address: str) -> bool:
             return True
     except OSError:
         return False
+
+
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
+
+
+def _listens_in_network_of(pid: int, port: int) -> bool:
+    """Whether a TCP socket listens on `port` in the network namespace of process `pid` (its /proc/PID/net tables)."""
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == _LISTEN and int(fields[1].rpartition(":")[2], 16) == port:
+                return True
+    return False
 
 
 def _visible_gpu_ids() -> list[str]:

@@ -9,9 +9,10 @@ its TF_CONFIG. With `config.cluster_hosts` set, only the chief runs here;
 
 TensorFlow's gRPC server listens on all interfaces (0.0.0.0:port is hard-coded
 in its grpc_server_lib), even when every address in the cluster is 127.0.0.1:
-local workers therefore run in a private network namespace where the system
-allows it (`core.cluster.isolation`), and every other multi-worker result
-carries `GRPC_WARNING`.
+local workers, and the workers of a cluster whose every address is loopback,
+therefore run in a private network namespace where the system allows it
+(`core.cluster.isolation`), and every other multi-worker result carries
+`GRPC_WARNING`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from core.cluster.isolation import loopback_cluster
 from core.formatting import format_bytes
 from core.training.callbacks import RunCallback
 
@@ -65,11 +67,17 @@ class ClusterCallback(RunCallback):
 def worker_commands(config: RunConfig) -> list[str]:
     """The shell command for each other host of `config.cluster_hosts` (task 1, 2, ...).
 
-    Run it in the Device Lab folder of that host (same version as here).
+    Run it in the Device Lab folder of that host (same version as here). For a cluster whose
+    every address is loopback that host is this one, and the worker joins the private network
+    the cluster's workers share (`core.cluster.isolation`); where they may run exposed
+    (`allow_network_workers`) the command says so too.
     """
     if not config.cluster_hosts:
         return []
-    return [shlex.join([*USER_WORKER_COMMAND, *_worker_args(config, list(config.cluster_hosts), i)]) for i in range(1, config.workers)]
+    exposed = ["--allow-network-workers"] if config.allow_network_workers and loopback_cluster(config.cluster_hosts) else []
+    return [
+        shlex.join([*USER_WORKER_COMMAND, *_worker_args(config, list(config.cluster_hosts), i), *exposed]) for i in range(1, config.workers)
+    ]
 
 
 def _worker_args(config: RunConfig, cluster: Sequence[str], index: int, supervised: bool = False) -> list[str]:

@@ -10,6 +10,18 @@ pipe (`listen_to_parent`): a stop line, or its end (the app went away), stops
 the run, and an orphan exits after ORPHAN_EXIT_S; on Linux the kernel kills it
 with the app at once (`end_with_parent`), even while TensorFlow holds the GIL.
 In interleaved rounds the chief takes its turns from the app (`core.training.parent_turns`).
+
+A worker a person started (no --supervised) trains in such a supervised child
+of its own (`attend`): TensorFlow's cluster set-up holds the GIL for as long as
+the other workers take to join, and its coordination service takes SIGTERM
+for itself, so a process that trains could neither hear Ctrl-C, SIGTERM or
+SIGHUP nor stop. This one never loads TensorFlow: the first signal stops the
+worker after the call in flight (ended after STOP_GRACE_S if it cannot stop
+then, as while it waits for the cluster), a second ends it at once, as `run`
+does (`core.cli.signals`). When every address of the cluster is loopback the
+child runs in the private network the cluster's workers share
+(`core.cluster.isolation`), refused where that cannot be made unless
+--allow-network-workers.
 """
 
 from __future__ import annotations
@@ -17,25 +29,37 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
+import signal
 import sys
 import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
-from core.child_process import end_with_parent, listen_to_parent, send
+from core.child_process import Child, ChildEnd, end_with_parent, listen_to_parent, send
+from core.cluster.isolation import CLUSTER_ISOLATED_NOTE, exposed_note, loopback_cluster, open_cluster_network
 from core.cluster.protocol import CALL, ERROR, RESULT, START, STEPS, encode_records
 from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
-from core.training.parent_turns import ParentTurns, takes_turns
+from core.training.parent_turns import TAKES_TURNS, ParentTurns, takes_turns
 from core.workloads.model_file import ModelFileError
 
 ORPHAN_EXIT_S = 10.0
+STOP_GRACE_S = 5.0
+"""How long a worker a person started has to stop after the first signal before it is ended (as the app's supervisor does)."""
+POLL_S = 0.1
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT = 0, 1, 2
+_EXITED = "exited"
 
 
 def main(args: list[str]) -> int:
-    """Run one worker; 0 when it completed or was stopped, 1 when it failed, 2 for bad arguments."""
+    """Run one worker. Supervised: 0 when it completed or was stopped, 1 when it failed. Started by a person:
+    0 when it completed, 1 when it failed, was stopped or ended by a signal. 2 for bad arguments, or a loopback
+    cluster that cannot be kept private here without --allow-network-workers."""
     try:
         options = _parser().parse_args(args)
     except SystemExit as exc:  # argparse has printed the usage or --help
@@ -45,17 +69,16 @@ def main(args: list[str]) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
+    if not options.supervised:
+        return attend(cluster, options.task_index, options.config_json, options.allow_network_workers)
     os.environ["TF_CONFIG"] = tf_config(cluster, options.task_index)
     stop = threading.Event()
     hooks: list[RunCallback] = []
-    if options.supervised:
-        reporter: EventReporter | ConsoleReporter = EventReporter(options.task_index == 0, stop)
-        end_with_parent()  # killed by the kernel with the app, even while TensorFlow's cluster set-up holds the GIL
-        listen_to_parent(stop, ORPHAN_EXIT_S)
-        if options.task_index == 0 and takes_turns():  # the chief's calls wait for their turns; the others wait for the chief's
-            hooks.append(ParentTurns(send, stop))
-    else:
-        reporter = ConsoleReporter(options.task_index, cluster)
+    reporter = EventReporter(options.task_index == 0, stop)
+    end_with_parent()  # killed by the kernel with the app, even while TensorFlow's cluster set-up holds the GIL
+    listen_to_parent(stop, ORPHAN_EXIT_S)
+    if options.task_index == 0 and takes_turns():  # the chief's calls wait for their turns; the others wait for the chief's
+        hooks.append(ParentTurns(send, stop))
     return _train(config, stop, reporter, hooks)
 
 
@@ -65,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--task-index", required=True, type=int, help="this worker's position in --cluster (0 is the chief)")
     parser.add_argument("--config-json", required=True, help="the run's RunConfig as JSON (the same for every worker)")
     parser.add_argument("--supervised", action="store_true", help="started by the app: JSON events on stdout, control on stdin")
+    parser.add_argument(
+        "--allow-network-workers",
+        action="store_true",
+        help="for a cluster whose every address is loopback: run even where its private network cannot be made here "
+        "(the worker's server then listens on every network interface)",
+    )
     return parser
 
 
@@ -83,7 +112,120 @@ def _check(options: argparse.Namespace) -> tuple[list[str], RunConfig]:
     return cluster, config
 
 
-def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | ConsoleReporter, hooks: Sequence[RunCallback] = ()) -> int:
+def attend(cluster: Sequence[str], index: int, config_json: str, allow_network_workers: bool = False) -> int:
+    """A worker a person started: train in a supervised child, say its progress and outcome, stop it on a signal.
+
+    The first Ctrl-C, SIGTERM or SIGHUP asks the child to stop after the call in flight and ends it after
+    STOP_GRACE_S; a second ends it at once. Returns the exit code (`main`).
+    """
+    network, exposed_because = None, ""
+    if loopback_cluster(cluster):
+        try:
+            network, exposed_because = open_cluster_network(cluster, allow_network_workers)
+        except ConfigError as exc:
+            print(f"worker: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if network is not None:
+        note = CLUSTER_ISOLATED_NOTE
+    else:
+        note = " ".join(filter(None, (exposed_because and exposed_note(exposed_because), GRPC_WARNING)))
+    console = ConsoleReporter(index, cluster, note)
+    argv = [sys.executable, "-m", "core.cluster.worker", "--cluster", ",".join(cluster), "--task-index", str(index)]
+    argv += ["--config-json", config_json, "--supervised"]
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    try:
+        with _StopSignals(f"worker {index}") as signals:
+            worker = Child(
+                network.wrap(argv) if network is not None else argv,
+                f"Worker {index}",
+                env={"TF_CONFIG": None, TAKES_TURNS: None},
+                pass_fds=network.pass_fds if network is not None else (),
+                on_message=events.put,
+                on_end=lambda end: events.put({"event": _EXITED, "end": end}),
+            )
+            return _follow(worker, events, signals, console)
+    finally:
+        if network is not None:
+            network.close()
+
+
+def _follow(worker: Child, events: queue.Queue[dict[str, Any]], signals: _StopSignals, console: ConsoleReporter) -> int:
+    """Relay the child's events to `console` until it has ended, stopping or ending it on a signal; the exit code."""
+    result: RunResult | None = None
+    error = ""
+    end: ChildEnd | None = None
+    asked = ended_at_once = False
+    while end is None:
+        try:
+            event = events.get(timeout=POLL_S)
+        except queue.Empty:
+            event = {}
+        kind = event.get("event")
+        if kind == START:
+            console.cluster_formed(int(event["replicas"]), int(event["total_steps"]))
+        elif kind == RESULT:
+            result = RunResult.from_dict(event["result"])
+        elif kind == ERROR:
+            error = str(event["message"])
+        elif kind == _EXITED:
+            end = event["end"]
+        if signals.count >= 2 and not ended_at_once:
+            ended_at_once = True
+            worker.kill()
+        elif signals.count == 1 and not asked:
+            asked = True
+            worker.stop(STOP_GRACE_S)
+    if ended_at_once:
+        console.say(f"Worker {console.index} was ended at once.")
+        return EXIT_NOT_COMPLETED
+    if error:
+        console.report_error(error)
+        return EXIT_NOT_COMPLETED
+    if result is not None:
+        console.report_result(result)
+        return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_NOT_COMPLETED
+    if asked:
+        console.say(f"Worker {console.index} stopped before the cluster formed (it was ended after {STOP_GRACE_S:g} s).")
+    else:
+        console.say(worker.describe_end() + ".")  # it died without a word: how, and its last output
+    return EXIT_NOT_COMPLETED
+
+
+class _StopSignals:
+    """Context manager: counts Ctrl-C, SIGTERM and SIGHUP (main thread only), saying what each does, as `run` does."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        self.count += 1
+        if self.count == 1:
+            _say(f"{name}: stopping {self.what} after the current step call ({name} again to stop at once)")
+        elif self.count == 2:
+            _say(f"{name} again: stopping {self.what} now")
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed (a logged-out terminal): stopping matters more than saying so
+        pass
+
+
+def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, hooks: Sequence[RunCallback] = ()) -> int:
     from core.machine.runtime import RuntimeSettings, configure_runtime
     from core.training.engine import train_in_this_process
     from core.workloads.workload import check_model_file
@@ -107,26 +249,20 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter | C
 
 
 class EventReporter(RunCallback):
-    """Writes the run's events as JSON lines: all of them on the chief, only the outcome elsewhere."""
+    """Writes the run's events as JSON lines: all of them on the chief; elsewhere the start (its size only) and the outcome."""
 
     def __init__(self, chief: bool, stop: threading.Event):
         self._chief = chief
         self._stop = stop
 
     def on_run_start(self, context: RunContext) -> None:
+        started: dict[str, Any] = {"event": START, "replicas": context.replicas, "total_steps": context.total_steps}
         if self._chief:
             from core.training.engine import environment
 
             devices = list(context.device_names)
-            self._send(
-                {
-                    "event": START,
-                    "replicas": context.replicas,
-                    "total_steps": context.total_steps,
-                    "devices": devices,
-                    "environment": environment(devices, context.config.precision),
-                }
-            )
+            started.update(devices=devices, environment=environment(devices, context.config.precision))
+        self._send(started)
 
     def on_call_begin(self, first_step: int, steps: int) -> None:
         if self._chief:
@@ -149,24 +285,27 @@ class EventReporter(RunCallback):
             self._stop.set()
 
 
-class ConsoleReporter(RunCallback):
-    """Progress in words for a worker a person started on another host."""
+class ConsoleReporter:
+    """Progress in words, on stderr, for a worker a person started (on another host, or this one for a loopback cluster)."""
 
-    def __init__(self, index: int, cluster: Sequence[str]):
-        self._index = index
-        print(
-            f"Worker {index} of {len(cluster)} ({cluster[index]}): waiting for the other workers of {','.join(cluster)}. " + GRPC_WARNING,
-            file=sys.stderr,
+    def __init__(self, index: int, cluster: Sequence[str], note: str = GRPC_WARNING):
+        self.index = index
+        self.say(
+            f"Worker {index} of {len(cluster)} ({cluster[index]}): waiting for the other workers of {','.join(cluster)}. {note}".rstrip()
         )
 
-    def on_run_start(self, context: RunContext) -> None:
-        print(f"Worker {self._index}: cluster formed, {context.replicas} replicas, {context.total_steps} steps.", file=sys.stderr)
+    def cluster_formed(self, replicas: int, total_steps: int) -> None:
+        self.say(f"Worker {self.index}: cluster formed, {replicas} replicas, {total_steps} steps.")
 
     def report_result(self, result: RunResult) -> None:
-        print(f"Worker {self._index} {result.status} after {result.steps_done} steps. {result.message}".rstrip(), file=sys.stderr)
+        self.say(f"Worker {self.index} {result.status} after {result.steps_done} steps. {result.message}".rstrip())
 
     def report_error(self, message: str) -> None:
-        print(f"Worker {self._index} failed: {message}", file=sys.stderr)
+        self.say(f"Worker {self.index} failed: {message}")
+
+    @staticmethod
+    def say(text: str) -> None:
+        _say(text)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,13 @@ be written (read-only file or folder, a read-only mount, an immutable file) is
 opened read-only instead and left byte-for-byte as it is; a busy file, a full
 disk or a missing permission is reported, never taken for damage.
 
+A full disk is said as such, with the space left (`problem`): SQLite reports it
+as "database or disk is full" or, when the -shm file cannot grow, as a "disk I/O
+error". An existing history on a full disk opens read-only (its runs are listed);
+a new one that does not fit is removed again, so the next command finds no half-made
+file. Opening never waits for another process's write lock: the schema is read
+first and locked only when it needs a migration (`migrate`).
+
 A history file that is not a regular file (a folder, a device, a named pipe) is
 refused with a StoreError before SQLite sees it, and left as it is.
 
@@ -26,6 +33,7 @@ so every number comes back exactly as it was stored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import sys
@@ -38,14 +46,21 @@ from pathlib import Path
 from typing import Literal
 
 from core import files
+from core.formatting import format_bytes
 from core.results import FIGURES
 
 ADVICE = "Close other Device Lab windows, or set DEVICE_LAB_DATA_DIR to a writable folder."
+FULL_ADVICE = "Free some space there, or set DEVICE_LAB_DATA_DIR to a folder on another disk."
+FULL_BELOW_BYTES = 1 << 20
+"""An I/O error on a file system with less free space than this is taken for a full disk."""
+BUSY_TIMEOUT_S = 10.0
+"""How long a write waits for another process's lock unless told otherwise (`RunStore.waiting_at_most`)."""
 _COMPANIONS = ("-wal", "-shm")
 _WAL_MAGIC, _WAL_HEADER, _WAL_FRAME_HEADER = 0x377F0682, 32, 24
 _CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
 _BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 _READ_ONLY_CODES = (8, 14, 3)  # SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_PERM
+_IOERR, _FULL = 10, 13  # SQLITE_IOERR, SQLITE_FULL
 
 
 class StoreError(RuntimeError):
@@ -64,6 +79,7 @@ class Opened:
     read_only: str = ""  # why the file can only be read; "" when it can be written
     recovered_from: Path | None = None
     notice: str = ""
+    created: bool = False  # the file was made by this open (`remove_created` may take it away again)
 
 
 def open_database(path: Path) -> Opened:
@@ -76,19 +92,22 @@ def open_database(path: Path) -> Opened:
     refuse_other_than_files(path)
     reason = read_only_reason(path)
     if reason:
-        return _open_read_only(path, reason)
+        return open_read_only(path, reason)
     wal_notice = _keep_damaged_wal(path)
+    created = not os.path.lexists(path)
     try:
-        opened = Opened(_checked_connection(path))
-        opened.notice = wal_notice
-        return opened
+        return Opened(_checked_connection(path), notice=wal_notice, created=created)
     except sqlite3.DatabaseError as exc:
-        if not path.exists():
-            raise StoreError(f"Can not create the run history {path}: {exc}. {ADVICE}") from exc
+        if created:
+            if is_full(exc, path):
+                remove_created(path)  # no half-made file for the next command to stumble on
+            raise StoreError(f"Can not create the run history {path}: {problem(exc, path)}. {advice(exc, path)}") from exc
         if _code(exc) in _READ_ONLY_CODES:
-            return _open_read_only(path, f"SQLite can not write it: {exc}")
+            return open_read_only(path, f"SQLite can not write it: {exc}")
+        if is_full(exc, path):
+            return open_read_only(path, problem(exc, path))
         if not is_damage(exc):
-            raise StoreError(f"Can not open the run history at {path}: {exc}. {ADVICE}") from exc
+            raise StoreError(f"Can not open the run history at {path}: {problem(exc, path)}. {advice(exc, path)}") from exc
         damage = exc
     aside = _move_aside(path)
     notice = f"The run history {path} could not be read ({damage}). It was moved to {aside} and kept; a new, empty history was started."
@@ -142,9 +161,65 @@ def is_damage(exc: sqlite3.DatabaseError) -> bool:
     return isinstance(exc, Damaged) or _code(exc) in _CORRUPT_CODES
 
 
-def is_busy(exc: sqlite3.DatabaseError) -> bool:
+def is_busy(exc: BaseException) -> bool:
     """Locked by another process: not damage, so the file must stay where it is."""
-    return _code(exc) in _BUSY_CODES
+    return isinstance(exc, sqlite3.DatabaseError) and _code(exc) in _BUSY_CODES
+
+
+def is_full(exc: BaseException, path: Path) -> bool:
+    """SQLite could not grow the history at `path`: SQLITE_FULL, or an I/O error where (almost) no space is left.
+
+    On a full disk SQLite says "disk I/O error" when the -shm file cannot grow, "database or disk is full"
+    when the database or its -wal cannot.
+    """
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = _code(exc)
+    if code == _FULL:
+        return True
+    free = free_bytes(path)
+    return code == _IOERR and free is not None and free < FULL_BELOW_BYTES
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes free to this user on the file system holding `path` (its folder when the file is not there); None when unknown."""
+    for candidate in (path, path.parent):
+        try:
+            stats = os.statvfs(candidate)
+        except OSError:
+            continue
+        return stats.f_bavail * stats.f_frsize
+    return None
+
+
+def problem(exc: BaseException, path: Path) -> str:
+    """What stopped SQLite at the history `path`, in words for one line: a lock, a full disk (and the space left), or SQLite's own words."""
+    if is_busy(exc):
+        return f"another process holds it locked (SQLite: {exc})"
+    if is_full(exc, path):
+        free = free_bytes(path)
+        if free is not None and free < FULL_BELOW_BYTES:
+            return f"the disk holding {path.parent} is full ({format_bytes(free)} free)"
+        return f"SQLite found the database or disk full ({format_bytes(free)} free on its disk: a quota or file size limit may apply)"
+    return f"SQLite: {exc}" if isinstance(exc, sqlite3.Error) else f"{type(exc).__name__}: {exc}"
+
+
+def advice(exc: BaseException, path: Path) -> str:
+    """What to do about `problem(exc, path)`."""
+    if is_full(exc, path):
+        return FULL_ADVICE
+    if is_busy(exc):
+        return "End the other program's transaction (or close it), or set DEVICE_LAB_DATA_DIR to another folder."
+    return ADVICE
+
+
+def remove_created(path: Path) -> None:
+    """Remove a history this process has just created (and its -wal and -shm) that did not fit on its disk; errors ignored."""
+    for candidate in (path.with_name(path.name + suffix) for suffix in _COMPANIONS):
+        with contextlib.suppress(OSError):
+            candidate.unlink()
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def _code(exc: sqlite3.DatabaseError) -> int | None:
@@ -153,7 +228,15 @@ def _code(exc: sqlite3.DatabaseError) -> int | None:
     if code is not None:
         return code & 0xFF
     text = str(exc)
-    for fragment, value in (("locked", 5), ("malformed", 11), ("not a database", 26), ("readonly", 8), ("unable to open", 14)):
+    for fragment, value in (
+        ("locked", 5),
+        ("malformed", 11),
+        ("not a database", 26),
+        ("readonly", 8),
+        ("unable to open", 14),
+        ("disk is full", _FULL),
+        ("disk I/O error", _IOERR),
+    ):
         if fragment in text:
             return value
     return None
@@ -172,7 +255,7 @@ def _checked_connection(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _open_read_only(path: Path, reason: str) -> Opened:
+def open_read_only(path: Path, reason: str) -> Opened:
     """A connection that can not write (SQLite's `mode=ro`); the file is never changed, nor moved.
 
     A WAL database whose shared-memory file can not be made (its folder is not
@@ -271,7 +354,7 @@ def _read_only_connection(uri: str) -> sqlite3.Connection:
 
 
 def _connect(target: str, uri: bool = False) -> sqlite3.Connection:
-    return sqlite3.connect(target, timeout=10, isolation_level=None, check_same_thread=False, uri=uri)
+    return sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False, uri=uri)
 
 
 def _quick_check(conn: sqlite3.Connection) -> None:
@@ -362,7 +445,13 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_v1, _sch
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema to the latest version (one migration per transaction), then add missing figure columns."""
+    """Bring the schema to the latest version (one migration per transaction), then add missing figure columns.
+
+    A schema that is up to date is only read: no write lock is taken, so another process's
+    transaction does not hold up (nor fail) the opening.
+    """
+    if not needs_migration(conn):
+        return
     while True:
         with transaction(conn, "BEGIN IMMEDIATE"):
             version = _version(conn)
@@ -372,6 +461,14 @@ def migrate(conn: sqlite3.Connection) -> None:
             conn.execute(f"PRAGMA user_version = {version + 1}")
     with transaction(conn, "BEGIN IMMEDIATE"):
         add_figure_columns(conn)
+
+
+def needs_migration(conn: sqlite3.Connection) -> bool:
+    """Whether `migrate` has anything to do (read without a write lock); NewerSchemaError for a newer schema."""
+    if _version(conn) < len(MIGRATIONS):
+        return True
+    present = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    return any(figure.name not in present for figure in FIGURES)
 
 
 def check_readable(conn: sqlite3.Connection) -> None:

@@ -8,8 +8,14 @@ the run reads back as "interrupted" with every appended step and the figures of
 those steps (see `RunStore._close_abandoned_runs`). It writes in the thread that
 trains, never the GUI's.
 
-A history that cannot be written never costs the run: the first failure is kept
-in `error` (for one message to the user) and recording stops.
+Another process's lock (a transaction it has not ended) never holds up the
+training: while training, a write waits at most `FLUSH_WAIT_S` for it, and what
+could not be written (the run's beginning, its steps) is kept and written at a
+later flush, once the lock is gone. `finish` waits up to `FINISH_WAIT_S`; a run
+still locked out then is not saved, and `error` says why.
+
+A history that cannot be written never costs the run: the first failure other
+than a lock is kept in `error` (for one message to the user) and recording stops.
 """
 
 from __future__ import annotations
@@ -20,13 +26,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.config import RunConfig
+from core.history import database
 from core.history.store import RunStore, StoreError
 from core.results import RunResult, StepRecord
 from core.training.callbacks import RunCallback
 
 FLUSH_INTERVAL_S = 1.0
+FLUSH_WAIT_S = 0.05
+"""While the run trains: the longest a write waits for another process's lock before it is left for the next flush."""
+FINISH_WAIT_S = database.BUSY_TIMEOUT_S
+"""At the run's end: the longest its last write waits for another process's lock before the run is given up as unsaved."""
 
 _T = TypeVar("_T")
+_LOCKED = object()  # `_attempt`'s answer when another process's lock kept the write out
 
 
 class HistoryRecorder(RunCallback):
@@ -56,14 +68,17 @@ class HistoryRecorder(RunCallback):
         self._interval_s = flush_interval_s
         self._pending: list[StepRecord] = []
         self._last_flush = float("-inf")  # the first steps are written at once
+        self._begun = False  # begin() was called: the run is to be recorded as it trains
         self.run_id: int | None = None
         self.error = error
+        self.locked_out = ""  # why the last write had to wait for a later flush (another process's lock); "" when none did
         self.finished = False
 
     def begin(self) -> int | None:
-        """Record the run as running; returns its id (None when the history could not be written)."""
+        """Record the run as running; returns its id (None when the history could not be written, or not yet: locked)."""
+        self._begun = True
         if self.run_id is None:
-            self.run_id = self._attempt(lambda store: store.begin_run(self._config, self._label, self._group, self._environment))
+            self._begin(FLUSH_WAIT_S)
         return self.run_id
 
     def on_steps(self, records: Sequence[StepRecord]) -> None:
@@ -71,30 +86,42 @@ class HistoryRecorder(RunCallback):
         if time.monotonic() - self._last_flush >= self._interval_s:
             self.flush()
 
-    def flush(self) -> None:
-        """Append the steps gathered since the last flush, in one transaction."""
-        records, self._pending = self._pending, []
+    def flush(self, wait_s: float = FLUSH_WAIT_S) -> None:
+        """Append the steps gathered since the last flush, in one transaction (begin the run first if a lock kept it out)."""
         self._last_flush = time.monotonic()
-        run_id = self.run_id
-        if records and run_id is not None:
-            self._attempt(lambda store: store.append_steps(run_id, records))
+        if self.error or self._store is None:
+            self._pending = []
+            return
+        if self.run_id is None and (not self._begun or not self._begin(wait_s)):
+            return  # not begun yet: the steps wait for the run's row
+        records, run_id = self._pending, self.run_id
+        if not records or run_id is None:
+            return
+        self._pending = []
+        if self._attempt(lambda store: store.append_steps(run_id, records), wait_s) is _LOCKED:
+            self._pending = [*records, *self._pending]  # written at a later flush, in order
 
     def finish(self, result: RunResult) -> int | None:
         """Record how the run ended; returns its id, or None when the history could not be written.
 
-        A run never begun (it failed before it started) is saved in one
-        transaction. A run is finished once: a second call raises RuntimeError.
+        A run never begun (it failed before it started, or a lock kept its beginning
+        out) is saved in one transaction. A run is finished once: a second call raises RuntimeError.
         """
         if self.finished:
             raise RuntimeError(f"run {self.run_id} of the history was already finished")
         self.finished = True
+        if self.run_id is None and self._begun and not result.losses and self._pending:
+            self.flush(FINISH_WAIT_S)  # the result has no series: begin the run and append its steps first
         run_id = self.run_id
         if run_id is None:
-            self.run_id = self._attempt(lambda store: store.save(result, self._label, self._group))
+            saved = self._attempt(lambda store: store.save(result, self._label, self._group), FINISH_WAIT_S)
+            self.run_id = saved if isinstance(saved, int) else None
         else:
             if not result.losses:
-                self.flush()  # the result has no series: keep the appended steps complete
-            self._attempt(lambda store: store.finish_run(run_id, result))
+                self.flush(FINISH_WAIT_S)  # the result has no series: keep the appended steps complete
+            self._attempt(lambda store: store.finish_run(run_id, result), FINISH_WAIT_S)
+        if self.locked_out and not self.error:
+            self.error = self._explain_lock()
         self._pending = []
         return self.run_id if not self.error else None
 
@@ -102,25 +129,47 @@ class HistoryRecorder(RunCallback):
         """Remove a begun run that turned out not to be one (its job was refused as it started); records nothing more."""
         run_id = self.run_id
         if run_id is not None and not self.finished:
-            self._attempt(lambda store: store.delete([run_id]))
+            self._attempt(lambda store: store.delete([run_id]), FINISH_WAIT_S)
         self.finished = True
         self._pending = []
+        self.locked_out = ""
 
-    def _attempt(self, write: Callable[[RunStore], _T]) -> _T | None:
+    def _begin(self, wait_s: float) -> bool:
+        """Try to record the run's beginning; True once it is recorded."""
+        begun = self._attempt(lambda store: store.begin_run(self._config, self._label, self._group, self._environment), wait_s)
+        if isinstance(begun, int):
+            self.run_id = begun
+        return self.run_id is not None
+
+    def _attempt(self, write: Callable[[RunStore], _T], wait_s: float) -> _T | object | None:
+        """`write(store)`, waiting at most `wait_s` for another process's lock: its value, `_LOCKED`, or None after an error."""
         store = self._store
         if self.error or store is None:
             return None
         try:
-            return write(store)
+            with store.waiting_at_most(wait_s):
+                value = write(store)
         except Exception as exc:  # StoreError, sqlite3.Error, OSError, KeyError, or anything: recording must never cost the run
+            if database.is_busy(exc):
+                self.locked_out = database.problem(exc, store.path)
+                return _LOCKED
             self.error = self._explain(exc, store.path)
             return None
+        self.locked_out = ""
+        return value
 
     def _explain(self, exc: Exception, path: Path) -> str:
         where = f"The run history {path}"
         if isinstance(exc, KeyError):
             return f"{where} no longer has run {self.run_id} (it was deleted while the run trained); the rest of this run is not saved."
-        reason = str(exc) if isinstance(exc, StoreError) else f"{where} could not be written ({type(exc).__name__}: {exc})."
+        reason = str(exc) if isinstance(exc, StoreError) else f"{where} could not be written: {database.problem(exc, path)}."
+        return reason + self._what_is_kept()
+
+    def _explain_lock(self) -> str:
+        path = self._store.path if self._store is not None else ""
+        return f"The run history {path} stayed locked for {FINISH_WAIT_S:g} s at the run's end: {self.locked_out}." + self._what_is_kept()
+
+    def _what_is_kept(self) -> str:
         if self.run_id is None:
-            return f"{reason} This run is not saved there."
-        return f"{reason} The steps recorded before that are kept there, and the run reads back as interrupted."
+            return " This run is not saved there."
+        return " The steps recorded before that are kept there, and the run reads back as interrupted."

@@ -17,11 +17,14 @@ Runs begun by a store still open in this process, or by another live process
 
 A damaged file is moved aside (kept, never deleted) and a new one started, with
 `notice` saying so; a file that can not be written is opened read-only and never
-changed (`core.history.database`).
+changed (`core.history.database`), and so is one on a full disk, or one whose schema
+needs an upgrade while another process holds its lock. Writes wait for another
+process's lock `database.BUSY_TIMEOUT_S` unless told otherwise (`waiting_at_most`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 # here on the same file must not take them for runs a crash left behind.
 _LIVE_RUNS: set[tuple[Path, int]] = set()
 _LIVE_LOCK = threading.Lock()
+ABANDONED_WAIT_S = 0.5  # marking cut-off runs is best effort: it waits this long at most for another process's lock
 _SEARCH_COLUMNS = ("label", "run_group", "status", "message", "model", "dataset", "strategy", "devices")
 
 
@@ -145,7 +149,32 @@ class RunStore:
         except database.UnreadableSchemaError as exc:
             self._conn.close()
             raise StoreError(f"{exc} Make {self.path} writable once, or set DEVICE_LAB_DATA_DIR to another folder.") from exc
+        except sqlite3.Error as exc:  # the schema could not be written: a full disk, another process's lock
+            self._conn.close()
+            self._read_only_after(exc, opened.created)
         self._close_abandoned_runs()
+
+    def _read_only_after(self, exc: sqlite3.Error, created: bool) -> None:
+        """After the schema could not be set up: a history made just now is refused (StoreError; removed when it did
+        not fit on its disk); one that was there opens read-only when the disk is full or another process holds the
+        lock, so its runs are still listed."""
+        path = self.path
+        why = database.problem(exc, path)
+        if created:
+            if database.is_full(exc, path):
+                database.remove_created(path)  # no half-made file for the next command to stumble on
+            raise StoreError(f"Can not create the run history {path}: {why}. {database.advice(exc, path)}") from exc
+        if not (database.is_full(exc, path) or database.is_busy(exc)):
+            raise StoreError(f"Can not set up the run history {path}: {why}. {database.advice(exc, path)}") from exc
+        opened = database.open_read_only(path, why)
+        self._conn, self.notice, self.read_only = opened.conn, opened.notice, opened.read_only
+        try:
+            database.check_readable(self._conn)
+        except (database.NewerSchemaError, database.UnreadableSchemaError, sqlite3.Error) as unreadable:
+            self._conn.close()
+            raise StoreError(
+                f"The run history {path} needs an upgrade that can not be written now ({why}): {unreadable} {database.advice(exc, path)}"
+            ) from exc
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> RunStore:
@@ -319,18 +348,18 @@ class RunStore:
             return
         with _LIVE_LOCK:
             live = {run_id for path, run_id in _LIVE_RUNS if path == self.path}
-        with self._lock:
-            rows = self._conn.execute("SELECT id, owner FROM runs WHERE status = ?", (RunStatus.RUNNING,)).fetchall()
-        me = this_process()
-        abandoned = [run_id for run_id, owner in rows if run_id not in live and (owner == me or not is_running(owner))]
-        if not abandoned:
-            return
         try:
-            with self._write():
+            with self._lock:
+                rows = self._conn.execute("SELECT id, owner FROM runs WHERE status = ?", (RunStatus.RUNNING,)).fetchall()
+            me = this_process()
+            abandoned = [run_id for run_id, owner in rows if run_id not in live and (owner == me or not is_running(owner))]
+            if not abandoned:
+                return
+            with self.waiting_at_most(ABANDONED_WAIT_S), self._write():
                 for run_id in abandoned:
                     self._mark_interrupted(run_id)
-        except sqlite3.OperationalError as exc:
-            log.warning("Could not mark %d cut-off run(s) as interrupted yet: %s", len(abandoned), exc)
+        except sqlite3.OperationalError as exc:  # busy, or a full disk: a later listing tries again
+            log.warning("Could not mark cut-off runs as interrupted yet: %s", exc)
 
     def _mark_interrupted(self, run_id: int) -> None:
         """One abandoned run as "interrupted": its steps kept, its figures those of the steps it kept (in the caller's transaction)."""
@@ -364,6 +393,19 @@ class RunStore:
         if run_id is None:
             raise StoreError(f"The run history {self.path} gave no id for the run just saved.")
         return run_id
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float) -> Iterator[None]:
+        """Inside the block this thread's writes wait at most `seconds` for another process's lock (then
+        `database.is_busy` errors); other threads wait for the block to end. Outside, a write waits
+        `database.BUSY_TIMEOUT_S`."""
+        with self._lock:
+            self._conn.execute(f"PRAGMA busy_timeout = {max(0, round(seconds * 1000))}")
+            try:
+                yield
+            finally:
+                with contextlib.suppress(sqlite3.Error):  # closed meanwhile
+                    self._conn.execute(f"PRAGMA busy_timeout = {round(database.BUSY_TIMEOUT_S * 1000)}")
 
     @contextmanager
     def _write(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:

@@ -154,8 +154,11 @@ class EnergyHook(RunCallback):
             return None, self.reason or "no energy counter"
         if self._failure:
             return None, self._failure
-        if not self._steps or self._joules <= 0:
-            return None, "the steady window was too short for the energy counter to advance (run more steps)"
+        if not self._steps:
+            return None, "the steady window was too short to read the energy counter twice (run more steps)"
+        if self._joules <= 0:
+            names = ", ".join(counter.name for counter in self.counters)
+            return None, f"the energy counter did not advance over the steady window's {self._seconds:.2f} s ({names})"
         samples = self._steps * self._batch
         return {
             "joules": self._joules,

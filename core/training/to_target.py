@@ -132,7 +132,8 @@ def reach(result: RunResult, target_loss: float | None) -> ToTarget:
 
 @dataclass(frozen=True)
 class LossStart:
-    """Where a run's loss began: the mean of its first `steps` losses, and the noise (standard deviation) of one step's loss."""
+    """Where a run's loss began: a line fitted to its first `steps` losses, read at the first step (a mean of them would
+    sit below the start of a loss that falls within them), and the noise (standard deviation) of one step's loss."""
 
     level: float
     noise: float
@@ -140,8 +141,12 @@ class LossStart:
 
     @property
     def margin(self) -> float:
-        """How far below `level` a smoothed loss must lie to be below it beyond noise (95%)."""
-        return FALL_Z * self.noise * math.sqrt(1 / self.steps + EMA_NOISE_SHARE)
+        """How far below `level` a smoothed loss must lie to be below it beyond noise (95%): the line's value at the
+        first step has the variance noise² × (1/k + x̄²/Sxx) over k steps at x = 0..k-1."""
+        k = self.steps
+        mean_x = (k - 1) / 2
+        sxx = sum((x - mean_x) ** 2 for x in range(k)) or 1.0
+        return FALL_Z * self.noise * math.sqrt(1 / k + mean_x**2 / sxx + EMA_NOISE_SHARE)
 
     def below(self, loss: float) -> bool:
         """`loss` (a smoothed loss) lies below the start beyond noise."""
@@ -160,7 +165,8 @@ def loss_start(result: RunResult) -> LossStart | None:
         return None
     steps = min(START_STEPS, max(2, len(losses) // 4))
     noise = math.sqrt(float(np.mean(np.diff(losses) ** 2)) / 2)
-    return LossStart(float(losses[:steps].mean()), noise, steps)
+    slope, intercept = np.polyfit(np.arange(steps, dtype=np.float64), losses[:steps], 1)
+    return LossStart(float(intercept), noise, steps)
 
 
 def fell_beyond_noise(result: RunResult, target_loss: float | None = None) -> bool:

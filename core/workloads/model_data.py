@@ -308,9 +308,9 @@ def _read_into(member: Any, target: memoryview) -> None:
         filled += got
 
 
-def npz_array_bytes(path: str) -> dict[str, int]:
-    """Each array's size once loaded, read from its .npy header inside the archive (nothing is inflated); ModelDataError if unreadable."""
-    sizes = {}
+def npz_headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each array's (shape, dtype), read from its .npy header inside the archive (nothing is inflated); ModelDataError if unreadable."""
+    headers = {}
     try:
         with zipfile.ZipFile(path) as archive:
             for entry in archive.infolist():
@@ -318,10 +318,15 @@ def npz_array_bytes(path: str) -> dict[str, int]:
                     continue
                 with archive.open(entry) as member:
                     shape, _, dtype = _npy_header(member)
-                sizes[entry.filename[: -len(".npy")]] = math.prod(shape) * dtype.itemsize
+                headers[entry.filename[: -len(".npy")]] = (tuple(shape), dtype)
     except Exception as exc:  # a damaged archive or header
         raise ModelDataError(path, f"not a readable .npz file ({type(exc).__name__}: {exc}). Save it again with np.savez.") from None
-    return sizes
+    return headers
+
+
+def npz_array_bytes(path: str) -> dict[str, int]:
+    """Each array's size once loaded, read from its .npy header inside the archive (nothing is inflated); ModelDataError if unreadable."""
+    return {name: math.prod(shape) * dtype.itemsize for name, (shape, dtype) in npz_headers(path).items()}
 
 
 def _check_inflated_size(path: str) -> None:

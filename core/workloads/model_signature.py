@@ -131,8 +131,9 @@ def read_signature(model: Any, vocab: int | None = None, vocab_by_input: dict[st
         inputs, outputs = [], []
     if not inputs or not outputs:
         raise ValueError(
-            "the model has no known inputs and outputs (a subclassed model, or a Sequential model without an Input): "
-            "build it from keras.Input(...) layers so its signature is known."
+            "the model has no known inputs and outputs (a subclassed model never built, or a Sequential model without an Input): "
+            "build it once before saving (model.build(shape), or fit it), give --data FILE.npz whose 'x' has its input's shape, "
+            "or build it from keras.Input(...) layers so its signature is known."
         )
     input_keys = dict_keys(model, "input", len(inputs))
     output_keys = dict_keys(model, "output", len(outputs))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from core.config import FILE_OPTIMIZER
+from core.formatting import format_bytes
 from core.workloads import legacy_compat
 from core.workloads.data import SYNTHETIC_EPOCH_EXAMPLES
 from core.workloads.file_optimizer import build_optimizer, optimizer_name, optimizer_settings
@@ -27,6 +28,8 @@ from core.workloads.model_data import (
     array_dataset,
     check_element_spec,
     load_npz,
+    npz_array_bytes,
+    npz_headers,
     rebatched_dataset,
     synthetic_arrays,
     synthetic_example_count,
@@ -45,6 +48,8 @@ from core.workloads.model_signature import LossChoice, ModelSignature, OutputInf
 
 SYNTHETIC, PYTHON_DATA = "synthetic", "build_dataset"
 OPTIMIZER_NOTE = "optimizer: "
+TF_ONLY_LAYERS = ("TextVectorization", "StringLookup", "IntegerLookup", "Hashing", "HashedCrossing")
+"""Keras layers built on TensorFlow ops (their constructors ask for TensorFlow): a model holding one trains on TensorFlow only."""
 
 
 @dataclass
@@ -58,6 +63,7 @@ class _Facts:
     notes: list[str] = field(default_factory=list)
     legacy_fixes: list[str] = field(default_factory=list)
     optimizer_config: Any = None
+    tf_only_layers: list[str] = field(default_factory=list)
 
 
 class UserWorkload:
@@ -115,6 +121,8 @@ class UserWorkload:
         if self.source.kind == PYTHON:
             return build_from_module(self.source, self._module)
         model = load_model_file(self.source)
+        if not model.built:  # a subclassed model saved unbuilt: built on the data's shapes, as opening it was
+            symbolic_model(model, self.data)
         apply_dtype_policy(model)
         return model
 
@@ -236,6 +244,7 @@ class UserWorkload:
             "legacy_fixes": list(self.facts.legacy_fixes),
             "custom_objects": self.source.custom_objects,
             "notes": list(self.facts.notes),
+            "tf_only_layers": list(self.facts.tf_only_layers),
         }
 
 
@@ -301,6 +310,27 @@ def _all_layers(model: Any) -> list[Any]:
     return layers
 
 
+def tf_only_layers(model: Any) -> list[str]:
+    """The model's layers that train on the TensorFlow backend only ("TextVectorization 'text_vectorization'"), nested ones included."""
+    return [
+        f"{type(layer).__name__} '{layer.name}'"
+        for layer in _all_layers(model)
+        if any(cls.__name__ in TF_ONLY_LAYERS for cls in type(layer).__mro__)
+    ]
+
+
+def check_backend_layers(described: dict[str, Any], backend: str) -> None:
+    """ModelFileError (its file, the layers) when a described model holds layers that train on TensorFlow only and `backend` is another."""
+    layers = described.get("tf_only_layers") or []
+    if backend == "tensorflow" or not layers:
+        return
+    raise ModelFileError(
+        described["path"],
+        f"{', '.join(layers)} trains on the TensorFlow backend only (Keras builds it on TensorFlow ops), not on {backend}: "
+        "use --backend tensorflow.",
+    )
+
+
 def open_user_workload(
     path: str | os.PathLike,
     trust: bool = False,
@@ -320,18 +350,40 @@ def open_user_workload(
     module = import_model_module(source) if source.kind == PYTHON else None
     data = _resolve_data(source, module, data)
     model = build_from_module(source, module) if module is not None else load_model_file(source)
-    signature = _signature(source, model, vocab, vocab_by_input)
+    signature = _signature(source, model, vocab, vocab_by_input, data)
     compiled = compiled_config(source) if module is None else None
     loss_config, weights, origin = _loss_config(model, module, compiled)
     losses, notes = _restorable(choose_losses(signature, loss_config, weights, origin), signature)
     is_compiled = bool(getattr(model, "compiled", False)) if module is not None else loss_config is not None
     facts = _Facts(int(model.count_params()), _count(model.trainable_weights), _bytes(model.weights), is_compiled, notes)
     facts.notes += signature.notes()
+    facts.tf_only_layers = tf_only_layers(model)
     if any(d is None for i in signature.inputs for d in i.shape[1:]):
         facts.notes.append(f"open input dimensions get {UNKNOWN_DIM} in synthetic data")
     if module is None:
         _file_facts(source, compiled, facts)
+    facts.notes += inflation_note(data)
     return UserWorkload(source, signature, losses, facts, data, module)
+
+
+INFLATION_WARNING_RATIO, INFLATION_WARNING_BYTES = 10, 32 * 2**20
+
+
+def inflation_note(data: str) -> list[str]:
+    """A warning for an .npz whose arrays take far more memory than the file (compressed): its size and what it inflates to."""
+    if data in (SYNTHETIC, PYTHON_DATA) or not os.path.isfile(data):
+        return []
+    try:
+        inflated = sum(npz_array_bytes(data).values())
+    except ModelDataError:
+        return []  # refused with its reason when the data is loaded
+    size = os.path.getsize(data)
+    if inflated < INFLATION_WARNING_BYTES or inflated < INFLATION_WARNING_RATIO * max(size, 1):
+        return []
+    return [
+        f"warning: the data file {os.path.basename(data)} is {format_bytes(size)} but its arrays take {format_bytes(inflated)} "
+        "in memory once inflated (training holds about twice that)"
+    ]
 
 
 def _file_facts(source: ModelSource, compiled: Any, facts: _Facts) -> None:
@@ -366,12 +418,79 @@ def _resolve_data(source: ModelSource, module: Any, data: str | None) -> str:
     return str(os.path.abspath(os.path.expanduser(data)))
 
 
-def _signature(source: ModelSource, model: Any, vocab: int | None, vocab_by_input: Sequence[tuple[str, int]]) -> ModelSignature:
+def _signature(source: ModelSource, model: Any, vocab: int | None, vocab_by_input: Sequence[tuple[str, int]], data: str) -> ModelSignature:
+    symbolic = symbolic_model(model, data)
     try:
-        signature = read_signature(model, vocab, dict(vocab_by_input))
+        signature = read_signature(symbolic, vocab, dict(vocab_by_input))
     except ValueError as exc:
         raise ModelFileError(source.path, str(exc)) from None
-    return fix_open_dims(model, signature)
+    return fix_open_dims(symbolic, signature)
+
+
+def symbolic_model(model: Any, data: str | None = None) -> Any:
+    """`model` when its inputs are known; else (a subclassed model) a functional model calling it on keras.Input made from its
+    build config's input shape (what Keras saved when it was built), or from the .npz `data`'s input arrays; `model` when
+    neither says (read_signature refuses it)."""
+    import keras
+
+    try:
+        if model.inputs:
+            return model
+    except (AttributeError, ValueError):
+        pass
+    specs = _build_config_specs(model)
+    if specs is None and data not in (None, SYNTHETIC, PYTHON_DATA):
+        specs = _npz_input_specs(str(data))
+    if specs is None:
+        return model
+    try:
+        if isinstance(specs, dict):
+            inputs: Any = {name: keras.Input(shape[1:], dtype=dtype, name=name) for name, (shape, dtype) in specs.items()}
+        else:
+            inputs = [keras.Input(shape[1:], dtype=dtype) for shape, dtype in specs]
+            inputs = inputs[0] if len(inputs) == 1 else inputs
+        return keras.Model(inputs, model(inputs))
+    except Exception:  # a model its own shapes do not build: refused as before
+        return model
+
+
+_Spec = tuple[tuple[int | None, ...], str]
+
+
+def _build_config_specs(model: Any) -> list[_Spec] | dict[str, _Spec] | None:
+    """[(shape, dtype)] (or by name) from a built model's `get_build_config()` ({'input_shape': [None, 24]}); None: none saved."""
+    try:
+        config = model.get_build_config() or {}
+    except Exception:
+        return None
+    shape: Any = config.get("input_shape")
+    if shape is None and isinstance(config.get("shapes_dict"), dict) and len(config["shapes_dict"]) == 1:
+        shape = next(iter(config["shapes_dict"].values()))
+
+    def is_shape(value: Any) -> bool:
+        return isinstance(value, (list, tuple)) and len(value) >= 1 and all(d is None or isinstance(d, int) for d in value)
+
+    if is_shape(shape):
+        return [(tuple(shape), "float32")]
+    if isinstance(shape, (list, tuple)) and shape and all(is_shape(s) for s in shape):
+        return [(tuple(s), "float32") for s in shape]
+    if isinstance(shape, dict) and shape and all(is_shape(s) for s in shape.values()):
+        return {str(name): (tuple(s), "float32") for name, s in shape.items()}
+    return None
+
+
+def _npz_input_specs(path: str) -> list[_Spec] | None:
+    """[(shape, dtype)] of an .npz's input array ('x', else the one array besides 'y'), read from its header; None: no such array."""
+    try:
+        headers = npz_headers(path)
+    except ModelDataError:
+        return None  # refused with its reason when the data is loaded
+    names = ["x"] if "x" in headers else [name for name in headers if name != "y"]
+    if len(names) != 1:
+        return None
+    shape, dtype = headers[names[0]]
+    kind = "string" if dtype.kind in "US" else "float32" if dtype.kind == "f" else str(dtype)
+    return [((None, *shape[1:]), kind)]
 
 
 def fix_open_dims(model: Any, signature: ModelSignature) -> ModelSignature:

@@ -41,6 +41,7 @@ class ProjectionView(QWidget):
         self.document: dict[str, Any] | None = None
         self.device_combo = _named(QComboBox(), "projectionDeviceCombo")
         self.device_combo.addItems(device_names())
+        self.device_combo.setToolTip("A GPU or TPU from the catalogue (datasheet peaks, memory and bandwidth, each with its source)")
         self.project_button = _named(QPushButton("Project"), "projectButton")
         self.project_button.setToolTip("Count the step's costs here (XLA on this CPU, a few seconds) and project them on that device")
         self.project_button.clicked.connect(self.start)

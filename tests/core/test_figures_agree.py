@@ -61,12 +61,11 @@ def test_one_run_shows_the_same_figures_everywhere(measured, tmp_path):
 
     _cli(["export", str(listed["id"]), "--csv", str(tmp_path / "runs.csv")], env)
     text = (tmp_path / "runs.csv").read_text()
-    header = [line[2:] for line in text.splitlines() if line.startswith("# ")]
-    (exported,) = csv.DictReader(io.StringIO("\n".join(line for line in text.splitlines() if not line.startswith("#"))))
+    (exported,) = csv.DictReader(io.StringIO(text))  # the header first; the system header beside it, in runs.csv.meta.json
     assert {name: exported[name] for name in figures} == {name: "" if run[name] is None else str(run[name]) for name in figures}
-    entries = dict(line.split(": ", 1) for line in header[1:])
-    assert float(entries["peak_flops"]) == pytest.approx(CEILING), "the header's peak is the measured ceiling"
-    assert entries["logical_devices"] == "CPU:0, CPU:1" and float(entries["estimate_peak_flops"]) > 0, entries
+    entries = json.loads((tmp_path / "runs.csv.meta.json").read_text())["system"]
+    assert entries["peak_flops"] == pytest.approx(CEILING), "the header's peak is the measured ceiling"
+    assert entries["logical_devices"] == ["CPU:0", "CPU:1"] and entries["estimate_peak_flops"] > 0, entries
 
     _cli(["export", str(listed["id"]), "--json", str(tmp_path / "runs.json")], env)
     document = json.loads((tmp_path / "runs.json").read_text())
