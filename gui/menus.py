@@ -10,6 +10,7 @@ from PySide6.QtGui import QAction, QKeySequence
 
 from gui.remembered import recent_models
 from gui.settings import KEY_DIAGNOSE, read_bool
+from gui.window_words import DEVICE_SETTINGS
 
 
 class WindowMenus:
@@ -24,6 +25,7 @@ class WindowMenus:
         file_menu.addAction(self.open_model_action)
         self.recent_menu = file_menu.addMenu("Recent models")
         self.recent_menu.aboutToShow.connect(self._fill_recent_models)
+        window.run_panel.model_choice.recent_changed.connect(self._fill_recent_models)  # enabled once a first file is opened
         self._fill_recent_models()
         file_menu.addSeparator()
         self.save_plots_action = self._action("Save plots as image…", QKeySequence.StandardKey.Save, lambda: window.plots.ask_save())
@@ -44,9 +46,9 @@ class WindowMenus:
         self.diagnose_action.setStatusTip("Short probe runs after a completed run find what limits its speed (the verdict).")
         run_menu.addAction(self.diagnose_action)
         run_menu.addAction(self._action("Clear plots", None, lambda: window.plots.clear()))
-        devices_menu = bar.addMenu("&Devices")
+        devices_menu = bar.addMenu("&" + DEVICE_SETTINGS[0])
         devices_menu.addAction(self._action("Refresh", QKeySequence("F5"), lambda: window.device_panel.detect(None)))
-        self.settings_action = self._action("Device settings…", QKeySequence("Ctrl+,"), window.open_settings)
+        self.settings_action = self._action(DEVICE_SETTINGS[1], QKeySequence("Ctrl+,"), window.open_settings)
         devices_menu.addAction(self.settings_action)
         view_menu = bar.addMenu("&View")
         log_action = window.log_dock.toggleViewAction()

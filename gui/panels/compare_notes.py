@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QWidget
 
 from core.compare.table import Comparison
 from gui.style import WARNING_COLOR
+from gui.window_words import window_words
 
 NOTES_MAX_LINES = 5
 
@@ -41,6 +42,8 @@ class CompareNotes(QScrollArea):
         if comparison is not None and comparison.rows:
             if comparison.flops_per_step is not None:
                 lines.append(f"FLOPs per training step: {comparison.flops_per_step:.3g} ({html.escape(comparison.flops_method)}).")
-            lines += [f"<span style='color:{WARNING_COLOR}'>⚠ {html.escape(warning)}</span>" for warning in comparison.warnings]
+            lines += [
+                f"<span style='color:{WARNING_COLOR}'>⚠ {html.escape(window_words(warning))}</span>" for warning in comparison.warnings
+            ]
         self.label.setText("<br>".join(lines))
         self.setVisible(bool(lines))

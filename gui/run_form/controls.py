@@ -13,8 +13,22 @@ from __future__ import annotations
 import html
 import time
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QHelpEvent, QPaintEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QStyle,
+    QStyleOptionProgressBar,
+    QStylePainter,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gui.job_data import FinishedRun
 from gui.run_form.outcome import diagnosing_text, failure_html, final_progress_text, progress_text, result_html, starting_text
@@ -27,6 +41,43 @@ IDLE_STEPS = 300  # the idle bar's range before any run
 TICK_MS = 1000  # the first call's elapsed time is updated this often
 
 
+class FittedProgressBar(QProgressBar):
+    """A progress bar whose text is cut short with "…" where the bar is too narrow for it (whole in its tooltip).
+
+    The style draws a bar's text centred and uncut: "Stopping after the call in flight… | 1,200 / 100,000 steps ·
+    5,400 samples/s · ETA 3:12" ran past both ends of a 390 px bar. `text()` stays whole; `shown_text()` is what is drawn.
+    """
+
+    TEXT_MARGIN = 4  # pixels kept clear at each end of the text's room
+
+    def text_room(self) -> int:
+        """The width the style gives the bar's text, less a margin at each end."""
+        option = QStyleOptionProgressBar()
+        self.initStyleOption(option)
+        room = self.style().subElementRect(QStyle.SubElement.SE_ProgressBarLabel, option, self).width()
+        return max(0, room - 2 * self.TEXT_MARGIN)
+
+    def shown_text(self) -> str:
+        """The text as drawn: whole when it fits, else cut at the end with "…"."""
+        return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, self.text_room())
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QStylePainter(self)
+        option = QStyleOptionProgressBar()
+        self.initStyleOption(option)
+        option.text = self.shown_text()
+        painter.drawControl(QStyle.ControlElement.CE_ProgressBar, option)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent) and not self.toolTip():
+            if self.isTextVisible() and self.shown_text() != self.text():
+                QToolTip.showText(event.globalPos(), self.text(), self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
+
+
 class RunControls(QWidget):
     """Hint and warning lines, Start/Stop, the progress bar and the last result."""
 
@@ -37,7 +88,7 @@ class RunControls(QWidget):
         self.warning_label = self._line("formWarning", "")
         self.start_button = self._button("Start", "startButton", "Start the run (Ctrl+R)")
         self.stop_button = self._button("Stop", "stopButton", "Stop after the step in flight (Esc)")
-        self.progress_bar = QProgressBar()
+        self.progress_bar = FittedProgressBar()
         self.progress_bar.setObjectName("progressBar")
         self.progress_bar.setRange(0, IDLE_STEPS)
         self.progress_bar.setValue(0)

@@ -28,6 +28,7 @@ from gui.run_form.fields import ParsedField, whole_number
 from gui.run_form.model_file import ModelFileOpener, OpenedModel, OpenOutcome, details_html, open_ranges_needed
 from gui.run_form.note_label import NoteLabel
 from gui.style import ERROR_COLOR, WARNING_COLOR
+from gui.window_words import window_words
 
 DEFAULT_MODEL = "mlp"
 DEFAULT_DATASET = "digits"
@@ -56,6 +57,7 @@ class ModelChoice(QObject):
 
     changed = Signal()
     params_counted = Signal()  # a model's parameters were counted (or counting failed): after the first, start-up work is over
+    recent_changed = Signal()  # a model file was opened and is now first among the recent ones (File > Recent models follows)
 
     def __init__(self, settings: QSettings, dialog_parent: QWidget | None = None, parent: QObject | None = None):
         super().__init__(parent)
@@ -235,6 +237,7 @@ class ModelChoice(QObject):
             self._set_error("")
             self._files[opened.path] = opened
             remember_model(self._settings, opened.path)
+            self.recent_changed.emit()
             self._current = opened.path
             self._fill_files(opened.path)
             self.follow_model()
@@ -247,6 +250,7 @@ class ModelChoice(QObject):
 
     def _on_failed(self, path: str, message: str) -> None:
         self._pending = ""
+        message = window_words(message)
         if self._checking_data:
             self._set_error(f"Data not used: {message}")
         else:
@@ -266,6 +270,8 @@ class ModelChoice(QObject):
     def follow_model(self) -> None:
         """Offer the data sets the model accepts, keeping the current one if it is among them; then `changed`."""
         previous = self._previous_dataset
+        if self.opened_file() is None and self._followed and self._followed not in MODELS:
+            previous = None  # back from a model file to a sample: the sample's own default data set, not the file's (Synthetic)
         note = ""
         self.dataset_combo.blockSignals(True)
         self.dataset_combo.clear()

@@ -19,6 +19,7 @@ from core.formatting import format_bytes, format_duration, format_elapsed, forma
 from core.results import FIGURES_BY_NAME, RunResult, RunStatus
 from gui.job_data import FinishedRun
 from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
+from gui.window_words import window_words
 
 EVIDENCE_COLOR = "#555555"
 RESULT_LINK = "result-tab"
@@ -161,8 +162,8 @@ def _tail(finished: FinishedRun) -> list[str]:
     """The run's message (coloured as its status), its warnings, and where the history saved it."""
     result = finished.result
     color = status_head(result.status)[1]
-    lines = [f"<span style='color:{color}'>{html.escape(result.message)}</span>"] if result.message else []
-    lines.extend(html.escape(w) for w in result.warnings)
+    lines = [f"<span style='color:{color}'>{html.escape(window_words(result.message))}</span>"] if result.message else []
+    lines.extend(html.escape(window_words(w)) for w in result.warnings)
     conditions = conditions_text(result.conditions)
     if conditions:
         shade = WARNING_COLOR if result.contended else EVIDENCE_COLOR
@@ -175,7 +176,7 @@ def _tail(finished: FinishedRun) -> list[str]:
 
 def failure_html(head: str, message: str) -> str:
     """A red `head` and the escaped message: why a run failed or did not start."""
-    return f"<b style='color:{FAILED_COLOR}'>{head}</b>: {html.escape(message)}"
+    return f"<b style='color:{FAILED_COLOR}'>{head}</b>: {html.escape(window_words(message))}"
 
 
 NO_RESULT = "No result yet: press Start (Ctrl+R). When a run ends, what to try, its verdict and the evidence appear here."

@@ -9,6 +9,7 @@ view however short the window is.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
@@ -36,6 +37,7 @@ from gui.run_form.model_choice import ModelChoice
 from gui.run_form.placement import DevicePicker, fill_strategy_combo, strategy_widgets, unavailable_note
 from gui.run_form.tpu_connect import TpuConnect
 from gui.settings import open_settings
+from gui.window_words import window_words
 
 TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per call hide that latency
 
@@ -331,7 +333,7 @@ class RunPanel(QWidget):
     def _fill_strategies(self) -> None:
         if self._running:
             return
-        choices = strategy_choices(self._devices, self.tpu.connected)
+        choices = [replace(c, reason=window_words(c.reason)) for c in strategy_choices(self._devices, self.tpu.connected)]
         fill_strategy_combo(self.strategy_combo, choices)
         self._choices = {c.name: c for c in choices}
         self._on_strategy_changed()
@@ -388,5 +390,5 @@ class RunPanel(QWidget):
                 )
             )
         except ConfigError as exc:
-            return None, [f"Settings rejected: {exc}"]
+            return None, [f"Settings rejected: {window_words(str(exc))}"]
         return (config if self._hooks_box is None else self._hooks_box.with_hooks(config)), []

@@ -18,6 +18,7 @@ VALUE_HINTS = {
     "precision": "off (float32), bfloat16, float16",
     "xla": "off, on",
 }
+SECOND_EMPTY = " (empty: vary the first setting only)"
 
 
 class SweepAxesBox(QGroupBox):
@@ -58,11 +59,13 @@ class SweepAxesBox(QGroupBox):
             values.setText(text)
 
     def values(self) -> dict[str, tuple[Any, ...]]:
-        """{setting: values} for the chosen rows; ConfigError naming the row when a value is not understood."""
+        """{setting: values} for the chosen rows; ConfigError naming the row when a value is not understood.
+
+        A second row left empty (its values cleared with ⊗) varies nothing, as "nothing else" does."""
         chosen = {}
         for combo, edit, row in ((self.first_combo, self.first_values, "first"), (self.second_combo, self.second_values, "second")):
             name = combo.currentData()
-            if name == NO_AXIS:
+            if name == NO_AXIS or (edit is self.second_values and not edit.text().strip()):
                 continue
             if name in chosen:
                 raise ConfigError("settings varied", AXIS_TITLES[name], "two different settings (or nothing in the second row)")
@@ -95,6 +98,7 @@ class SweepAxesBox(QGroupBox):
         name = combo.currentData()
         edit.setEnabled(name != NO_AXIS)
         edit.setText(DEFAULT_VALUES.get(name, ""))
-        edit.setPlaceholderText(VALUE_HINTS.get(name, ""))
+        second = edit.objectName() == "sweepSecondValues" and name != NO_AXIS
+        edit.setPlaceholderText(VALUE_HINTS.get(name, "") + (SECOND_EMPTY if second else ""))
         edit.setToolTip(VALUE_HINTS.get(name, "Vary one setting only."))
         self.changed.emit()

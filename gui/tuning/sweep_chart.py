@@ -109,7 +109,7 @@ def _plot(object_name: str, title: str, unit: str) -> pg.PlotWidget:
     item.setMenuEnabled(False)
     item.hideButtons()
     item.addLegend(offset=(10, 10))
-    plot.setMinimumHeight(120)
+    plot.setMinimumHeight(100)  # at 1024x700 the table above keeps three rows in view, even beside the autotune box
     return plot
 
 

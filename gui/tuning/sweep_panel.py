@@ -44,6 +44,7 @@ from core.tuning.sweep_plan import AXIS_TITLES, SweepPlan, format_setting, varie
 from gui.job_data import SweepJob, SweepOutcome
 from gui.style import FAILED_COLOR
 from gui.tuning.sweep_axes import SweepAxesBox
+from gui.tuning.sweep_fit import TextArea, rows_height, whole_width
 from gui.tuning.sweep_heatmap import SweepHeatMap
 from gui.tuning.sweep_table import SweepTable
 from gui.tuning.tuning_box import TuningBox
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 NO_SWEEP_YET = "No sweep yet"
 PLANNING = "Planning the points…"
 CHART_PLACEHOLDER = "The chart appears when a sweep starts."
+ROWS_IN_VIEW = 3  # the table keeps room for this many rows however short the window (1024x700 included)
+TIED_WHY = "tied: not better beyond noise than the points tied with it"
+PROGRESS_LINES = 2  # the progress line (or the sweep's outcome) above the table takes at most this many; it scrolls beyond
+NOTES_LINES, LEAST_NOTES_LINES = 6, 3  # the notes under the chart: at most this many lines, this many in a short window
 
 
 class ShownPageTabs(QTabWidget):
@@ -246,14 +251,15 @@ class SweepPanel(QWidget):
         self.tool_tabs.setObjectName("sweepToolTabs")
         self.tool_tabs.addTab(self.axes_box, "Sweep settings")
         self.tool_tabs.addTab(self.tuning_box, "Largest batch · autotune")
+        self.tuning_box.setTitle("")  # its tab names it: the line a title takes goes to the rows below
         self.tool_tabs.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.tool_tabs)
         layout.addLayout(self._build_controls())
-        layout.addWidget(self.progress_label)
+        layout.addWidget(TextArea(self.progress_label, "sweepProgressArea", PROGRESS_LINES))
         layout.addWidget(self._build_results(), 1)
-        layout.addWidget(self.notes_label)
+        layout.addWidget(self.notes_area)
         layout.addLayout(self._build_apply_row())
 
     def _build_controls(self) -> QHBoxLayout:
@@ -287,6 +293,7 @@ class SweepPanel(QWidget):
         """The table and the heat map above, the chart (built on first use) below."""
         self.table = SweepTable()
         self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.table.setMinimumHeight(rows_height(self.table, ROWS_IN_VIEW))  # the splitter gives the chart the rest
         self.heat_map = SweepHeatMap()
         tables = QSplitter(Qt.Orientation.Horizontal)
         tables.addWidget(self.table)
@@ -311,6 +318,7 @@ class SweepPanel(QWidget):
         self.notes_label.setObjectName("sweepNotes")
         self.notes_label.setWordWrap(True)
         self.notes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notes_area = TextArea(self.notes_label, "sweepNotesArea", NOTES_LINES, LEAST_NOTES_LINES)
         return splitter
 
     def _build_apply_row(self) -> QHBoxLayout:
@@ -323,6 +331,8 @@ class SweepPanel(QWidget):
         self.scale_lr_check.setToolTip("When the batch changes: lr x new batch / the run form's batch (the linear scaling rule).")
         self.chosen_label = QLabel("")
         self.chosen_label.setObjectName("sweepChosen")
+        # what is left of the row, never more: a long point name must not widen the window past 1024 px (its tooltip is whole)
+        self.chosen_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         row = QHBoxLayout()
         row.addWidget(self.use_button)
         row.addWidget(self.scale_lr_check)
@@ -386,8 +396,10 @@ class SweepPanel(QWidget):
         self._tied = tied_with_best(self._rows)
         best, starred = best_index(self._rows), self.starred  # a star only on a best beyond noise
         self.table.show_sweep(self._plan, self._rows, best)
+        self.table.setMinimumHeight(rows_height(self.table, ROWS_IN_VIEW))  # its header as filled
         self.heat_map.show_sweep(self._plan, self._rows, starred)
         self.heat_map.setVisible(self._plan is not None and len(self._plan.axes) == 2)
+        self.heat_map.setMinimumWidth(whole_width(self.heat_map))  # its cells whole beside the table, at 1024 px too
         if self._chart is not None or self._plan is not None:
             self.chart.show_sweep(self._plan, self._rows, starred)
         self._show_notes()
@@ -397,6 +409,7 @@ class SweepPanel(QWidget):
         plan = self._plan
         if plan is None:
             self.notes_label.setText("")
+            self.notes_area.fit()
             return
         lines = [f"<b>{html.escape(plan.describe())}</b>"]
         lines += [f"Left out {html.escape(format_setting(item.axis, item.value))}: {html.escape(item.reason)}" for item in plan.left_out]
@@ -404,6 +417,7 @@ class SweepPanel(QWidget):
         if any(axis.name == "batch_size" for axis in plan.axes):
             lines.append(html.escape(Sweep(plan, ()).lr_note()))
         self.notes_label.setText("<br>".join(lines))
+        self.notes_area.fit()  # shown (a hidden area hears of no text change)
 
     def best_notes(self) -> list[str]:
         """What the star compares (time to the target loss, or samples/s and why), and why the best is not the most samples/s."""
@@ -438,10 +452,11 @@ class SweepPanel(QWidget):
         row = self._rows[index]
         if row is None:
             return
-        which = "selected"
+        which, why = "selected", "the row you selected"
         if index == best_index(self._rows):
-            which = "best" if index == self.starred else "tied: not better beyond noise"
+            which, why = ("best", "better beyond noise than every other point") if index == self.starred else ("tied", TIED_WHY)
         self.chosen_label.setText(f"{row.label} ({which})")
+        self.chosen_label.setToolTip(f"{row.label}: {why}")
         self.use_button.setToolTip(f"Put {row.label} into the run form (select a row to pick another).")
 
 

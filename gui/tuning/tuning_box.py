@@ -12,6 +12,7 @@ largest batch found for the job bounds autotune's batch stage.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -39,15 +40,19 @@ from core.tuning.sweep_plan import format_setting
 from core.workloads.workload import model_title
 from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
 from gui.style import ERROR_COLOR
+from gui.window_words import MEMORY_BUDGET, TIME_BUDGET, window_words
 
 if TYPE_CHECKING:
     from gui.controllers.tuning import TuningController
 
 NO_JOB = "Choose a model in the run form first."
 FORM_PROBLEM = "The run form has a problem (see under its fields): the searches start once it describes a run."
-MEMORY_FIELD = "Memory budget"
+MEMORY_FIELD = MEMORY_BUDGET
 UP_TO_FIELD = "Up to"
-BUDGET_FIELD = "Time budget (s)"
+BUDGET_FIELD = TIME_BUDGET
+APPLY_TEXT = "Use in the run form"
+NO_SEARCH_YET = "No search yet"
+NO_RESULT = "Ended without a result"
 
 
 class TuningBox(QGroupBox):
@@ -73,6 +78,8 @@ class TuningBox(QGroupBox):
         self._changes: dict[str, Any] = {}
         self._max_batch: tuple[RunConfig, int] | None = None  # (the job's memory_key, its largest batch)
         self._problem_shown = False  # the progress line says why a search did not start or failed: kept after it ends
+        self._result_shown = False  # the search in flight (or the last one) has given its result
+        self._searched = False  # a search has started since the box was made
         self._build()
         self.controller.running_changed.connect(self._on_running_changed)
         self.controller.progress.connect(self._on_progress)
@@ -107,8 +114,8 @@ class TuningBox(QGroupBox):
         self.autotune_button.setToolTip("Try precision, steps per call and XLA at this batch within the time budget, and report the gain")
         self.stop_button = _button("tuningStopButton", "Stop", self.controller.stop)
         self.stop_button.setToolTip("Stop the search: a probe is killed, an autotune point stops after its step call")
-        self.apply_button = _button("tuningApplyButton", "Apply", self._apply)
-        self.apply_button.setToolTip("Put the result into the run form on the left")
+        self.apply_button = _button("tuningApplyButton", APPLY_TEXT, self._apply)
+        self.apply_button.setToolTip("Put the result (the largest batch, or the fastest settings) into the run form on the left")
         self.progress_bar = QProgressBar()
         self.progress_bar.setObjectName("tuningProgress")
         self.progress_label = QLabel("")
@@ -116,7 +123,7 @@ class TuningBox(QGroupBox):
         self.result_text = QPlainTextEdit()
         self.result_text.setObjectName("tuningResultText")
         self.result_text.setReadOnly(True)
-        self.result_text.setMinimumHeight(60)
+        self.result_text.setMinimumHeight(3 * self.result_text.fontMetrics().lineSpacing() + 8)  # three lines, then it scrolls
         self.result_text.setMaximumHeight(110)  # it scrolls: the sweep rows below keep their room in a small window
         form = QFormLayout()
         form.addRow(MEMORY_FIELD, _row(self.memory_edit, QLabel("up to"), self.up_to_edit, self.max_batch_button))
@@ -124,10 +131,9 @@ class TuningBox(QGroupBox):
         layout = QVBoxLayout(self)
         layout.addWidget(self.job_label)
         layout.addLayout(form)
-        layout.addWidget(_row(self.progress_bar, self.stop_button))
+        layout.addWidget(_row(self.progress_bar, self.stop_button, self.apply_button))  # one row: the rows below keep their room
         layout.addWidget(self.progress_label)
         layout.addWidget(self.result_text)
-        layout.addWidget(_row(QLabel("Use the result in the run form:"), self.apply_button))
 
     def set_job(self, config: RunConfig) -> None:
         """The job the searches work on (the run form's): its model, data, target and settings; a new job drops what Apply had."""
@@ -197,12 +203,13 @@ class TuningBox(QGroupBox):
             return
         self._changes = {}
         self.result_text.setPlainText(heading)
-        self._problem_shown = False
+        self._problem_shown = self._result_shown = False
+        self._searched = True
         self.progress_label.setText("")
 
     def _say_problem(self, text: str) -> None:
         self._problem_shown = True
-        self.progress_label.setText(f"<span style='color:{ERROR_COLOR}'>{text}</span>")
+        self.progress_label.setText(f"<span style='color:{ERROR_COLOR}'>{html.escape(window_words(text), quote=False)}</span>")
 
     @Slot(bool)
     def _on_running_changed(self, running: bool) -> None:
@@ -218,11 +225,14 @@ class TuningBox(QGroupBox):
             widget.setEnabled(ready)
         self.stop_button.setEnabled(running)
         self.apply_button.setEnabled(bool(self._changes) and not running)
-        if not running:
+        if not running:  # over: full with its result (a largest-batch search's busy bar too), never left part-way (93%)
             self.progress_bar.setRange(0, 100)
-            self.progress_bar.setValue(100 if self.progress_bar.value() > 0 else 0)  # over: never left part-way (93%)
+            self.progress_bar.setValue(100 if self._result_shown else 0)
+            self.progress_bar.setFormat("%p%" if self._result_shown else NO_RESULT if self._searched else NO_SEARCH_YET)
             if not self._problem_shown:  # what was in flight is over: no "point 7: measuring…" left behind
                 self.progress_label.setText("")
+        else:
+            self.progress_bar.setFormat("%p%")
 
     @Slot(str, float)
     def _on_progress(self, text: str, share: float) -> None:
@@ -242,10 +252,11 @@ class TuningBox(QGroupBox):
     @Slot(object)
     def _on_point(self, point: TunePoint) -> None:
         rate = f"{point.samples_per_s:,.0f} samples/s" if point.samples_per_s else point.message or point.status
-        self.result_text.appendPlainText(f"{point.stage}: {settings_text(point.settings)}: {rate}")
+        self.result_text.appendPlainText(window_words(f"{point.stage}: {settings_text(point.settings)}: {rate}"))
 
     @Slot(object)
     def _on_result(self, result: MaxBatchResult | AutotuneResult) -> None:
+        self._result_shown = True
         if isinstance(result, MaxBatchResult):
             self._show_max_batch(result)
         else:
@@ -259,7 +270,7 @@ class TuningBox(QGroupBox):
         lines += [f"Note: {note}" for note in result.notes]
         lines += ["Stopped."] if result.stopped else []
         lines += [f"The search ended early: {result.error}"] if result.error else []
-        self.result_text.appendPlainText("\n".join(lines))
+        self.result_text.appendPlainText(window_words("\n".join(lines)))
         if result.max_batch >= 1 and result.finished and self._config is not None:
             self._max_batch = (memory_key(self._config), result.max_batch)
             if result.max_batch != self._config.batch_size:
@@ -280,7 +291,7 @@ class TuningBox(QGroupBox):
         lines += [f"Note: {note}" for note in result.notes]
         lines += ["Stopped: the best so far is shown."] if result.stopped else []
         lines += [f"Your settings did not run: {result.error}"] if result.error else []
-        self.result_text.appendPlainText("\n".join(lines))
+        self.result_text.appendPlainText(window_words("\n".join(lines)))
         self._changes = result.changes()
 
     @Slot(str)
