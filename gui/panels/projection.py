@@ -63,6 +63,8 @@ class ProjectionView(QWidget):
         layout.addLayout(row)
         layout.addWidget(self.label)
         layout.addWidget(self.table, 1)
+        header = self.table.horizontalHeader().sizeHint().height()
+        self.table.setMinimumHeight(header + 3 * self.table.verticalHeader().defaultSectionSize() + 2 * self.table.frameWidth())
         self.label.setText("A projection from measured GPU points, never a measurement: pick a device and press Project.")
 
     def is_running(self) -> bool:
@@ -95,9 +97,11 @@ class ProjectionView(QWidget):
     def _show(self, document: dict[str, Any]) -> None:
         self._finished()
         self.document = document
-        caveats = "".join(f"<br>• {html.escape(text)}" for text in document["caveats"])
         points = ", ".join(f"{p['model']} ({p['samples_per_s']:,.0f}/s)" for p in document["calibration"]["points"])
-        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored). Calibrated on: {html.escape(points)}.{caveats}")
+        caveats = document["caveats"]
+        said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: hover here." if caveats else ""
+        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored). Calibrated on: {html.escape(points)}.{said}")
+        self.label.setToolTip("\n".join(f"• {text}" for text in caveats))
         self.table.setRowCount(len(document["rows"]))
         italic = QFont(self.table.font())
         italic.setItalic(True)
