@@ -30,7 +30,8 @@ HEADROOM = 1.35  # room above the highest point for the legend
 
 
 class SweepChart(QWidget):
-    """Two plots side by side: samples/s (higher is better) and mean step time (lower is better)."""
+    """Plots side by side: samples/s (higher is better), mean step time (lower is better) and, where the points
+    measured it (an energy counter: NVML, powercap), energy per sample (lower is better)."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -41,6 +42,9 @@ class SweepChart(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.rate_plot, 1)
         layout.addWidget(self.time_plot, 1)
+        self.energy_plot = _plot("sweepEnergyPlot", "Energy per sample, measured", "mJ")
+        self.energy_plot.setVisible(False)  # shown only where some point measured its energy
+        layout.addWidget(self.energy_plot, 1)
         self._series: dict[str, list[float | None]] = {}
         self._best: tuple[float, float] | None = None
         self._fastest_step: tuple[float, float] | None = None
@@ -59,11 +63,32 @@ class SweepChart(QWidget):
 
     def show_sweep(self, plan: SweepPlan | None, rows: Sequence[SweepRow | None], best: int | None) -> None:
         """Redraw from the plan and the rows so far (None: not run yet); `best` is starred (None: no star, e.g. a tie)."""
-        for plot in (self.rate_plot, self.time_plot):
+        for plot in (self.rate_plot, self.time_plot, self.energy_plot):
             plot.getPlotItem().clear()
         self._series, self._best, self._fastest_step = {}, None, None
+        measured = plan is not None and any(row is not None and row.result.joules_per_sample is not None for row in rows)
+        self.energy_plot.setVisible(measured)
         if plan is not None:
             self._draw(plan.axes, rows, best)
+            if measured:
+                self._draw_energy(plan.axes, rows)
+
+    def _draw_energy(self, axes: Sequence[SweepAxis], rows: Sequence[SweepRow | None]) -> None:
+        """Each line's measured joules per sample, in mJ (points without a counter leave a gap)."""
+        across = axes[0]
+        lines = axes[1].values if len(axes) == 2 else (None,)
+        item = self.energy_plot.getPlotItem()
+        item.getAxis("bottom").setTicks([[(x, format_setting(across.name, value)) for x, value in enumerate(across.values)]])
+        item.setLabel("bottom", across.title)
+        item.setXRange(-0.5, len(across.values) - 0.5, padding=0)
+        top = 0.0
+        for line_index, line_value in enumerate(lines):
+            picked = [rows[i] if i < len(rows) else None for i in (x * len(lines) + line_index for x in range(len(across.values)))]
+            values = [None if (joules := _figure(row, "joules_per_sample")) is None else joules * 1000 for row in picked]
+            name = format_setting(axes[1].name, line_value) if line_value is not None else None
+            _line(self.energy_plot, values, LINE_COLORS[line_index % len(LINE_COLORS)], name)
+            top = max([top, *filter(None, values)])
+        item.setYRange(0, top * HEADROOM if top > 0 else 1.0, padding=0)
 
     def _draw(self, axes: Sequence[SweepAxis], rows: Sequence[SweepRow | None], best: int | None) -> None:
         across = axes[0]
