@@ -21,15 +21,19 @@ def cli_env(tmp_path):
 
 
 def test_compare_tensorflow_and_jax_gives_both_rows_with_samples_per_s(cli_env):
-    done = cli(["compare", "--model", "mlp", "--targets", "CPU:0;jax:CPU:0", "--steps", "40", "--json"], cli_env, timeout=600)
+    # the digits, which the MLP learns within the run: time to a loss decides only where the loss fell beyond noise
+    done = cli(
+        ["compare", "--model", "mlp", "--data", "digits", "--targets", "CPU:0;jax:CPU:0", "--steps", "200", "--json"], cli_env, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     tf_row, jax_row = json.loads(done.stdout)
     assert (tf_row["label"], tf_row["backend"]) == ("CPU:0", "tensorflow")
     assert (jax_row["label"], jax_row["backend"]) == ("jax:CPU:0", "jax")
     assert tf_row["samples_per_s"] > 0 and jax_row["samples_per_s"] > 0 and jax_row["speedup"] > 0
     # both timed to one loss, the higher of their smoothed final losses: each reached it
+    assert tf_row["target_decides"], tf_row["target_undecided_why"]
     assert tf_row["target_loss"] == jax_row["target_loss"] is not None and tf_row["time_to_target_speedup"] == 1.0
-    assert tf_row["steps_to_target"] <= 40 and jax_row["steps_to_target"] <= 40 and jax_row["time_to_target_s"] > 0
+    assert tf_row["steps_to_target"] <= 200 and jax_row["steps_to_target"] <= 200 and jax_row["time_to_target_s"] > 0
     assert jax_row["samples_to_target_ratio"] == jax_row["samples_to_target"] / tf_row["samples_to_target"]
     assert {row["backend"] for row in history(cli_env)} == {"tensorflow", "jax"}
 
