@@ -362,6 +362,17 @@ class RunPanel(QWidget):
 
     # --- reading the form ----------------------------------------------------
 
+    def _backend_errors(self) -> list[str]:
+        """A model file holding layers that train on TensorFlow only (TextVectorization, ...) with another Backend chosen."""
+        opened = self.model_choice.opened_file()
+        backend = self.backend_combo.backend()
+        layers = (opened.description.get("tf_only_layers") or []) if opened is not None else []
+        if backend == "tensorflow" or not layers:
+            return []
+        return [
+            f"Backend: {', '.join(layers)} trains on the TensorFlow backend only (Keras builds it on TensorFlow ops): pick Backend TensorFlow."
+        ]
+
     def _read_form(self) -> tuple[RunConfig | None, list[str]]:
         errors = self.model_choice.errors() + self.training.errors()
         strategy = self._strategy()
@@ -371,6 +382,7 @@ class RunPanel(QWidget):
         errors.extend(self.device_box.errors(strategy))
         if strategy == "multi-worker":
             errors.extend(self.cluster_box.errors())
+        errors.extend(self._backend_errors())
         if errors:
             return None, errors
         try:
