@@ -87,9 +87,8 @@ def require_tensorflow(what: str) -> None:
         raise TensorFlowMissing(what)
 
 
-def installed_keras_backend() -> str:
-    """The backend Keras runs on in this process's children where TensorFlow is not installed: JAX, else PyTorch
-    ("jax" when neither is, so that Keras says what is missing); "tensorflow" where it is installed."""
+def installed_engine() -> str:
+    """The framework installed here, without importing it: TensorFlow, else JAX, else PyTorch; "" when none is."""
     if tensorflow_installed():
         return "tensorflow"
     for name in ("jax", "torch"):
@@ -98,4 +97,10 @@ def installed_keras_backend() -> str:
                 return name
         except (ImportError, ValueError):
             continue
-    return "jax"
+    return ""
+
+
+def installed_keras_backend() -> str:
+    """The backend Keras runs on in this process's children where TensorFlow is not installed: JAX, else PyTorch
+    ("jax" when neither is, so that Keras says what is missing); "tensorflow" where it is installed."""
+    return installed_engine() or "jax"

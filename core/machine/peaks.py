@@ -42,7 +42,7 @@ from core.child_process import STOPPED, TIMEOUT, Child, exit_description
 from core.files import write_atomically
 from core.formatting import utc_now
 from core.machine.conditions import ConditionsSampler
-from core.tensorflow_import import tensorflow_installed
+from core.tensorflow_import import installed_engine, tensorflow_installed
 
 MATMUL_SIZE = {"CPU": 4096, "GPU": 8192, "TPU": 8192}
 """Side of the square matrices: 4096 on CPUs, the usual yardstick (Eigen on a 2-core EPYC runs 1024-2048 about
@@ -186,21 +186,6 @@ def tensorflow_version() -> str:
     return ""
 
 
-def measuring_engine() -> str:
-    """The engine the ceilings are measured with: TensorFlow where installed, else JAX, else PyTorch; "" with none."""
-    import importlib.util
-
-    if tensorflow_installed():
-        return "tensorflow"
-    for engine in ("jax", "torch"):
-        try:
-            if importlib.util.find_spec(engine) is not None:
-                return engine
-        except (ImportError, ValueError):
-            continue
-    return ""
-
-
 def machine_key() -> dict[str, Any]:
     """What a cached measurement must match: the CPU model and the TensorFlow version ("" without it; GPUs are matched apart).
 
@@ -208,7 +193,7 @@ def machine_key() -> dict[str, Any]:
     """
     from core.machine.cpu import cpu_info
 
-    return {"cpu": cpu_info().get("Model", ""), "tensorflow": tensorflow_version(), "engine": measuring_engine()}
+    return {"cpu": cpu_info().get("Model", ""), "tensorflow": tensorflow_version(), "engine": installed_engine()}
 
 
 def measure_peaks(

@@ -57,3 +57,16 @@ class FakePowercap:
         temporary = self.package / "energy_uj.new"
         temporary.write_text(f"{self._microjoules}\n")
         temporary.replace(self.package / "energy_uj")  # whole, as sysfs reads are
+
+
+def energy_record(joules_per_sample: float | None, counter: str = "powercap intel-rapl:0 (package-0)", covers: str = "the CPU packages"):
+    """The `RunResult.energy` a run measured at `joules_per_sample` (30 W) carries, as `core.training.energy` writes it; None for None."""
+    if joules_per_sample is None:
+        return None
+    return {
+        "joules_per_sample": joules_per_sample,
+        "samples_per_joule": 1 / joules_per_sample,
+        "watts": 30.0,
+        "counters": [counter],
+        "covers": covers,
+    }

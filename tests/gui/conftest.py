@@ -57,3 +57,25 @@ def ready_window(window, qtbot):
     """The main window once devices are listed and Start is enabled."""
     qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
     return window
+
+
+@pytest.fixture(scope="module")
+def module_folders(tmp_path_factory):
+    """One history and settings folder for a module whose tests share one window (`main_window`)."""
+    return tmp_path_factory.mktemp("module-window")
+
+
+@pytest.fixture
+def shared_folders(isolated_folders, module_folders, monkeypatch):
+    """The module's window keeps one history and settings folder: a module whose tests share it asks for this."""
+    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
+    monkeypatch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
+
+
+@pytest.fixture(scope="module")
+def main_window(qapp, module_folders) -> Iterator:
+    """One main window at 1400x900 for a whole module, in its folders."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
+        patch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
+        yield from opened_main_window(diagnose=False, size=(1400, 900))

@@ -7,8 +7,6 @@ are not diagnosed except where the Result tab is the point.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from PySide6.QtCore import QEvent, QPoint, QRect, Qt
 from PySide6.QtGui import QKeySequence
@@ -22,33 +20,13 @@ from gui.qt_threads import running_threads
 from gui.remembered import remember_model
 from gui.run_form.outcome import RESULT_LINK
 from gui.tuning.tuning_box import FORM_PROBLEM
-from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS, opened_main_window
+from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_folders")]  # every test shares the module's window and folders
 
 ADVICE = "Raise steps per call to 8: the host launches each step."
 EVIDENCE = "Pipeline alone: 0.4 ms a step; the step's ops: 1.1 ms; between calls: 2.9 ms of 4.4 ms (66 %). " * 4
-
-
-@pytest.fixture(scope="module")
-def module_folders(tmp_path_factory):
-    return tmp_path_factory.mktemp("window")
-
-
-@pytest.fixture(autouse=True)
-def shared_folders(isolated_folders, module_folders, monkeypatch):
-    """The module's window keeps one history and settings folder: every test here uses it."""
-    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
-    monkeypatch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
-
-
-@pytest.fixture(scope="module")
-def main_window(qapp, module_folders) -> Iterator:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
-        patch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
-        yield from opened_main_window(diagnose=False, size=(1400, 900))
 
 
 @pytest.fixture

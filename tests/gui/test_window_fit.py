@@ -7,8 +7,6 @@ Sizes are read from the real widgets' geometry (offscreen, the tests' fonts).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from PySide6.QtCore import QEvent, QPoint, QRect, Qt
 from PySide6.QtGui import QFont, QHelpEvent
@@ -26,33 +24,13 @@ from gui.window_words import DEVICE_SETTINGS, LOGICAL_CPUS, LOGICAL_CPUS_PATH, n
 from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS, opened_main_window
 from tests.gui.helpers import choose, set_one_device
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_folders")]  # every test shares the module's window and folders
 
 SIZES = [(1400, 900), (1024, 700)]
 SMALL_FONT_PT = 8  # a desktop font smaller than the tests': the 9 pt strategy note then wrapped past its row and was cut
 LAYOUT_PASSES = 3
 SETTLE_MS = 300  # how long after a choice the form is watched: the rows that stayed cut were so within 50 ms
 ONE_CPU = DeviceReport((DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {}),), ())
-
-
-@pytest.fixture(scope="module")
-def module_folders(tmp_path_factory):
-    return tmp_path_factory.mktemp("window-fit")
-
-
-@pytest.fixture(autouse=True)
-def shared_folders(isolated_folders, module_folders, monkeypatch):
-    """The module's window keeps one history and settings folder: every test here uses it."""
-    monkeypatch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
-    monkeypatch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
-
-
-@pytest.fixture(scope="module")
-def main_window(qapp, module_folders) -> Iterator:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DEVICE_LAB_DATA_DIR", str(module_folders / "data"))
-        patch.setenv("DEVICE_LAB_SETTINGS_DIR", str(module_folders / "settings"))
-        yield from opened_main_window(diagnose=False, size=(1400, 900))
 
 
 @pytest.fixture

@@ -101,3 +101,16 @@ PY_MODEL = """
 def py_model(tmp_path: Path) -> Path:
     """A .py with build_model, build_dataset, a loss name and an optimizer name."""
     return write_py(tmp_path, "my_model.py", PY_MODEL)
+
+
+def save_text_vectorization_model(path: Path) -> Path:
+    """A .keras text classifier whose first layer is a TextVectorization (a layer built on TensorFlow ops), saved at `path`."""
+    import keras
+    import numpy as np
+
+    text = keras.layers.TextVectorization(max_tokens=50, output_sequence_length=8)
+    text.adapt(np.array(["the cat sat on the mat", "a dog ran in the park"]))
+    inputs = keras.Input((1,), dtype="string")
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 4)(text(inputs)))
+    keras.Model(inputs, keras.layers.Dense(2)(pooled)).save(path)
+    return path

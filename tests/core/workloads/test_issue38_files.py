@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.core.workloads.conftest import save_text_vectorization_model
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,14 +38,7 @@ def cli(args: list[str], data_dir: Path, timeout: float = 300) -> subprocess.Com
 
 
 def test_a_text_vectorization_model_on_jax_is_refused_at_once_in_one_line(tmp_path):
-    import keras
-
-    text = keras.layers.TextVectorization(max_tokens=50, output_sequence_length=8)
-    text.adapt(np.array(["the cat sat on the mat", "a dog ran in the park"]))
-    inputs = keras.Input((1,), dtype="string")
-    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 4)(text(inputs)))
-    path = tmp_path / "text.keras"
-    keras.Model(inputs, keras.layers.Dense(2)(pooled)).save(path)
+    path = save_text_vectorization_model(tmp_path / "text.keras")
 
     out = cli(["run", "--model", str(path), "--backend", "jax", "--steps", "2"], tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]

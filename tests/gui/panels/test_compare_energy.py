@@ -9,20 +9,11 @@ from core.compare.table import compare_results
 from core.config import RunConfig
 from core.results import RunResult, RunStatus
 from gui.panels.compare_table import ROLE_VALUE, CompareTable, column_index
+from tests.fakes.fake_powercap import energy_record
 
 
 def _run(samples_per_s: float, joules_per_sample: float | None, reason: str = "") -> RunResult:
-    energy = (
-        None
-        if joules_per_sample is None
-        else {
-            "joules_per_sample": joules_per_sample,
-            "samples_per_joule": 1 / joules_per_sample,
-            "watts": 30.0,
-            "counters": ["powercap intel-rapl:0 (package-0)"],
-            "covers": "the CPU packages",
-        }
-    )
+    energy = energy_record(joules_per_sample)
     return RunResult(
         status=RunStatus.COMPLETED,
         config=RunConfig(model="mlp", steps=100, batch_size=64).to_dict(),

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
+from tests.core.workloads.conftest import save_text_vectorization_model
 from tests.gui.run_form.test_model_file_gui import make_panel, wait_opened
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_text_vectorization_model_cannot_start_on_jax_and_says_to_pick_tensorflow(qtbot, tmp_path):
-    import keras
-
-    text = keras.layers.TextVectorization(max_tokens=50, output_sequence_length=8)
-    text.adapt(np.array(["the cat sat on the mat", "a dog ran in the park"]))
-    inputs = keras.Input((1,), dtype="string")
-    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 4)(text(inputs)))
-    path = tmp_path / "text.keras"
-    keras.Model(inputs, keras.layers.Dense(2)(pooled)).save(path)
+    path = save_text_vectorization_model(tmp_path / "text.keras")
 
     panel = make_panel(qtbot)
     panel.open_model_file(str(path))

@@ -11,22 +11,13 @@ from core.tuning.sweep import SweepRow
 from core.tuning.sweep_plan import plan_sweep
 from gui.tuning.sweep_chart import SweepChart
 from gui.tuning.sweep_table import ROLE_VALUE, SweepTable
+from tests.fakes.fake_powercap import energy_record
 
 BASE = RunConfig(model="mlp", dataset="digits", steps=100, batch_size=32)
 
 
 def _row(batch: int, joules_per_sample: float | None) -> SweepRow:
-    energy = (
-        None
-        if joules_per_sample is None
-        else {
-            "joules_per_sample": joules_per_sample,
-            "samples_per_joule": 1 / joules_per_sample,
-            "watts": 30.0,
-            "counters": ["NVML total energy, GPU:0"],
-            "covers": "the run's GPUs",
-        }
-    )
+    energy = energy_record(joules_per_sample, "NVML total energy, GPU:0", "the run's GPUs")
     result = RunResult(
         status=RunStatus.COMPLETED,
         config=BASE.with_changes(batch_size=batch).to_dict(),
