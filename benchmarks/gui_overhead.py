@@ -78,12 +78,13 @@ def _pairs(steps: int, pairs: int) -> dict:
 def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
     """The run as `main.py run` does it, in this (GUI) thread: the event loop waits meanwhile."""
     from core.cli.output import ProgressPrinter
+    from core.cli.training_commands import RunProgress
     from core.config import RunConfig
     from core.runner import run_training
 
     config = RunConfig(model=MODEL, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=STEPS_PER_CALL)
     with open(os.devnull, "w") as devnull:
-        result = run_training(config, ProgressPrinter(steps, BATCH_SIZE, stream=devnull))
+        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull), [])])
     return _rate(result, _started_job_clock(clocks, result, steps))
 
 
@@ -104,9 +105,9 @@ def timed_engine() -> list[harness.CallClock]:
     clocks: list[harness.CallClock] = []
     engine = core.runner.run_training
 
-    def run_training(config, on_steps=None, stop_event=None, callbacks=()):
+    def run_training(config, stop_event=None, callbacks=()):
         clocks.append(harness.CallClock())
-        return engine(config, on_steps, stop_event, [*callbacks, clocks[-1]])
+        return engine(config, stop_event, [*callbacks, clocks[-1]])
 
     core.runner.run_training = run_training
     core.jobs.service.run_training = run_training

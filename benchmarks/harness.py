@@ -207,7 +207,7 @@ class CallClock(RunCallback):
         self.begins.append(time.perf_counter())
         self.steps.append(steps)
 
-    def on_steps(self, records) -> None:
+    def on_step_records(self, records) -> None:
         self.ends.append(time.perf_counter())
 
 

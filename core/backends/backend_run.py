@@ -1,8 +1,8 @@
-"""`run_in_backend_child(config, on_steps, stop_event, callbacks) -> RunResult`: a JAX or PyTorch run, from the parent's side.
+"""`run_in_backend_child(config, stop_event, callbacks) -> RunResult`: a JAX or PyTorch run, from the parent's side.
 
 The job trains in `python -m core.backends.child_job` (started through
 `core.child_process.Child`: its own process group, ended with the app). Its
-step records arrive here as it sends them and reach `on_steps` and the hooks in
+step records arrive here as it sends them and reach `on_step_records` and the hooks in
 the calling thread, exactly as the TensorFlow engine's do, so live plots, the
 history recorder and the verdict work the same. Stop: the child is asked to
 stop after the call in flight; once that call's steps are here, its group is
@@ -19,7 +19,7 @@ import json
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +36,6 @@ from core.training.parent_turns import GO, TAKES_TURNS, TURN
 from core.workloads.file_optimizer import with_learning_rate_used
 from core.workloads.workload import is_model_file
 
-OnSteps = Callable[[Sequence[StepRecord]], None]
 CHILD_MODULE = "core.backends.child_job"
 STOP_GRACE_S = 60.0
 """How long a stopped job may take to finish the call in flight before its group is killed anyway."""
@@ -73,11 +72,10 @@ class _Tally:
 
 def run_in_backend_child(
     config: RunConfig,
-    on_steps: OnSteps | None = None,
     stop_event: threading.Event | None = None,
     callbacks: Sequence[RunCallback] = (),
 ) -> RunResult:
-    """Train `config` on its backend in a child process, streaming step records to `on_steps` and the hooks.
+    """Train `config` on its backend in a child process, streaming step records to the hooks.
 
     Every problem ends the run with status "failed" and a readable message
     (the backend not installed, the model or data refused, the child dying);
@@ -92,16 +90,14 @@ def run_in_backend_child(
     if not is_installed(config.backend):
         status, message = RunStatus.FAILED, f"{title} is not installed here: pip install 'device-lab[{config.backend}]'."
     else:
-        status, message = _follow_child(tally, on_steps, stop_event, listeners)
+        status, message = _follow_child(tally, stop_event, listeners)
     result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
     for listener in listeners:
         listener.on_run_end(result)
     return result
 
 
-def _follow_child(
-    tally: _Tally, on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
-) -> tuple[RunStatus, str]:
+def _follow_child(tally: _Tally, stop_event: threading.Event, listeners: list[RunCallback]) -> tuple[RunStatus, str]:
     """The job's child with the run's config and initial weights (see `_watch_child`)."""
     config = tally.config
     title = backend_title(config.backend)
@@ -110,12 +106,10 @@ def _follow_child(
         if weights is None and not is_model_file(config.model):
             tally.notes.append(NOT_SHARED.format(backend=title))
         argv = [json.dumps(config.to_dict()), *([weights] if weights else [])]
-        return _watch_child(tally, argv, on_steps, stop_event, listeners)
+        return _watch_child(tally, argv, stop_event, listeners)
 
 
-def _watch_child(
-    tally: _Tally, argv: list[str], on_steps: OnSteps | None, stop_event: threading.Event, listeners: list[RunCallback]
-) -> tuple[RunStatus, str]:
+def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, listeners: list[RunCallback]) -> tuple[RunStatus, str]:
     """Start the job's child with `argv`, hand on its messages until it ends, and say how the run ended."""
     title = backend_title(tally.config.backend)
     turns = {TAKES_TURNS: "1"} if any(listener.takes_turns for listener in listeners) else {}
@@ -128,10 +122,8 @@ def _watch_child(
                 child.tell({"event": GO, **granted_turn(listeners, int(message["next_step"]))})
             elif event == "steps":
                 records = tally.add(message)
-                if on_steps is not None:
-                    on_steps(records)
                 for listener in listeners:
-                    listener.on_steps(records)
+                    listener.on_step_records(records)
                 if stop_event.is_set() or tally.failure:
                     child.kill()  # the call in flight has ended; steps the child ran past it are not the run's, as in the engine
                     break

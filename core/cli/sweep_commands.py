@@ -203,7 +203,7 @@ class SweepProgress(SweepListener):
             self._round = round_index
             say(f"round {round_index + 1} of {rounds}")
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         printer = self._printers.get(self._current)
         if printer is not None:
             printer(records)

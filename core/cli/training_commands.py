@@ -102,7 +102,7 @@ class RunProgress(JobListener):
         self._hooks = hooks
         self._ended = False
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         self._printer(records)
 
     def on_diagnosing(self, what: str) -> None:

@@ -39,7 +39,6 @@ from core.formatting import utc_now
 from core.ports import free_ports
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext, amended_result, granted_turn
-from core.training.engine import OnSteps
 from core.training.metrics import summarize
 from core.training.parent_turns import GO, TAKES_TURNS, TURN
 from core.workloads.model_file import ModelFileError, check_model_path
@@ -55,7 +54,6 @@ MESSAGE_TAIL_LINES = 6
 
 def run_local_cluster(
     config: RunConfig,
-    on_steps: OnSteps | None = None,
     stop_event: threading.Event | None = None,
     callbacks: Sequence[RunCallback] = (),
 ) -> RunResult:
@@ -77,7 +75,7 @@ def run_local_cluster(
         cluster = [f"{LOCALHOST}:{port}" for port in free_ports(config.workers)]
         local = list(range(config.workers))
     network, exposed_because = open_worker_network(config) if private_workers(config) else (None, "")
-    supervisor = Supervisor(config, cluster, local, on_steps, stop_event or threading.Event(), callbacks, network, exposed_because)
+    supervisor = Supervisor(config, cluster, local, stop_event or threading.Event(), callbacks, network, exposed_because)
     try:
         return supervisor.run()
     finally:
@@ -113,7 +111,6 @@ class Supervisor:
         config: RunConfig,
         cluster: Sequence[str],
         local: Sequence[int],
-        on_steps: OnSteps | None,
         stop_event: threading.Event,
         callbacks: Sequence[RunCallback],
         network: PrivateNetwork | None = None,
@@ -126,7 +123,6 @@ class Supervisor:
         self._cluster = list(cluster)
         self._workers = [_Worker(i, address) for i, address in enumerate(cluster)]
         self._local = [self._workers[i] for i in local]
-        self._on_steps = on_steps
         self._stop_event = stop_event
         self._listeners = list(callbacks)
         self._events: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
@@ -246,10 +242,8 @@ class Supervisor:
         elif kind == protocol.STEPS:
             records = protocol.decode_records(event["records"])
             self._records.extend(records)
-            if self._on_steps is not None:
-                self._on_steps(records)
             for listener in self._listeners:
-                listener.on_steps(records)
+                listener.on_step_records(records)
 
     def _check_ended(self, worker: _Worker) -> None:
         """A worker that ends without a good outcome fails the run, unless the outcome is already known."""

@@ -238,7 +238,7 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, ho
         return 1
     configure_runtime(RuntimeSettings())  # memory growth: local workers may share a GPU
     try:
-        result = train_in_this_process(config, None, stop, [reporter, *hooks])
+        result = train_in_this_process(config, stop, [reporter, *hooks])
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a config this machine cannot run (ConfigError from the engine)
@@ -268,7 +268,7 @@ class EventReporter(RunCallback):
         if self._chief:
             self._send({"event": CALL, "first_step": first_step, "steps": steps})
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if self._chief:
             self._send({"event": STEPS, "records": encode_records(records)})
 

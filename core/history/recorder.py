@@ -1,7 +1,7 @@
 """Record a run in the history while it trains, so a crash loses at most the last second.
 
 `HistoryRecorder` is a `RunCallback`: `begin()` records the run as "running" before
-it starts, `on_steps` appends the steps in one transaction at most every
+it starts, `on_step_records` appends the steps in one transaction at most every
 `flush_interval_s`, and `finish(result)` writes the result, once (the job
 service, `core.jobs`, calls it with the final result, its verdict included). After a crash or `kill -9`
 the run reads back as "interrupted" with every appended step and the figures of
@@ -81,7 +81,7 @@ class HistoryRecorder(RunCallback):
             self._begin(FLUSH_WAIT_S)
         return self.run_id
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         self._pending.extend(records)
         if time.monotonic() - self._last_flush >= self._interval_s:
             self.flush()

@@ -77,7 +77,7 @@ class DeviceUseHook(RunCallback):
         self._sampler.start()
         self._read_tf_memory(force=True)
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if self._sampler is None or not records:
             return
         with self._lock:

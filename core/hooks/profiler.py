@@ -90,7 +90,7 @@ class ProfilerCapture(RunCallback):
             self._start()
             self._captured = (first_step, last_in_call)
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if self._active and records and records[-1].step >= self.last_step:
             self._stop()
             self._stopped_in_run = True

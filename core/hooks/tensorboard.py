@@ -118,7 +118,7 @@ class TensorBoardWriter(RunCallback):
         self._thread.add_text("config", f"```\n{config_text}\n```", step=0)
         self._thread.start()
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if self._thread is not None:
             self._thread.add_steps(records)
 

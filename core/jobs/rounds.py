@@ -120,7 +120,7 @@ class RoundGate(RunCallback):
     def on_run_start(self, context: RunContext) -> None:
         self._total = context.total_steps
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if not records:
             return
         self._done = records[-1].step

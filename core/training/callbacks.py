@@ -73,7 +73,7 @@ class RunCallback:
     def on_call_begin(self, first_step: int, steps: int) -> None:
         """The next call will run steps first_step .. first_step + steps - 1 (1-based)."""
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         """One call finished; its per-step records, in order."""
 
     def amend_result(self, result: RunResult) -> RunResult:
@@ -144,7 +144,7 @@ class ConditionsHook(RunCallback):
             self._nvml, self._gpus = _run_gpus(context.device_names)
         self._sampler.start()
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if not records:
             return
         if records[0].warmup:

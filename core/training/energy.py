@@ -89,7 +89,7 @@ class EnergyHook(RunCallback):
             self._read()
             self._pending_steps = 0
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if not self.counters or self._failure:
             return
         steady = sum(1 for record in records if not record.warmup)

@@ -1,4 +1,4 @@
-"""The training engine: `train_in_this_process(config, on_steps, stop_event) -> RunResult`.
+"""The training engine: `train_in_this_process(config, stop_event, callbacks) -> RunResult`.
 
 One engine for every strategy: a custom training loop in which a
 `tf.function` runs `steps_per_call` steps per call, each step through
@@ -58,8 +58,6 @@ from core.workloads.file_optimizer import learning_rate_used, with_learning_rate
 from core.workloads.memory_estimate import estimate_for_model
 from core.workloads.workload import open_checked_workload, open_workload
 
-OnSteps = Callable[[Sequence[StepRecord]], None]
-
 PRECISION_POLICIES = {"off": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
 
 
@@ -86,11 +84,10 @@ class _Session:
 
 def train_in_this_process(
     config: RunConfig,
-    on_steps: OnSteps | None = None,
     stop_event: threading.Event | None = None,
     callbacks: Sequence[RunCallback] = (),
 ) -> RunResult:
-    """Train `config` here, streaming step records to `on_steps` after every call.
+    """Train `config` here, passing each call's step records to the hooks in `callbacks`.
 
     `core.runner.run_training` calls this for every strategy but a local
     multi-worker run. Raises ConfigError when the config does not fit this
@@ -118,7 +115,7 @@ def train_in_this_process(
         with quiet_native_stderr():
             session = _prepare(config, tally, stop_event)
         _start_run(session, tally, listeners)
-        _run_calls(session, tally, on_steps, stop_event, listeners)
+        _run_calls(session, tally, stop_event, listeners)
         if stop_event.is_set() and len(tally.losses) < session.total_steps:
             status, message = RunStatus.STOPPED, f"Stopped by the user after {len(tally.losses)} of {session.total_steps} steps."
     except SetupStopped as exc:
@@ -178,7 +175,6 @@ def _start_run(session: _Session, tally: _Tally, listeners: Sequence[RunCallback
 def _run_calls(
     session: _Session,
     tally: _Tally,
-    on_steps: OnSteps | None,
     stop_event: threading.Event,
     listeners: Sequence[RunCallback],
 ) -> None:
@@ -208,10 +204,8 @@ def _run_calls(
         previous_end = call_end
         records = tally.add_call(call_losses, count, per_step)
         tally.memory.sample(call_end)
-        if on_steps is not None:
-            on_steps(records)
         for listener in listeners:
-            listener.on_steps(records)
+            listener.on_step_records(records)
         _check_finite(records, config)
 
 

@@ -38,7 +38,7 @@ class PointClock(RunCallback):
     def on_run_start(self, context: RunContext) -> None:
         self._check(time.monotonic())
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         now = time.monotonic()
         if self.steady_since is None:
             self.steady_since = now  # the warm-up call just ended

@@ -137,7 +137,7 @@ class _CompareListener(JobListener):
     def on_run_start(self, context: RunContext) -> None:
         self._worker.buffers.set_plan(context.total_steps, context.replicas)
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         self._worker.buffers.append_current(records)
 
     def on_job_end(self, index: int, recorded: RecordedRun) -> None:

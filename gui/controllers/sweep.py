@@ -69,7 +69,7 @@ class _SweepWorkerListener(SweepListener):
     def on_run_start(self, context: RunContext) -> None:
         self._worker.buffer.set_plan(context.total_steps, context.replicas)
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         self._worker.buffer.append(records)
 
     def on_row(self, index: int, row: SweepRow) -> None:

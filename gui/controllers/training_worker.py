@@ -78,7 +78,7 @@ class _WorkerListener(JobListener):
     def on_run_start(self, context: RunContext) -> None:
         self._buffer.set_plan(context.total_steps, context.replicas)
 
-    def on_steps(self, records: Sequence[StepRecord]) -> None:
+    def on_step_records(self, records: Sequence[StepRecord]) -> None:
         self._buffer.append(records)
 
     def on_diagnosing(self, what: str) -> None:

@@ -26,7 +26,7 @@ def test_a_run_is_begun_appended_and_finished_through_the_job_history(isolated_f
     with JobHistory() as history:
         recorder = HistoryRecorder(history.store, CONFIG, "label", group="g")
         run_id = recorder.begin()
-        recorder.on_steps([StepRecord(1, 2.0, 0.5, True), StepRecord(2, 1.5, 0.1)])
+        recorder.on_step_records([StepRecord(1, 2.0, 0.5, True), StepRecord(2, 1.5, 0.1)])
         recorder.flush()
         with RunStore.open() as reader:
             [running] = reader.list_runs()

@@ -13,6 +13,7 @@ import pytest
 
 from core import RunConfig, RunStatus, run_training
 from core.training.callbacks import RunCallback
+from tests.step_hooks import StepsTo
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,7 @@ class Heard(RunCallback):
     def on_run_start(self, context) -> None:
         self.context = context
 
-    def on_steps(self, records) -> None:
+    def on_step_records(self, records) -> None:
         self.steps += [record.step for record in records]
 
     def on_run_end(self, result) -> None:
@@ -44,12 +45,12 @@ def _job_libraries() -> list[str]:
 def test_a_jax_job_trains_in_a_child_without_tensorflow_and_streams_every_step():
     heard, streamed, libraries = Heard(), [], []
 
-    def on_steps(records) -> None:
+    def on_step_records(records) -> None:
         streamed.extend(records)
         if not libraries:
             libraries.extend(_job_libraries())
 
-    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), on_steps, callbacks=[heard])
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), callbacks=[heard, StepsTo(on_step_records)])
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.environment["tensorflow_imported"] is False  # checked in the child at the end of the job
     assert any("jax" in path for path in libraries) and not any("tensorflow" in path for path in libraries)
@@ -89,13 +90,13 @@ def test_stop_ends_a_jax_job_after_the_call_in_flight_and_leaves_no_child():
     steady: list[int] = []
     children_before = {p.pid for p in psutil.Process().children(recursive=True)}
 
-    def on_steps(records) -> None:
+    def on_step_records(records) -> None:
         seen.extend(r.step for r in records)
         steady.extend(r.step for r in records if not r.warmup)
         if len(steady) >= 3:  # past the warm-up, so the run has a steady state to report
             stop.set()
 
-    result = run_training(RunConfig(model="mlp", backend="jax", steps=100_000), on_steps, stop)
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=100_000), stop, [StepsTo(on_step_records)])
     # The steps that had reached the app when Stop was asked are the run's (the job sends calls together, every 10 ms): no more.
     assert result.status == RunStatus.STOPPED and f"after {len(seen)} of 100000 steps" in result.message
     assert result.steps_done == len(seen) and 3 <= len(seen) < 1000 and result.samples_per_s > 0

@@ -62,7 +62,7 @@ class Recorder(ClusterCallback):
     def on_run_start(self, context):
         self.replicas = context.replicas
 
-    def on_steps(self, records):
+    def on_step_records(self, records):
         self.steps.extend(r.step for r in records)
         self.losses.extend(r.loss for r in records)
         if self.act is not None:

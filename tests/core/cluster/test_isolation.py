@@ -92,7 +92,7 @@ class SocketSnapshot(ClusterCallback):
     def on_cluster_waiting(self, elapsed_s, timeout_s):
         self.waiting.append((elapsed_s, timeout_s))
 
-    def on_steps(self, records):
+    def on_step_records(self, records):
         if self.sockets:
             return
         for pid in self.pids:

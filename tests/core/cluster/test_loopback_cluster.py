@@ -239,8 +239,8 @@ def test_a_loopback_cluster_and_the_worker_from_its_command_train_in_one_private
             super().on_workers_started(workers)
             seen["worker"] = Running(command_args(config), cli_env)
 
-        def on_steps(self, records):
-            super().on_steps(records)
+        def on_step_records(self, records):
+            super().on_step_records(records)
             if "namespaces" not in seen:
                 trainer = listener(seen["worker"], port)
                 seen["exposed"] = exposure(trainer.pid, port)

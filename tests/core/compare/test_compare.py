@@ -48,7 +48,7 @@ class Heard(JobListener):
         self.current = index
         self.calls["turns"].append((index, round_index))
 
-    def on_steps(self, records):
+    def on_step_records(self, records):
         self.calls["steps"].setdefault(self.current, []).extend(r.step for r in records)
         if self.stop is not None:
             self.stop.set()

@@ -34,8 +34,8 @@ def test_steps_are_appended_at_once_then_at_most_once_per_interval(store: RunSto
     recorder = HistoryRecorder(store, CONFIG, label="live", flush_interval_s=3600)
     run_id = recorder.begin()
     assert store.list_runs()[0].status == RunStatus.RUNNING and store.list_runs()[0].label == "live"
-    recorder.on_steps(records(1, 1))  # the first steps are written at once
-    recorder.on_steps(records(2, 50))  # within the interval: kept back
+    recorder.on_step_records(records(1, 1))  # the first steps are written at once
+    recorder.on_step_records(records(2, 50))  # within the interval: kept back
     assert stored_steps(store, run_id) == 1
     recorder.flush()
     assert stored_steps(store, run_id) == 51
@@ -45,14 +45,14 @@ def test_every_call_writes_when_the_interval_is_zero(store: RunStore) -> None:
     recorder = HistoryRecorder(store, CONFIG, flush_interval_s=0)
     run_id = recorder.begin()
     for first in range(1, 100, 10):
-        recorder.on_steps(records(first, 10))
+        recorder.on_step_records(records(first, 10))
         assert stored_steps(store, run_id) == first + 9
 
 
 def test_finish_stores_the_result_once(store: RunStore) -> None:
     recorder = HistoryRecorder(store, CONFIG)
     run_id = recorder.begin()
-    recorder.on_steps(records(1, 5))
+    recorder.on_step_records(records(1, 5))
     result = make_result(steps=300)
     assert recorder.finish(result) == run_id
     with pytest.raises(RuntimeError, match="already finished"):  # one place finishes a run (core.jobs), once
@@ -71,8 +71,8 @@ def test_a_run_that_never_began_is_saved_in_one_go(store: RunStore) -> None:
 def test_a_failure_without_a_series_keeps_every_appended_step(store: RunStore) -> None:
     recorder = HistoryRecorder(store, CONFIG, flush_interval_s=3600)
     run_id = recorder.begin()
-    recorder.on_steps(records(1, 1))
-    recorder.on_steps(records(2, 9))  # not yet written when the run fails
+    recorder.on_step_records(records(1, 1))
+    recorder.on_step_records(records(2, 9))  # not yet written when the run fails
     recorder.finish(RunResult(status=RunStatus.FAILED, config=CONFIG.to_dict(), message="boom", steps_done=10))
     assert len(store.load(run_id).losses) == 10
 
@@ -94,7 +94,7 @@ def test_a_read_only_history_never_raises_and_is_left_untouched(tmp_path: Path) 
     with read_only(path), RunStore.open(path) as store:
         recorder = HistoryRecorder(store, CONFIG)
         assert recorder.begin() is None
-        recorder.on_steps(records(1, 10))
+        recorder.on_step_records(records(1, 10))
         assert recorder.finish(make_result(steps=10)) is None
         assert "can only be read (the file is read-only)" in recorder.error and "This run is not saved" in recorder.error
     assert path.read_bytes() == before
@@ -104,7 +104,7 @@ def test_a_run_deleted_while_it_trains_stops_the_recording_with_a_reason(store: 
     recorder = HistoryRecorder(store, CONFIG, flush_interval_s=0)
     run_id = recorder.begin()
     store.delete([run_id])
-    recorder.on_steps(records(1, 3))
+    recorder.on_step_records(records(1, 3))
     assert recorder.finish(make_result(steps=3)) is None
     assert f"no longer has run {run_id}" in recorder.error and store.list_runs() == []
 

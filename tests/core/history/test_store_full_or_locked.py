@@ -79,11 +79,11 @@ def test_a_locked_history_opens_at_once_and_the_run_is_recorded_once_the_lock_go
         opened_in = time.monotonic() - started
         recording = HistoryRecorder(store, CONFIG, label="locked out", flush_interval_s=0)
         assert recording.begin() is None and recording.locked_out and not recording.error
-        recording.on_steps(records(1, 10))
-        recording.on_steps(records(11, 10))
+        recording.on_step_records(records(1, 10))
+        recording.on_step_records(records(11, 10))
         assert time.monotonic() - started < 5, "the training thread is never held up for long"
         holder.release()
-        recording.on_steps(records(21, 5))  # the next flush begins the run and appends every step kept meanwhile
+        recording.on_step_records(records(21, 5))  # the next flush begins the run and appends every step kept meanwhile
         run_id = recording.finish(RunResult(status=RunStatus.STOPPED, config=CONFIG.to_dict(), steps_done=25))
     finally:
         holder.end()
@@ -102,7 +102,7 @@ def test_a_lock_held_past_the_run_s_end_loses_nothing_but_the_record_and_says_wh
         with RunStore.open(history) as store:
             recording = HistoryRecorder(store, CONFIG, flush_interval_s=0)
             recording.begin()
-            recording.on_steps(records(1, 5))
+            recording.on_step_records(records(1, 5))
             started = time.monotonic()
             assert recording.finish(make_result(steps=5)) is None
             waited = time.monotonic() - started
@@ -119,14 +119,14 @@ def test_a_lock_that_comes_while_the_run_trains_delays_its_steps_never_drops_the
         recording = HistoryRecorder(store, CONFIG, flush_interval_s=0)
         run_id = recording.begin()
         assert run_id is not None
-        recording.on_steps(records(1, 3))
+        recording.on_step_records(records(1, 3))
         holder = LockHolder(history)
         try:
-            recording.on_steps(records(4, 7))
+            recording.on_step_records(records(4, 7))
             assert recording.locked_out and recording.error == ""
             assert next(run.steps for run in store.list_runs() if run.id == run_id) == 3
             holder.release()
-            recording.on_steps(records(11, 2))
+            recording.on_step_records(records(11, 2))
         finally:
             holder.end()
         assert next(run.steps for run in store.list_runs() if run.id == run_id) == 12

@@ -38,7 +38,7 @@ class FailAtStep(RunCallback):
     def __init__(self, step: int):
         self.step = step
 
-    def on_steps(self, records):
+    def on_step_records(self, records):
         if records[-1].step >= self.step:
             raise RuntimeError(f"planned failure at step {self.step}")
 

@@ -73,7 +73,7 @@ def test_steps_reach_the_file_from_the_writer_thread_while_the_run_goes_on(tmp_p
     writer = TensorBoardWriter(tmp_path, flush_s=0.05)
     # model None: a multi-worker run relayed from its workers, so no memory scalar from this process.
     writer.on_run_start(RunContext(RunConfig(batch_size=32), 10, 1, ("CPU:0",), None))
-    writer.on_steps([StepRecord(1, 2.5, 0.5, True), StepRecord(2, 2.0, 0.25, False)])
+    writer.on_step_records([StepRecord(1, 2.5, 0.5, True), StepRecord(2, 2.0, 0.25, False)])
     deadline = time.monotonic() + 10
     while "loss" not in (tensors := _read_tensors(writer.run_dir)) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -27,7 +27,7 @@ class WarmupOver(RunCallback):
     def __init__(self, phase: dict[str, float]):
         self.phase = phase
 
-    def on_steps(self, records):
+    def on_step_records(self, records):
         if records[-1].warmup:
             self.phase["use"] = STEADY_USE
 

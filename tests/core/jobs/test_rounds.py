@@ -48,7 +48,7 @@ class StepsOf(RunCallback):
             self.order.training += 1
             self.order.overlap |= self.order.training > 1 or self.order.holder != self.index
 
-    def on_steps(self, records) -> None:
+    def on_step_records(self, records) -> None:
         with self.order.lock:
             self.order.training -= 1
             self.order.steps.extend((self.index, r.step) for r in records)

@@ -65,17 +65,17 @@ def test_a_jax_job_takes_its_turns_with_a_tensorflow_job_and_never_trains_out_of
         for i, c in enumerate(configs)
     ]
     steps_by_holder: list[tuple[int, int]] = []
-    original = StepsOf.on_steps
+    original = StepsOf.on_step_records
 
     def noted(self, records) -> None:
         steps_by_holder.extend((self.index, order.holder) for _ in records)
         original(self, records)
 
-    StepsOf.on_steps = noted  # type: ignore[method-assign]
+    StepsOf.on_step_records = noted  # type: ignore[method-assign]
     try:
         results = run_in_rounds(starters, rounds=3, seed=5, on_turn=order.on_turn)
     finally:
-        StepsOf.on_steps = original  # type: ignore[method-assign]
+        StepsOf.on_step_records = original  # type: ignore[method-assign]
     assert [r.status for r in results] == [RunStatus.COMPLETED] * 2, [r.message for r in results]
     assert all(index == holder for index, holder in steps_by_holder), "a job's steps arrived in another job's turn"
     jax = results[1]

@@ -36,7 +36,7 @@ class Heard(JobListener):
         if self.store is not None:
             self.status_at_start = self.store.list_runs()[0].status
 
-    def on_steps(self, records) -> None:
+    def on_step_records(self, records) -> None:
         self.steps.extend(r.step for r in records)
 
     def on_diagnosing(self, what: str) -> None:
@@ -74,7 +74,7 @@ def test_stop_ends_the_run_without_a_verdict_and_hooks_see_every_call(two_cpus, 
     class StopAfterThree(RunCallback):
         calls = 0
 
-        def on_steps(self, records) -> None:
+        def on_step_records(self, records) -> None:
             self.calls += 1
             if self.calls == 3:
                 stop.set()

@@ -49,8 +49,8 @@ def test_the_conditions_of_a_jax_gpu_run_name_its_gpu_without_tensorflow(monkeyp
     config = RunConfig(model="mlp", backend="jax", strategy="one-device", devices=("GPU:0",))
     hook = ConditionsHook()
     hook.on_run_start(RunContext(config, 2, 1, ("GPU:0",), None))  # raised ModuleNotFoundError before: every such GPU job failed
-    hook.on_steps([StepRecord(1, 2.3, 0.5, True)])
-    hook.on_steps([StepRecord(2, 2.2, 0.01, False)])
+    hook.on_step_records([StepRecord(1, 2.3, 0.5, True)])
+    hook.on_step_records([StepRecord(2, 2.2, 0.01, False)])
     result = hook.amend_result(RunResult(status=RunStatus.COMPLETED, config=config.to_dict()))
     [gpu] = result.conditions["gpus"]
     assert gpu["device"] == "GPU:0" and gpu["sm_clock_mhz"] == 1410  # CUDA device 0: the GPU at bus 41

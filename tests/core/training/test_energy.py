@@ -24,7 +24,7 @@ BATCH = 32
 
 @pytest.fixture(autouse=True)
 def every_steps_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each `on_steps` reads the counters here (a real run reads at most every READ_EVERY_S)."""
+    """Each `on_step_records` reads the counters here (a real run reads at most every READ_EVERY_S)."""
     monkeypatch.setattr(energy, "READ_EVERY_S", 0.0)
 
 
@@ -46,11 +46,11 @@ def test_only_the_steady_windows_joules_are_counted(tmp_path: Path) -> None:
     fake = FakePowercap(tmp_path / "powercap")
     hook = hook_on(fake)
     fake.advance(500.0)  # the warm-up: tracing and compiling, not the model's training
-    hook.on_steps(records(1, 1, warmup=True))
-    hook.on_steps(records(2, 1))  # the window opens after this step: it is not counted
+    hook.on_step_records(records(1, 1, warmup=True))
+    hook.on_step_records(records(2, 1))  # the window opens after this step: it is not counted
     for first in (3, 5, 7):
         fake.advance(2.0)
-        hook.on_steps(records(first, 2))
+        hook.on_step_records(records(first, 2))
     result = finished(hook)
     assert result.energy is not None and result.energy["joules"] == pytest.approx(6.0, rel=1e-6)
     assert result.energy["samples"] == 6 * BATCH
@@ -63,9 +63,9 @@ def test_a_counter_that_wraps_during_the_window_is_unwrapped(tmp_path: Path) -> 
     fake = FakePowercap(tmp_path / "powercap", start_joules=0.0, range_uj=10_000_000)  # wraps at 10 J
     fake.advance(9.0)
     hook = hook_on(fake)
-    hook.on_steps(records(1, 1))
+    hook.on_step_records(records(1, 1))
     fake.advance(3.0)  # 9 J -> 12 J: the counter reads 2 J
-    hook.on_steps(records(2, 4))
+    hook.on_step_records(records(2, 4))
     result = finished(hook)
     assert result.energy is not None and result.energy["joules"] == pytest.approx(3.0, rel=1e-6)
 
@@ -73,8 +73,8 @@ def test_a_counter_that_wraps_during_the_window_is_unwrapped(tmp_path: Path) -> 
 def test_a_counter_that_did_not_advance_is_said_not_a_zero(tmp_path: Path) -> None:
     fake = FakePowercap(tmp_path / "powercap")
     hook = hook_on(fake)
-    hook.on_steps(records(1, 1))
-    hook.on_steps(records(2, 3))
+    hook.on_step_records(records(1, 1))
+    hook.on_step_records(records(2, 3))
     result = finished(hook)
     assert result.energy is None and result.joules_per_sample is None
     assert "did not advance" in result.energy_reason
@@ -83,14 +83,14 @@ def test_a_counter_that_did_not_advance_is_said_not_a_zero(tmp_path: Path) -> No
 def test_in_rounds_another_jobs_turn_is_not_counted(tmp_path: Path) -> None:
     fake = FakePowercap(tmp_path / "powercap")
     hook = hook_on(fake, in_rounds=True)
-    hook.on_steps(records(1, 1))
+    hook.on_step_records(records(1, 1))
     fake.advance(1.0)
-    hook.on_steps(records(2, 2))
+    hook.on_step_records(records(2, 2))
     hook.turn_ended()  # the gate: this run's turn is over
     fake.advance(50.0)  # another job's turn while this one waited
     hook.turn_began()
     fake.advance(1.0)
-    hook.on_steps(records(4, 2))
+    hook.on_step_records(records(4, 2))
     result = hook.amend_result(RunResult(status=RunStatus.COMPLETED, config={}, rounds={"spans": [[2, 3], [4, 5]]}))
     assert result.energy is not None and result.energy["joules"] == pytest.approx(2.0, rel=1e-6)
     assert result.energy["samples"] == 4 * BATCH

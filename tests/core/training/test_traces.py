@@ -21,7 +21,7 @@ class GraphsOfTheRun(RunCallback):
         self.graphs: list[weakref.ref] = []
         self.names: list[str] = []
 
-    def on_steps(self, records) -> None:
+    def on_step_records(self, records) -> None:
         if not self.graphs:
             new = [o for o in gc.get_objects() if isinstance(o, FuncGraph) and id(o) not in self.before]
             self.graphs, self.names = [weakref.ref(g) for g in new], [g.name for g in new]

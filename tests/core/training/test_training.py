@@ -9,13 +9,14 @@ from core.config import RunConfig
 from core.results import RunStatus
 from core.runner import run_training
 from core.workloads.models import MODELS
+from tests.step_hooks import StepsTo
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_every_sample_model_trains_on_synthetic_data(model, two_cpus):
     streamed = []
-    result = run_training(RunConfig(model=model, steps=4, batch_size=8), on_steps=streamed.extend)
+    result = run_training(RunConfig(model=model, steps=4, batch_size=8), callbacks=[StepsTo(streamed.extend)])
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.steps_done == 4
     assert [r.step for r in streamed] == [1, 2, 3, 4]
@@ -37,7 +38,7 @@ def test_mirrored_on_two_logical_cpus_reports_true_per_step_losses(two_cpus):
     streamed = []
     mirrored = run_training(
         RunConfig(model="mlp", dataset="digits", strategy="mirrored", devices=tuple(two_cpus), steps=12, steps_per_call=4),
-        on_steps=lambda records: streamed.append([r.step for r in records]),
+        callbacks=[StepsTo(lambda records: streamed.append([r.step for r in records]))],
     )
     assert mirrored.status == RunStatus.COMPLETED, mirrored.message
     assert mirrored.replicas == 2
@@ -55,12 +56,12 @@ def test_stop_event_ends_run_within_one_call_with_partial_statistics(two_cpus):
     stop = threading.Event()
     calls = []
 
-    def on_steps(records):
+    def on_step_records(records):
         calls.append(records)
         if len(calls) == 3:
             stop.set()
 
-    result = run_training(RunConfig(model="mlp", steps=1000, steps_per_call=5), on_steps=on_steps, stop_event=stop)
+    result = run_training(RunConfig(model="mlp", steps=1000, steps_per_call=5), stop_event=stop, callbacks=[StepsTo(on_step_records)])
     assert result.status == RunStatus.STOPPED
     assert result.steps_done == 15
     assert "15 of 1000" in result.message

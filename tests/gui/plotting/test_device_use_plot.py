@@ -59,7 +59,7 @@ def test_a_gpu_run_is_sampled_and_drawn_under_step_time_with_memory_in_words(cha
     hook.on_run_start(RunContext(RunConfig(), STEPS, 1, ("GPU:0",), None))
     for step in range(1, STEPS + 1):  # what the engine does after each call
         time.sleep(0.05)  # ~0.5 s in all: about 5 samples at 10 a second
-        hook.on_steps([StepRecord(step, 1.0, 0.05, warmup=step == 1)])
+        hook.on_step_records([StepRecord(step, 1.0, 0.05, warmup=step == 1)])
     qtbot.waitUntil(lambda: use.isVisible() and drawn_points(use) > 3, timeout=5000)
     result = hook.amend_result(RunResult(RunStatus.COMPLETED, RunConfig().to_dict()))
     hook.on_run_end(result)
