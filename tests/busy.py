@@ -12,9 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from tests.waiting import became_true
 
 LOOP = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -50,18 +51,12 @@ def busy_cores(count: int | None = None, limit_s: float = 300.0) -> Iterator[lis
 
 def _wait_spinning(pids: list[int], timeout_s: float = 10.0) -> None:
     """Until each loop has used some CPU time (it is running, not starting up), within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if all(_cpu_s(pid) > 0.05 for pid in pids):
-            return
-        time.sleep(0.02)
+    became_true(lambda: all(_cpu_s(pid) > 0.05 for pid in pids), timeout_s)
 
 
 def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
     """Until the killed loops are gone (their new parent reaps them), within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
-        time.sleep(0.01)
+    became_true(lambda: all(_gone(pid) for pid in pids), timeout_s, every_s=0.01)
 
 
 def _gone(pid: int) -> bool:

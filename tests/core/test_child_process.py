@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from core.child_process import EXITED, STOPPED, TIMEOUT, Child, child_env
+from tests.waiting import became_true
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="process groups and orphan checks are POSIX")
 DEADLINE_S = 30.0
@@ -29,15 +30,6 @@ def gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
-
-
-def wait_until(condition, limit_s: float = DEADLINE_S) -> bool:
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_messages_and_the_reply_come_through_log_noise_on_both_streams():
@@ -103,7 +95,7 @@ def test_a_stop_event_kills_the_whole_group_grandchild_too():
     end = child.wait(DEADLINE_S)
 
     assert end.how == STOPPED and end.returncode < 0
-    assert wait_until(lambda: gone(grandchild)), "the grandchild outlived the stop"
+    assert became_true(lambda: gone(grandchild)), "the grandchild outlived the stop"
     assert child.describe_end() == "the test child was stopped"
 
 
@@ -161,7 +153,7 @@ def outlived_its_parent(child_script: str, limit_s: float = DEADLINE_S) -> bool:
         assert not gone(orphan)
         parent.kill()
         parent.wait()
-        return not wait_until(lambda: gone(orphan), limit_s)
+        return not became_true(lambda: gone(orphan), limit_s)
     finally:
         parent.kill()
         parent.stdout.close()
@@ -254,7 +246,7 @@ def test_a_child_left_in_a_with_block_is_killed_and_the_env_is_the_one_builder(m
         env={"DEVICE_LAB_TEST": "yes", "TF_CONFIG": None},
         hide_gpus=True,
     ) as child:
-        assert wait_until(lambda: child.result is not None)
+        assert became_true(lambda: child.result is not None)
     assert child.end is not None and child.end.how == "killed"
     env = child.result
     assert env["DEVICE_LAB_TEST"] == "yes" and "TF_CONFIG" not in env and env["CUDA_VISIBLE_DEVICES"] == "-1"

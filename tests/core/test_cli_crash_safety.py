@@ -22,6 +22,7 @@ import pytest
 from core.history.store import RunStore
 from tests.core.history.test_store import make_result
 from tests.core.read_only_paths import read_only
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 240
@@ -34,13 +35,6 @@ def cli_env(tmp_path):
 
 def cli(args, env, timeout=240):
     return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def wait_until(condition, what: str, limit_s: float = START_TIMEOUT_S, every_s: float = 0.05) -> None:
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not within {limit_s} s"
-        time.sleep(every_s)
 
 
 def stored_steps(env) -> int:
@@ -90,7 +84,7 @@ class Running:
             assert self.process.poll() is None, f"the run ended before {what}: {self.stderr[-2000:]}"
             return condition()
 
-        wait_until(met, f"{what}: {self.stderr[-2000:]}", every_s=every_s)
+        wait_until(met, f"{what}: {self.stderr[-2000:]}", START_TIMEOUT_S, every_s)
 
     def finish(self, timeout: float = 120) -> tuple[int, str, str]:
         stdout = self.process.stdout.read().decode()

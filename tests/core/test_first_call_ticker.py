@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 
 from core.cli.output import ProgressPrinter, first_call_text
 from core.formatting import format_elapsed
 from core.results import StepRecord
-
-
-def wait_for(condition, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+from tests.waiting import wait_until
 
 
 def test_the_first_call_shows_its_elapsed_time_and_a_stop_says_when_it_takes_effect():
@@ -23,9 +16,9 @@ def test_the_first_call_shows_its_elapsed_time_and_a_stop_says_when_it_takes_eff
     printer = ProgressPrinter(total_steps=3, batch_size=8, stream=stream)
     stop = threading.Event()
     with printer.ticking(stop):
-        wait_for(lambda: "building the model and compiling the step… 2 s" in stream.getvalue())
+        wait_until(lambda: "building the model and compiling the step… 2 s" in stream.getvalue())
         stop.set()
-        wait_for(lambda: "stopping when the first call ends (compiling cannot be interrupted)…" in stream.getvalue())
+        wait_until(lambda: "stopping when the first call ends (compiling cannot be interrupted)…" in stream.getvalue())
         printer([StepRecord(step=1, loss=0.5, step_time_s=0.01, warmup=True)])
         ticked = stream.getvalue()
     assert stream.getvalue() == ticked and ticked.endswith("(warm-up)   "), "no tick after the first step"

@@ -4,7 +4,6 @@ import json
 import re
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -27,6 +26,7 @@ from core.hooks.tensorboard import (
 from core.results import RunStatus, StepRecord
 from core.runner import run_training
 from core.training.callbacks import RunContext
+from tests.waiting import wait_until
 
 
 def _read_tensors(run_dir):
@@ -74,9 +74,8 @@ def test_steps_reach_the_file_from_the_writer_thread_while_the_run_goes_on(tmp_p
     # model None: a multi-worker run relayed from its workers, so no memory scalar from this process.
     writer.on_run_start(RunContext(RunConfig(batch_size=32), 10, 1, ("CPU:0",), None))
     writer.on_step_records([StepRecord(1, 2.5, 0.5, True), StepRecord(2, 2.0, 0.25, False)])
-    deadline = time.monotonic() + 10
-    while "loss" not in (tensors := _read_tensors(writer.run_dir)) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: "loss" in _read_tensors(writer.run_dir), "the loss in the event file", every_s=0.05)
+    tensors = _read_tensors(writer.run_dir)
     writer.on_run_end(None)
     assert [(step, float(value)) for step, value in tensors["loss"]] == [(1, 2.5), (2, 2.0)]
     assert [float(value) for _, value in tensors["samples_per_s"]] == [64.0, 128.0]

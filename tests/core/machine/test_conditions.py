@@ -25,6 +25,7 @@ from core.machine.conditions import (
 )
 from tests.busy import busy_cores
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+from tests.waiting import became_true
 
 
 def _snapshot(at: float, busy: float, total: float, own: float, steal: float = 0.0, pressure: float | None = None) -> Snapshot:
@@ -126,9 +127,7 @@ def test_the_apps_own_processes_are_every_live_descendant_read_from_proc_as_psut
     grandparent = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
     children = [subprocess.Popen([sys.executable, "-c", grandparent]) for _ in range(2)]
     try:
-        deadline = time.monotonic() + 30
-        while any(not psutil.Process(c.pid).children() for c in children) and time.monotonic() < deadline:
-            time.sleep(0.05)  # until both grandchildren have started
+        became_true(lambda: all(psutil.Process(c.pid).children() for c in children), every_s=0.05)  # until both grandchildren have started
         grandchildren = {g.pid for c in children for g in psutil.Process(c.pid).children()}
         expected = {p.pid for p in psutil.Process().children(recursive=True)}
         assert len(grandchildren) == 2 and {c.pid for c in children} | grandchildren <= expected

@@ -10,15 +10,13 @@ import pytest
 from core.machine import gpu, gpu_sampler
 from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView, memory_lines
 from tests.fakes.fake_nvml import GIB, FakeGpu, FakeNvml
+from tests.waiting import wait_until
 
 UTILISATION = (20.0, 40.0, 60.0, 80.0)
 
 
 def wait_for_readings(sampler: GpuSampler, count: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(sampler.readings()) < count:
-        assert time.monotonic() < deadline, f"only {len(sampler.readings())} readings after {timeout_s} s"
-        time.sleep(0.02)
+    wait_until(lambda: len(sampler.readings()) >= count, f"{count} readings", timeout_s)
 
 
 def test_samples_at_most_ten_times_a_second_averages_every_reading_and_stops():

@@ -12,6 +12,7 @@ import pytest
 from core.config import ConfigError, RunConfig
 from core.tuning.max_batch import MARGIN, TOLERANCE, bytes_per_example, find_max_batch, margin_text, parse_size
 from core.tuning.max_batch_probe import Probe, ProbeLimits, run_probe
+from tests.waiting import wait_until
 
 MiB = 2**20
 
@@ -85,12 +86,12 @@ def test_stop_kills_the_probe_in_flight_and_its_child_process() -> None:
     thread = threading.Thread(target=search)
     thread.start()
     assert started.wait(30)
-    deadline = time.monotonic() + 30
-    children = []
-    while not children and time.monotonic() < deadline:
-        children = [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
-        time.sleep(0.02)
-    assert children, "the probe's child process never appeared"
+
+    def new_children() -> list[psutil.Process]:
+        return [c for c in psutil.Process().children(recursive=True) if c.pid not in before]
+
+    wait_until(new_children, "the probe's child process")
+    children = new_children()
     stop_event.set()
     thread.join(10)
     assert not thread.is_alive()

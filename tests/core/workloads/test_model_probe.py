@@ -12,6 +12,7 @@ from core.config import ModelRef
 from core.workloads.model_file import ModelFileError, file_sha256
 from core.workloads.model_probe import describe_model_file
 from tests.core.workloads.conftest import VOCAB, two_io_model, write_py
+from tests.waiting import became_true
 
 HANG_LIMIT_S = 5.0
 KILL_MARGIN_S = 10.0  # the child's start and the kill, beyond its limit
@@ -79,16 +80,10 @@ def test_a_stop_kills_the_child_at_once(tmp_path):
     pid_file = tmp_path / "pid"
     path = write_py(tmp_path, "hangs.py", f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     stop = threading.Event()
-    threading.Thread(target=lambda: (_wait_for(pid_file), stop.set()), daemon=True).start()
+    threading.Thread(target=lambda: (became_true(pid_file.exists, 60, every_s=0.05), stop.set()), daemon=True).start()
     started = time.monotonic()
     with pytest.raises(ModelFileError, match="inspecting the model was stopped"):
         describe_model_file(ModelRef(str(path), trust=True), timeout_s=100, stop_event=stop)
     assert time.monotonic() - started < 60
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
-
-
-def _wait_for(path, limit_s: float = 60) -> None:
-    deadline = time.monotonic() + limit_s
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
