@@ -42,7 +42,7 @@ from core.machine.peak_estimates import recorded_native_bfloat16, recorded_peak_
 from core.machine.peaks import PeaksReport
 from core.results import FIGURES, FIGURES_BY_NAME, RunResult, RunStatus
 from core.training.noise import energy_ratio
-from core.training.to_target import TargetDecision, ToTarget, decide, target_how, to_target_text
+from core.training.to_target import TargetDecision, decide, target_how, to_target_text
 
 SMALL_GPU_STEP_MS = 1.0
 SMALL_MODEL_PARAMS = 1_000_000
@@ -143,11 +143,6 @@ class Comparison:
     def common_target(self) -> float | None:
         """The loss the rows are timed to: the given one, else the highest smoothed final loss of the rows whose loss fell beyond noise."""
         return self.target_decision().target_loss
-
-    def to_targets(self) -> list[ToTarget]:
-        """When each row's smoothed loss reached the common target (`core.training.to_target`; a row whose loss did not
-        fall beyond noise to it has not)."""
-        return list(self.target_decision().reached)
 
     def to_rows_dict(self) -> list[dict[str, Any]]:
         """JSON-ready rows: the run's summary plus the comparison's own figures (speed-up, time to the target loss, FLOP/s).

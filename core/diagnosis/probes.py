@@ -10,7 +10,6 @@ step time to about PROBE_BUDGET_S of steady-state steps, plus its warm-up.
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 
 from core.config import MAX_STEPS_PER_CALL, RunConfig
 from core.diagnosis.evidence import evidence_from_runs, matching_points, model_only_step_s, point
+from core.hooks.conditions import ConditionsHook
 from core.diagnosis.verdict import INPUT_MODERATE_SHARE, OVERHEAD_CALL_SHARE, Verdict, fixed_share, verdict
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
@@ -40,7 +40,6 @@ PIPELINE_BATCHES = 200
 PIPELINE_TIMEOUT_S = 10.0
 """Timing the pipeline alone stops after this long, with the batches delivered by then."""
 PIPELINE_WARMUP_BATCHES = 2
-INPUT_REPEATS = 5
 
 
 @dataclass(frozen=True)
@@ -54,15 +53,6 @@ class PipelineTiming:
     @property
     def per_batch_s(self) -> float | None:
         return self.seconds / self.batches if self.batches else None
-
-
-@dataclass(frozen=True)
-class InputTiming:
-    """One training step function timed fed by a pipeline, fed by one in-memory batch, and the pipeline alone."""
-
-    step_s: float
-    model_only_step_s: float
-    pipeline: PipelineTiming
 
 
 def probe_steps(step_s: float | None, steps_per_call: int) -> int:
@@ -98,7 +88,6 @@ def run_probes(
     pipeline_s: float | None = None,
     stop_event: threading.Event | None = None,
     others: Sequence[RunResult] = (),
-    run: Callable[..., RunResult] = run_training,
     announce: Callable[[str], None] | None = None,
 ) -> list[RunResult]:
     """The probe runs `result` still needs beside `others` (runs of the same job already made, e.g. by a sweep).
@@ -119,7 +108,7 @@ def run_probes(
     def probe(changed: RunConfig, what: str) -> None:
         if announce is not None:
             announce(f"probe run {len(made) + 1}: {what}, {changed.steps} steps")
-        made.append(run(changed, stop_event=stop_event))
+        made.append(run_training(changed, stop_event=stop_event, callbacks=[ConditionsHook()]))  # a noisy probe is said in the verdict
 
     if not matching_points(result, others, "batch_size"):
         smaller = smaller_batch_config(config, result.replicas, step_s)
@@ -176,35 +165,6 @@ def time_pipeline(
             return PipelineTiming(done, spent, done < batches)
         chunk = chunk * 2 if took < 0.25 else chunk
     return PipelineTiming(done, spent)
-
-
-def measure_input(dataset: Any, train_steps: Callable[[Any, int], Any], steps: int = 20, warmup_steps: int = 2) -> InputTiming:
-    """Time `train_steps(iterator, n)` fed by `dataset` and fed one of its batches from memory, then the pipeline alone.
-
-    `train_steps` runs n training steps and returns a tensor (the engine's
-    compiled function has this form). The in-memory feed repeats one cached
-    batch, so (fed - in memory) / fed is the share of a step spent waiting
-    for input. The two feeds take turns, INPUT_REPEATS calls each, and each
-    gives its median: load from other processes that drifts meanwhile falls
-    on both alike.
-    """
-    feeds = (iter(dataset), iter(dataset.take(1).cache().repeat()))
-    times: tuple[list[float], list[float]] = ([], [])
-    for iterator in feeds:
-        _read_back(train_steps(iterator, warmup_steps))
-    for _ in range(INPUT_REPEATS):
-        for iterator, found in zip(feeds, times, strict=True):
-            start = time.perf_counter()
-            _read_back(train_steps(iterator, steps))
-            found.append((time.perf_counter() - start) / steps)
-    fed, in_memory = (statistics.median(found) for found in times)
-    return InputTiming(fed, in_memory, time_pipeline(dataset, steps, warmup_batches=warmup_steps))
-
-
-def _read_back(value: Any) -> None:
-    numpy = getattr(value, "numpy", None)
-    if numpy is not None:
-        numpy()
 
 
 def diagnose(

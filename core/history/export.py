@@ -142,22 +142,6 @@ def write_runs_json(runs: Sequence[StoredRun], path: str | Path) -> None:
     _export(path, lambda file: file.write(json.dumps(document, indent=1)))
 
 
-def write_steps_csv(run: StoredRun, path: str | Path) -> None:
-    """step, loss, step_time_s, warmup: one row per step, under its column header; the metadata in `metadata_path(path)`."""
-    result = run.result
-
-    def write(file: IO[str]) -> None:
-        writer = csv.writer(file)
-        writer.writerow(("step", "loss", "step_time_s", "warmup"))
-        warmup = result.warmup_steps
-        writer.writerows(
-            (step, loss, seconds, int(step <= warmup))
-            for step, (loss, seconds) in enumerate(zip(result.losses, result.step_times_s, strict=True), start=1)
-        )
-
-    _export(path, write, _metadata([run], path))
-
-
 def _export(path: str | Path, write: Callable[[IO[str]], Any], metadata: dict[str, Any] | None = None) -> None:
     """Write `path` (and its metadata file, when given) whole or not at all; ExportError naming the path and the reason."""
     target = Path(path).expanduser()

@@ -325,10 +325,6 @@ class RunStore:
         """{"system": ..., "runs": [full results with id, label, group]}."""
         export.write_runs_json(self._stored(run_ids, with_steps=True), path)
 
-    def export_steps_csv(self, run_id: int, path: str | Path) -> None:
-        """A run's step series: step, loss, step_time_s, warmup; the system header in `PATH.meta.json` beside it."""
-        export.write_steps_csv(self._stored([run_id], with_steps=True)[0], path)
-
     def _stored(self, run_ids: Sequence[int], with_steps: bool) -> list[export.StoredRun]:
         stored = []
         for run_id in run_ids:

@@ -173,11 +173,6 @@ def _round_calls(run: object) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return found
 
 
-def round_rates(run: object) -> dict[int, float]:
-    """Samples/s of each interleaved round a run measured (round index -> rate), from its step times; {} without rounds."""
-    return _rates(_round_calls(run), _batch(run))
-
-
 def _rates(calls: dict[int, tuple[np.ndarray, np.ndarray]], batch: int) -> dict[int, float]:
     return {index: batch * float(steps.sum() / seconds.sum()) for index, (seconds, steps) in calls.items()}
 

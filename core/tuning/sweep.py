@@ -242,11 +242,6 @@ def row_reach(rows: Sequence[SweepRow | None], given: float | None = None) -> li
     ]
 
 
-def sweep_target(rows: Sequence[SweepRow | None], given: float | None = None) -> float | None:
-    """The loss the rows are timed to: `given`, else the highest smoothed final loss of the completed rows whose loss fell beyond noise."""
-    return target_decision(rows, given).target_loss
-
-
 def most_samples_index(rows: Sequence[SweepRow | None]) -> int | None:
     """The index of the completed row with the most samples/s, or None (rows not run yet may be None)."""
     done = [(row.result.samples_per_s, index) for index, row in _completed(rows)]

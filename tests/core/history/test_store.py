@@ -311,19 +311,6 @@ def test_export_header_lists_differing_environments(store: RunStore, tmp_path: P
     assert metadata["system"]["devices"] == [["CPU:0"], ["GPU:0", "GPU:1"]]
 
 
-def test_export_steps_csv(store: RunStore, tmp_path: Path) -> None:
-    result = make_result(steps=100)
-    run_id = store.save(result)
-    out = tmp_path / "steps.csv"
-    store.export_steps_csv(run_id, out)
-    metadata, rows = read_csv(out)
-    assert metadata["system"]["tensorflow"] == "2.16.1" and metadata["runs"] == [run_id]
-    assert [int(r["step"]) for r in rows] == list(range(1, 101))
-    assert tuple(float(r["loss"]) for r in rows) == result.losses
-    assert tuple(float(r["step_time_s"]) for r in rows) == result.step_times_s
-    assert [r["warmup"] for r in rows[:3]] == ["1", "1", "0"]
-
-
 def test_corrupt_file_is_moved_aside_and_a_new_store_works(db_path: Path) -> None:
     garbage = b"this is not a database\x00\xff" * 200
     db_path.write_bytes(garbage)
