@@ -11,7 +11,10 @@ What XLA counts is what the step computes, not the TensorFlow counter's
 3 x forward convention: no gradient for the input data (nothing needs it),
 convolutions over their valid positions only (no arithmetic on the padding),
 the optimizer update included. For the sample MLP and CNN at batch 64 it is
-0.92 and 0.91 times the TensorFlow count. PyTorch has no such counter here:
+0.92 and 0.91 times the TensorFlow count. XLA counts a loop's body once, so
+each scan's other trips (a recurrent layer's timesteps) are added from the
+step's jaxpr (`core.backends.loop_flops`); a loop with no trip count before it
+runs leaves the count partial, and says so. PyTorch has no such counter here:
 its runs say so and carry no count.
 """
 
@@ -19,14 +22,23 @@ from __future__ import annotations
 
 from typing import Any
 
-METHOD = "XLA's cost analysis of the JAX train step (forward, backward without the input's gradient, loss, optimizer update)"
-WHILE_LOOPS = "{count} while loop(s) (a recurrent layer's steps, a scan): XLA's cost analysis counts each loop body once, not per trip"
+from core.backends.loop_flops import skipped_trips, xla_flops
+
+METHOD = (
+    "XLA's cost analysis of the JAX train step (forward, backward without the input's gradient, loss, optimizer update), "
+    "each loop's body x its trip count"
+)
+WHILE_LOOPS = (
+    "{count} while loop(s) whose trips are not counted (a lax.while_loop: no trip count before it runs): "
+    "XLA's cost analysis counts each loop body once, not per trip"
+)
 NOT_JAX = "not counted: only a JAX run's train step is counted (XLA's cost analysis); the {backend} backend has no FLOP counter here"
 
 
 def step_flops(model: Any, x: Any, y: Any, batch_size: int) -> dict[str, Any]:
     """{"flops_per_step": FLOPs of one train step on a global batch of `batch_size` or None, "method": how, or why not,
-    "uncounted": what the count leaves out (while loops, whose bodies XLA counts once: then the count is a lower bound)}.
+    "uncounted": what the count leaves out (while loops with no known trip count, whose bodies XLA counts once: then the count
+    is a lower bound)}.
 
     `model` is compiled (its optimizer built or not); `x` and `y` are the job's
     arrays, read for their shapes and dtypes only. Never raises: counting is
@@ -48,8 +60,8 @@ def step_flops(model: Any, x: Any, y: Any, batch_size: int) -> dict[str, Any]:
 
 
 def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> tuple[float, int]:
-    """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values), and the
-    number of while loops in the lowered step (each counted once by XLA, whatever its trip count)."""
+    """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values), each scan's
+    body x its trip count, and the number of while loops whose trips stay uncounted (each body counted once)."""
     import jax
 
     def batch_of(array: Any) -> Any:
@@ -61,12 +73,11 @@ def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> tuple[float,
         model.optimizer.build(model.trainable_variables)
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True, metrics_variables=True)
     abstract_state = jax.tree.map(lambda value: jax.ShapeDtypeStruct(value.shape, value.dtype), state)
-    lowered = jax.jit(model.train_step).lower(abstract_state, data)
-    loops = lowered.as_text().count("stablehlo.while")
-    analysis = lowered.cost_analysis()
-    if isinstance(analysis, (list, tuple)):  # older JAX: one analysis per computation
-        analysis = analysis[0] if analysis else {}
-    flops = float((analysis or {}).get("flops", 0.0))
+    traced = jax.jit(model.train_step).trace(abstract_state, data)
+    lowered = traced.lower()
+    flops = xla_flops(lowered)
     if flops <= 0:
         raise ValueError("XLA's cost analysis of the train step holds no FLOP count")
-    return flops, loops
+    trips = skipped_trips(traced.jaxpr)
+    unseen = max(lowered.as_text().count("stablehlo.while") - trips.whiles, 0)  # loops a lowering rule added
+    return flops + trips.flops, trips.uncounted + unseen

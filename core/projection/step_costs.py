@@ -7,7 +7,8 @@ backend job: `core.backends.child_job.prepare_environment`) builds and compiles 
 JAX train step (`model.train_step`, the state donated as Keras's trainer donates it) on abstract
 values for each batch (nothing computed, nothing allocated, as `core.backends.step_flops` does):
 
-- flops, bytes: XLA's cost analysis of the lowered step ("flops", "bytes accessed"): the
+- flops, bytes: XLA's cost analysis of the lowered step ("flops", "bytes accessed"), each loop's skipped trips
+  added to the FLOPs (`core.backends.loop_flops`; bytes count a loop body once): the
   platform-independent HLO before fusion, so bytes count every op's operands and results;
 - kernels: the compiled step's top-level instructions that launch work (fusions, custom calls,
   dots, convolutions, ...; parameters, constants, tuples, bitcasts and copies of the donated state
@@ -30,6 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.backends.loop_flops import skipped_trips
 from core.child_process import STOPPED, TIMEOUT, Child, reply, stage
 from core.config import RunConfig
 
@@ -207,12 +209,14 @@ def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[st
             model.optimizer.build(model.trainable_variables)
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True, metrics_variables=True)
     abstract_state = jax.tree.map(lambda value: jax.ShapeDtypeStruct(value.shape, value.dtype), state)
-    lowered = jax.jit(model.train_step, donate_argnums=0).lower(abstract_state, data)
+    traced = jax.jit(model.train_step, donate_argnums=0).trace(abstract_state, data)
+    lowered = traced.lower()
     analysis = lowered.cost_analysis()
     if isinstance(analysis, (list, tuple)):  # older JAX: one analysis per computation
         analysis = analysis[0] if analysis else {}
     analysis = analysis or {}
     flops, moved = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
+    flops += skipped_trips(traced.jaxpr).flops  # every trip of a recurrent layer's loop, as the run's own count
     if flops <= 0 or moved <= 0:
         raise ValueError("XLA's cost analysis of the train step holds no FLOP or byte count")
     compiled = lowered.compile()
