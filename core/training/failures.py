@@ -15,6 +15,7 @@ from core.config import ConfigError, RunConfig
 from core.results import StepRecord
 from core.training.strategies import TpuUnavailable
 from core.workloads import data as data_module
+from core.workloads import model_data
 from core.workloads.model_file import ModelFileError
 
 
@@ -22,11 +23,21 @@ class NonFiniteLoss(RuntimeError):
     """The loss became NaN or infinite."""
 
 
-def divergence_message(records: Sequence[StepRecord], config: RunConfig) -> str:
-    """What to say when a step's loss is NaN or infinite (and what to change), or "" when every loss is finite."""
+def divergence_message(records: Sequence[StepRecord], config: RunConfig, notes: Sequence[str] = ()) -> str:
+    """What to say when a step's loss is NaN or infinite (and what to change), or "" when every loss is finite.
+
+    `notes` are the run's notes: where one says the data holds ids past an embedding table (`ids_past_tables`), that is
+    the cause (on JAX such an id reads NaN), not a learning rate too high.
+    """
     bad = next((record for record in records if not math.isfinite(record.loss)), None)
     if bad is None:
         return ""
+    past = [note.removeprefix(model_data.IDS_PAST_TABLE) for note in notes if note.startswith(model_data.IDS_PAST_TABLE)]
+    if past:
+        return (
+            f"The loss became {bad.loss} at step {bad.step} because the data holds ids past an embedding table: {'; '.join(past)}. "
+            "An id past a table reads NaN on JAX (zeros on a GPU under TensorFlow), whatever the learning rate."
+        )
     return f"The loss became {bad.loss} at step {bad.step}: training diverged. Lower the learning rate (now {config.learning_rate:g})" + (
         " or use bfloat16 instead of float16." if config.precision == "float16" else "."
     )

@@ -60,6 +60,49 @@ class NonFiniteData(ModelDataError):
         )
 
 
+IDS_PAST_TABLE = "ids past an embedding table: "
+"""How a note on ids past the table an input feeds begins: a NaN loss with it is said as that, not as a divergence."""
+
+
+def ids_past_tables(signature: ModelSignature, x: Any = None) -> list[str]:
+    """A note for each input whose ids reach past the rows of the id table it feeds (an Embedding's input_dim).
+
+    `x` is the user's data (the inputs as `load_npz` gives them); None: synthetic ids in [0, vocab), past the table only
+    where a --vocab NAME=N over it set the range. Such an id reads NaN on JAX (a gather there fills what it cannot
+    read), zeros on a GPU under TensorFlow: the loss is NaN or wrong whatever the learning rate.
+    """
+    arrays = _flat_inputs(x, signature) if x is not None else [None] * len(signature.inputs)
+    notes = []
+    for info, array in zip(signature.inputs, arrays, strict=True):
+        if info.table is None:
+            continue
+        if array is None:
+            if info.vocab is None or info.vocab <= info.table:
+                continue
+            largest, whose = info.vocab - 1, f"synthetic ids in [0, {info.vocab}) from {info.vocab_source}"
+        else:
+            if not array.size or array.dtype.kind not in "iuf":
+                continue
+            top = array.max()
+            if not np.isfinite(top) or top < info.table:
+                continue
+            largest, whose = int(top), "the data's"
+        notes.append(
+            f"{IDS_PAST_TABLE}input '{info.name}' holds ids up to {largest} ({whose}), past the {info.table} rows of the table "
+            f"it feeds ({info.table_source}): give ids in [0, {info.table})"
+        )
+    return notes
+
+
+def _flat_inputs(x: Any, signature: ModelSignature) -> list[np.ndarray]:
+    """The model's input arrays in signature order, from one array, a tuple or a dict by name (as `structure` made them)."""
+    if isinstance(x, dict):
+        return [np.asarray(x[info.name]) for info in signature.inputs]
+    if isinstance(x, (list, tuple)):
+        return [np.asarray(array) for array in x]
+    return [np.asarray(x)]
+
+
 def shown(shape: Sequence[int | None]) -> str:
     """A shape as text, None for open dimensions: (None, 6)."""
     return "(" + ", ".join("None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -21,6 +21,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from core.config import MODEL_FILE_SUFFIXES
 from core.files import NotARegularFile, open_regular, os_error_words, regular_file
 from core.workloads import legacy_compat
 from core.workloads.archive import ArchiveLimitError, check_archive, read_json_member
+from core.workloads.declared_weights import oversized_reason
 
 KERAS, H5, PYTHON = "keras", "h5", "python"
 EXTENSIONS = dict(zip(MODEL_FILE_SUFFIXES, (KERAS, H5, H5, PYTHON), strict=True))
@@ -136,8 +138,10 @@ def check_model_path(path: str | os.PathLike, trust: bool = False, custom_object
     _check_signature(file, kind, head)
     if kind == KERAS:
         _refuse_tf_keras_archive(file)
-    if kind == KERAS and not trust:
-        _refuse_code_in_config(file)
+        config = _archive_config(file)
+        if not trust:
+            _refuse_code_in_config(file, config)
+        _refuse_oversized(file, config)
     if kind == PYTHON and not trust:
         raise ModelFileError(file, "a Python file runs its code when opened: trust it to open it (--trust on the command line).", True)
     extra = check_custom_objects(custom_objects, trust) if custom_objects else ""
@@ -205,20 +209,38 @@ def _check_signature(file: Path, kind: str, head: bytes) -> None:
         raise ModelFileError(file, "not an HDF5 file (its first bytes are not the HDF5 signature): corrupt, or not a Keras .h5 model.")
 
 
-def _refuse_code_in_config(file: Path) -> None:
+def _archive_config(file: Path) -> Any:
+    """The .keras archive's config.json, read as JSON within its cap; None when it cannot be read (the loader says why)."""
+    try:
+        return read_json_member(file, "config.json")
+    except ArchiveLimitError as exc:
+        raise ModelFileError(file, str(exc)) from None
+    except (OSError, ValueError, KeyError, RecursionError, zipfile.BadZipFile):
+        return None
+
+
+def _refuse_code_in_config(file: Path, config: Any) -> None:
     """Refuse an untrusted .keras file whose config holds Python bytecode (a lambda), read as JSON: no child, nothing run.
 
     Keras would refuse it in safe mode too, but only after TensorFlow has loaded:
     saying so from the archive's config.json is immediate.
     """
     try:
-        holder = _code_holder(read_json_member(file, "config.json"))
-    except ArchiveLimitError as exc:
-        raise ModelFileError(file, str(exc)) from None
-    except (OSError, ValueError, KeyError, RecursionError, zipfile.BadZipFile):
+        holder = _code_holder(config)
+    except RecursionError:
         return  # the loader says what is wrong with the file
     if holder:
         raise ModelFileError(file, needs_trust_reason(holder), needs_trust=True)
+
+
+def _refuse_oversized(file: Path, config: Any) -> None:
+    """Refuse a .keras file whose config declares more weights than the memory available (`declared_weights`), before
+    anything tries to allocate them."""
+    import psutil
+
+    reason = oversized_reason(config, psutil.virtual_memory().available)
+    if reason:
+        raise ModelFileError(file, reason)
 
 
 def _refuse_tf_keras_archive(file: Path) -> None:
@@ -293,6 +315,11 @@ def explain_load_error(source: ModelSource, exc: Exception) -> ModelFileError:
     """A ModelFileError for what Keras raised while loading `source`: its cause first, whole (never cut mid-word)."""
     text = str(exc)
     cause = load_error_cause(exc)
+    if _out_of_memory(exc):
+        return ModelFileError(source.path, out_of_memory_reason(exc))
+    vocabulary = _vocabulary_file_reason(text)
+    if vocabulary:
+        return ModelFileError(source.path, vocabulary, needs_trust=_OUTSIDE_VOCABULARY.search(text) is not None)
     if "safe_mode" in text:
         what = "a Lambda layer" if "Lambda" in text else "Python code (a lambda)"
         return ModelFileError(source.path, needs_trust_reason(what), needs_trust=True)
@@ -309,6 +336,44 @@ def explain_load_error(source: ModelSource, exc: Exception) -> ModelFileError:
     if isinstance(exc, OSError) or "truncated" in text:
         return ModelFileError(source.path, f"the file is corrupt or truncated ({cause}). Save the model again.")
     return ModelFileError(source.path, f"Keras could not load it: {type(exc).__name__}: {cause}")
+
+
+_OOM_TENSOR = re.compile(r"OOM when allocating tensor with shape\[([\d,]*)\] and type (\w+)")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether building the model failed to allocate memory (TensorFlow's OOM, JAX's RESOURCE_EXHAUSTED, NumPy's MemoryError)."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError" or "RESOURCE_EXHAUSTED" in str(exc)
+
+
+def out_of_memory_reason(exc: BaseException) -> str:
+    """Building the model ran out of memory, in one line: the tensor it asked for where the error says, not its raw text."""
+    found = _OOM_TENSOR.search(str(exc))
+    asked = f"a {found.group(2)} tensor of shape [{found.group(1)}]" if found else load_error_cause(exc)[:200]
+    return f"building the model ran out of memory ({asked}): its weights do not fit in this machine's memory. Make the model smaller."
+
+
+_OUTSIDE_VOCABULARY = re.compile(r"vocabulary file outside of the model archive.*Vocabulary file: '(.*)'", re.DOTALL)
+_MISSING_VOCABULARY = re.compile(r"Vocabulary file (.*) does not exist")
+
+
+def _vocabulary_file_reason(text: str) -> str:
+    """Why a model whose lookup layer reads its vocabulary from a file (a path in its config, as tf.keras 2 saves it) does
+    not open: untrusted (Keras reads files outside the model only for a trusted one), or the file is not there ("": neither)."""
+    layer = _class_named(text) or "a lookup layer"
+    outside = _OUTSIDE_VOCABULARY.search(text)
+    if outside:
+        return (
+            f"its {layer} reads its vocabulary from the file {outside.group(1)}, outside the model file, which Keras does only for "
+            "a trusted file: trust the file to open it (--trust on the command line)."
+        )
+    missing = _MISSING_VOCABULARY.search(text)
+    if missing:
+        return (
+            f"its {layer} reads its vocabulary from the file {missing.group(1)}, which does not exist here: put the vocabulary "
+            "file at that path, or re-save the model with Keras 3 as .keras (which keeps the vocabulary inside the file)."
+        )
+    return ""
 
 
 def load_error_cause(exc: BaseException) -> str:
@@ -441,7 +506,8 @@ def build_from_module(source: ModelSource, module: ModuleType) -> Any:
     try:
         model = module.build_model()
     except Exception as exc:
-        raise ModelFileError(source.path, f"build_model() failed: {_exception_line(exc)}") from None
+        reason = out_of_memory_reason(exc) if _out_of_memory(exc) else f"build_model() failed: {_exception_line(exc)}"
+        raise ModelFileError(source.path, reason) from None
     if not isinstance(model, keras.Model):
         raise ModelFileError(source.path, f"build_model() returned {type(model).__name__}, not a Keras model.")
     return model

@@ -3,7 +3,9 @@
 `read_signature` walks a built Keras model (functional or Sequential): each input's
 shape and dtype; for an input that feeds a layer with an `input_dim` (Embedding,
 keras-hub's ReversibleEmbedding) or a `vocabulary_size` (TokenAndPositionEmbedding),
-its id range, integer or float (keras.io models declare token inputs float32); a
+its id range, integer or float (keras.io models declare token inputs float32), the
+walk going on into a nested model the input feeds (a keras-hub backbone inside a
+classifier: its own `vocabulary_size` is its token table's, not every input's); a
 mask input (named so: `padding_mask`) is filled with ones; for a text (string)
 input, the words of the TextVectorization or StringLookup it feeds (synthetic
 sentences are made of them); each output's shape and last activation. `choose_losses` picks the loss per output:
@@ -12,7 +14,7 @@ the file's compiled loss when it has one, else one inferred from the output.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 CLASS_IDS, ONE_HOT, BINARY, VALUES = "class_ids", "one_hot", "binary", "values"
@@ -45,6 +47,8 @@ class InputInfo:
     vocab_source: str = ""
     fill: str = ""
     words: tuple[str, ...] = ()  # a text input's words for synthetic sentences (vocab_source says whose)
+    table: int | None = None  # the rows of the smallest id table the input feeds, whatever --vocab says (None: none found)
+    table_source: str = ""
 
     @property
     def is_integer(self) -> bool:
@@ -144,7 +148,7 @@ def read_signature(model: Any, vocab: int | None = None, vocab_by_input: dict[st
     if unknown:
         raise ValueError(f"--vocab names no input {', '.join(unknown)}: its inputs are {', '.join(info.name for info in infos)}")
     infos = tuple(
-        InputInfo(info.name, info.shape, info.dtype, by_input[info.name], f"--vocab {info.name}={by_input[info.name]}")
+        replace(info, vocab=by_input[info.name], vocab_source=f"--vocab {info.name}={by_input[info.name]}", fill="", words=())
         if info.name in by_input
         else info
         for info in infos
@@ -178,7 +182,8 @@ def _input_info(tensor: Any, key: str | None, vocab: int | None) -> InputInfo:
     embedding = _embedding_fed_by(layer)
     if embedding is not None and (info.is_integer or "float" in dtype):
         size, attribute = _id_range(embedding)
-        return InputInfo(name, info.shape, dtype, size, f"{attribute} of {type(embedding).__name__} '{embedding.name}'")
+        source = f"{attribute} of {type(embedding).__name__} '{embedding.name}'"
+        return InputInfo(name, info.shape, dtype, size, source, table=size, table_source=source)
     if info.is_integer and vocab is not None:
         return InputInfo(name, info.shape, dtype, vocab, "--vocab")
     return info
@@ -217,12 +222,18 @@ def _takes_ids(layer: Any) -> bool:
 
 
 def _embedding_fed_by(input_layer: Any) -> Any:
-    """The layer with the smallest id range (an `input_dim`, a `vocabulary_size`) the input reaches through integer-valued layers."""
-    found, frontier, seen = [], [input_layer], set[int]()
+    """The layer with the smallest id range (an `input_dim`, a `vocabulary_size`) the input reaches through integer-valued
+    layers, and through nested models: from the nested model's own input that the ids feed."""
+    found, frontier, seen = [], [input_layer], {id(input_layer)}
     while frontier and len(seen) < _MAX_WALK:
         layer = frontier.pop()
         for node in getattr(layer, "_outbound_nodes", []):
             consumer = node.operation
+            inner = _nested_inputs_fed(node, layer)
+            if inner is not None:
+                frontier += [entry for entry in inner if id(entry) not in seen]
+                seen.update(id(entry) for entry in inner)
+                continue
             if id(consumer) in seen:
                 continue
             seen.add(id(consumer))
@@ -231,6 +242,34 @@ def _embedding_fed_by(input_layer: Any) -> Any:
             elif all(str(out.dtype) in INTEGER_DTYPES for out in node.outputs):
                 frontier.append(consumer)
     return min(found, key=lambda layer: _id_range(layer)[0], default=None)
+
+
+def _nested_inputs_fed(node: Any, layer: Any) -> list[Any] | None:
+    """The input layers of the nested model that `node` calls which `layer`'s outputs feed; None when `node` calls no model
+    with known inputs (a layer, or a subclassed model: its own id range, if any, is taken)."""
+    import keras
+
+    model = node.operation
+    if not isinstance(model, keras.Model):
+        return None
+    try:
+        inner, structure = list(model.inputs or []), model.input
+    except (AttributeError, ValueError):
+        return None
+    if not inner:
+        return None
+    args = node.arguments.args
+    fed = args[0] if args else node.arguments.kwargs.get("inputs")
+    if isinstance(fed, dict) and isinstance(structure, dict):
+        pairs = [(fed[key], structure[key]) for key in fed if key in structure]
+    else:
+        outer = keras.tree.flatten(fed)
+        pairs = list(zip(outer, inner, strict=True)) if len(outer) == len(inner) else []
+    return [
+        inner_tensor._keras_history.operation
+        for outer_tensor, inner_tensor in pairs
+        if getattr(getattr(outer_tensor, "_keras_history", None), "operation", None) is layer and hasattr(inner_tensor, "_keras_history")
+    ]
 
 
 def _output_info(tensor: Any, key: str | None, index: int) -> OutputInfo:

@@ -27,6 +27,7 @@ from core.workloads.model_data import (
     ModelDataError,
     array_dataset,
     check_element_spec,
+    ids_past_tables,
     load_npz,
     npz_array_bytes,
     npz_headers,
@@ -82,6 +83,8 @@ class UserWorkload:
         self._arrays: tuple[Any, Any, int] | None = None
         if data not in (SYNTHETIC, PYTHON_DATA):
             self._arrays = load_npz(data, signature, losses)
+        if data != PYTHON_DATA:
+            facts.notes += ids_past_tables(signature, self._arrays[0] if self._arrays else None)
 
     @property
     def npz_arrays(self) -> tuple[Any, Any, int] | None:
