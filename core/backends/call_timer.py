@@ -48,13 +48,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from core.backends.job_setup import peak_rss_bytes
+from core.job_messages import Send, Steps
+from core.results import StepRecord
 from core.training.parent_turns import ParentTurns
 
-Send = Callable[[dict[str, Any]], None]
 SEND_INTERVAL_S = 0.05
 """How often steps are sent to the parent at most (the live plots draw at 10 Hz)."""
 CALLS_IN_FLIGHT = 8
@@ -75,7 +75,7 @@ class CallClock:
         self.warmup_until = 0  # steps up to this one are warm-up however they are read (a fit's first calls)
         self.previous_end = time.perf_counter()
         self._epoch_sum, self._epoch_steps = 0.0, 0
-        self._unsent: list[list[Any]] = []
+        self._unsent: list[StepRecord] = []
         self._last_send = 0.0
 
     def start(self) -> None:
@@ -104,14 +104,14 @@ class CallClock:
         for call_loss, count in counted:
             first = self.steps_done + 1
             self.steps_done += count
-            self._unsent.extend([first + i, call_loss, per_step, warmup or first + i <= self.warmup_until] for i in range(count))
+            self._unsent.extend(StepRecord(first + i, call_loss, per_step, warmup or first + i <= self.warmup_until) for i in range(count))
         if warmup or self.stop.is_set() or ended - self._last_send >= SEND_INTERVAL_S:
             self.flush()
 
     def flush(self) -> None:
         """Send the records not sent yet."""
         if self._unsent:
-            self.send({"event": "steps", "records": self._unsent, "peak_rss_bytes": peak_rss_bytes()})
+            self.send(Steps(tuple(self._unsent), peak_rss_bytes()))
             self._unsent = []
             self._last_send = time.perf_counter()
 
@@ -135,6 +135,8 @@ def timed_calls_class() -> type:
         ) -> None:
             super().__init__(add_history=True, model=model, verbose=0, epochs=epochs, steps=steps)
             self.clock, self.total_steps, self.turns = clock, total_steps, turns
+            self.trained = model  # not `self.model`: on JAX that property syncs the model's state back on every call (7% of a small step)
+            self.last_call = False
             self.dispatched = 0
             self.steps_before = clock.steps_done
             self.later_fit = clock.steps_done > 0
@@ -161,13 +163,13 @@ def timed_calls_class() -> type:
             self.in_flight.append((batch, (logs or {})["loss"]))
             self.dispatched += self.clock.steps_per_call
             if self.dispatched >= self.total_steps or self.clock.stop.is_set():
-                self.model.stop_training = True  # this call is the last
+                self.last_call = self.trained.stop_training = True
             if self.clock.steps_done == 0:
                 return  # the warm-up: read at its fit's epoch end, Keras's one-off work there included
             if self.later_fit and self.dispatched == self.clock.steps_per_call:
                 self.read(len(self.in_flight), warmup=True)  # a later fit's first call carries its set-up
                 return
-            if self.model.stop_training:
+            if self.last_call:
                 self.read(len(self.in_flight))  # the run's last calls, before Keras's final state sync
                 return
             ready = 0
