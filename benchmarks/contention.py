@@ -62,6 +62,7 @@ def _child(argv: list[str]) -> dict:
 
     import_tensorflow_quietly()
     from core.config import RunConfig
+    from core.hooks.conditions import ConditionsHook
     from core.runner import run_training
     from tests.busy import busy_cores
 
@@ -73,9 +74,9 @@ def _child(argv: list[str]) -> dict:
         for kind in ("quiet", "busy"):
             if kind == "busy":
                 with busy_cores(limit_s=120):
-                    result = run_training(job)
+                    result = run_training(job, callbacks=[ConditionsHook()])
             else:
-                result = run_training(job)
+                result = run_training(job, callbacks=[ConditionsHook()])
             found[kind].append(result.contended)
             found[f"{kind}_shares"].append(result.conditions.get("other_cpu_share") or 0.0)
     return {**found, "bootstrap_ms": _bootstrap_ms()}

@@ -84,7 +84,7 @@ def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
 
     config = RunConfig(model=MODEL, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=STEPS_PER_CALL)
     with open(os.devnull, "w") as devnull:
-        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull), [])])
+        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull))])
     return _rate(result, _started_job_clock(clocks, result, steps))
 
 

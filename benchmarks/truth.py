@@ -55,7 +55,7 @@ def _child(argv: list[str]) -> dict:
     config = RunConfig(model=model, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)
     clock = harness.CallClock()
     with open(os.devnull, "w") as devnull:
-        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull), []), clock])
+        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull)), clock])
     if not result.ok:
         raise harness.BenchmarkError(f"run {result.status}: {result.message}")
     steady_steps = sum(clock.steps[1:])

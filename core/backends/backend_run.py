@@ -2,7 +2,7 @@
 
 The job trains in `python -m core.backends.child_job` (started through
 `core.child_process.Child`: its own process group, ended with the app). Its
-step records arrive here as it sends them and reach `on_step_records` and the hooks in
+messages (`core.job_messages`) arrive here as it sends them: its step records reach `on_step_records` and the hooks in
 the calling thread, exactly as the TensorFlow engine's do, so live plots, the
 history recorder and the verdict work the same. Stop: the child is asked to
 stop after the call in flight; once that call's steps are here, its group is
@@ -28,11 +28,12 @@ from core.backends.initial_weights import NOT_SHARED, write_initial_weights
 from core.child_process import Child
 from core.config import RunConfig
 from core.formatting import utc_now
+from core.job_messages import Ended, Go, Started, Steps, Turn, decode, decode_as, tell
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result, granted_turn
+from core.training.callbacks import RunCallback, RunContext, amended_result, end_run, granted_turn
 from core.training.failures import divergence_message
 from core.training.metrics import Measured, measured_result
-from core.training.parent_turns import GO, TAKES_TURNS, TURN
+from core.training.parent_turns import TAKES_TURNS
 from core.workloads.file_optimizer import with_learning_rate_used
 from core.workloads.workload import is_model_file
 
@@ -59,14 +60,14 @@ class _Tally:
     flops: dict[str, Any] = field(default_factory=dict)  # the job's count: flops_per_step and its method
     failure: str = ""
 
-    def add(self, message: dict[str, Any]) -> list[StepRecord]:
-        """The records of one "steps" message, tallied."""
-        records = [StepRecord(int(step), float(loss), float(seconds), bool(warmup)) for step, loss, seconds, warmup in message["records"]]
+    def add(self, message: Steps) -> list[StepRecord]:
+        """The records of one `Steps` message, tallied."""
+        records = list(message.records)
         self.warmup_steps += sum(1 for r in records if r.warmup)
         self.losses.extend(r.loss for r in records)
         self.times.extend(r.step_time_s for r in records)
-        self.peak_rss = message.get("peak_rss_bytes", self.peak_rss)
-        self.failure = self.failure or divergence_message(records, self.config)
+        self.peak_rss = message.peak_rss_bytes if message.peak_rss_bytes is not None else self.peak_rss
+        self.failure = self.failure or divergence_message(records, self.config, self.notes)
         return records
 
 
@@ -82,7 +83,7 @@ def run_in_backend_child(
     `stop_event` ends it with status "stopped" after the call in flight.
     """
     stop_event = stop_event or threading.Event()
-    listeners = [ConditionsHook(), *callbacks]  # as the engine does: every run records the conditions it was measured in
+    listeners = list(callbacks)
     started_at, start = utc_now(), time.perf_counter()
     tally = _Tally(config)
     status, message = RunStatus.COMPLETED, ""
@@ -92,8 +93,7 @@ def run_in_backend_child(
     else:
         status, message = _follow_child(tally, stop_event, listeners)
     result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
-    for listener in listeners:
-        listener.on_run_end(result)
+    end_run(listeners, result)
     return result
 
 
@@ -114,13 +114,13 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, li
     title = backend_title(tally.config.backend)
     turns = {TAKES_TURNS: "1"} if any(listener.takes_turns for listener in listeners) else {}
     with Child.start(CHILD_MODULE, argv, what=f"the {title} job", env=turns, stop_event=stop_event, stop_grace_s=STOP_GRACE_S) as child:
-        for message in child.messages():
-            event = message.get("event")
-            if event == "start":
+        for data in child.messages():
+            message = decode(data)
+            if isinstance(message, Started):
                 _started(tally, message, listeners)
-            elif event == TURN:
-                child.tell({"event": GO, **granted_turn(listeners, int(message["next_step"]))})
-            elif event == "steps":
+            elif isinstance(message, Turn):
+                tell(child, Go(**granted_turn(listeners, message.next_step)))
+            elif isinstance(message, Steps):
                 records = tally.add(message)
                 for listener in listeners:
                     listener.on_step_records(records)
@@ -128,16 +128,16 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, li
                     child.kill()  # the call in flight has ended; steps the child ran past it are not the run's, as in the engine
                     break
         end = child.wait()
-        reply = child.result if isinstance(child.result, dict) else {}
-        if reply.get("peak_rss_bytes"):
-            tally.peak_rss = reply["peak_rss_bytes"]
-        tally.environment["tensorflow_imported"] = reply.get("tensorflow_imported")
+        reply = decode_as(Ended, child.result) if child.result is not None else Ended()  # none: it died first
+        if reply.peak_rss_bytes:
+            tally.peak_rss = reply.peak_rss_bytes
+        tally.environment["tensorflow_imported"] = reply.tensorflow_imported
         described = child.describe_end()
     done = len(tally.losses)
     if tally.failure:
         return RunStatus.FAILED, tally.failure
-    if reply.get("error"):
-        return RunStatus.FAILED, str(reply["error"])
+    if reply.error:
+        return RunStatus.FAILED, reply.error
     if stop_event.is_set() and done < tally.total_steps:
         return RunStatus.STOPPED, f"Stopped by the user after {done} of {tally.total_steps} steps."
     if not end.ok and (not tally.total_steps or done < tally.total_steps):
@@ -145,19 +145,19 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, li
     return RunStatus.COMPLETED, ""
 
 
-def _started(tally: _Tally, message: dict[str, Any], listeners: Sequence[RunCallback]) -> None:
+def _started(tally: _Tally, message: Started, listeners: Sequence[RunCallback]) -> None:
     """The job is set up: note what it said and tell the hooks (no model object: it lives in the child)."""
-    tally.total_steps = int(message["total_steps"])
-    tally.replicas = int(message.get("replicas", 1))
-    tally.devices = tuple(message.get("devices", ()))
-    tally.memory_estimate = dict(message.get("memory_estimate") or {})
-    tally.notes += list(message.get("notes", ()))
-    tally.environment.update(message.get("environment") or {})
-    tally.flops = dict(message.get("flops") or {})
-    per_call = int(message.get("steps_per_call", tally.config.steps_per_call))
+    tally.total_steps = message.total_steps
+    tally.replicas = message.replicas
+    tally.devices = message.devices
+    tally.memory_estimate = dict(message.memory_estimate)
+    tally.notes += message.notes
+    tally.environment.update(message.environment)
+    tally.flops = dict(message.flops)
+    per_call = message.steps_per_call or tally.config.steps_per_call
     if per_call != tally.config.steps_per_call:
         tally.config = tally.config.with_changes(steps_per_call=per_call)
-    tally.config = with_learning_rate_used(tally.config, message.get("learning_rate"))  # a file's optimizer brings its own
+    tally.config = with_learning_rate_used(tally.config, message.learning_rate)  # a file's optimizer brings its own
     context = RunContext(tally.config, tally.total_steps, tally.replicas, tally.devices, None)
     for listener in listeners:
         listener.on_run_start(context)

@@ -8,15 +8,13 @@ been read back to the host (the same clock as the TensorFlow engine: step time
 is the time between the ends of consecutive calls / steps in the call; the
 first call, tracing and compiling, is the warm-up).
 
-Messages, through `core.child_process` (`send`, then one `reply`):
-  {"event": "start", "total_steps", "steps_per_call", "replicas", "devices", "memory_estimate",
-   "flops": {"flops_per_step", "method"} (`step_flops`: XLA's count on JAX, None elsewhere), "notes", "environment"}
-  {"event": "steps", "records": [[step, loss, step_time_s, warmup], ...], "peak_rss_bytes"}   after every call
-  {"event": "turn", "next_step": N}   in interleaved rounds (TAKES_TURNS set): before a call outside its turn,
-                                      answered on the control pipe with {"event": "go", "until_step" | "seconds"}
-  reply {"error": str | None, "peak_rss_bytes", "tensorflow_imported"}
-The control pipe (`listen_to_parent`): "stop" ends the run after the call in
-flight; its end (the parent is gone) ends this process.
+Messages, of `core.job_messages` (`send`, then one `reply`): `Started` (the size
+of the run, its call size, devices, memory estimate, FLOPs per step: `step_flops`,
+XLA's count on JAX), `Steps` as its calls end, in interleaved rounds (TAKES_TURNS
+set) `Turn` before a call outside its turn, answered with `Go` on the control
+pipe; its reply is `Ended` (the error that ended it, its peak RSS, whether
+TensorFlow was imported). The control pipe (`listen_to_parent`): "stop" ends
+the run after the call in flight; its end (the parent is gone) ends this process.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import os
 import sys
 from typing import Any
 
-from core import child_process
+from core import child_process, job_messages
 from core.backends.fit_job import train
 from core.backends.job_setup import peak_rss_bytes
 from core.config import RunConfig
@@ -93,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     stop = child_process.listen_to_parent()
     error = None
     try:
-        train(config, child_process.send, stop, argv[1] if len(argv) > 1 else None, takes_turns=takes_turns())
+        train(config, job_messages.send, stop, argv[1] if len(argv) > 1 else None, takes_turns=takes_turns())
     except Exception as exc:  # every failure becomes the reply's readable error
         error = explain(exc)
-    child_process.reply({"error": error, "peak_rss_bytes": peak_rss_bytes(), "tensorflow_imported": "tensorflow" in sys.modules})
+    child_process.reply(job_messages.encode(job_messages.Ended(error, peak_rss_bytes(), "tensorflow" in sys.modules)))
     return 0
 
 

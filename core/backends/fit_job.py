@@ -36,10 +36,10 @@ from core.backends.job_setup import (
 )
 from core.backends.step_flops import step_flops
 from core.config import RunConfig
+from core.job_messages import Send, Started
 from core.training.parent_turns import ParentTurns
 from core.workloads.file_optimizer import learning_rate_used
 
-Send = Callable[[dict[str, Any]], None]
 START_CALLS = 8
 """The steady fit's first calls read as warm-up at most: its set-up, and the slower calls as a fit starts."""
 
@@ -84,18 +84,17 @@ def train(
         )
         estimate = _memory_estimate(model, optimizer, config, replicas)
         send(
-            {
-                "event": "start",
-                "total_steps": total,
-                "steps_per_call": per_call,
-                "replicas": replicas,
-                "devices": devices,
-                "memory_estimate": estimate,
-                "flops": step_flops(model, x, y, config.batch_size) if count_flops else {},
-                "notes": notes,
-                "environment": environment(config, devices),
-                "learning_rate": learning_rate_used(optimizer),
-            }
+            Started(
+                total_steps=total,
+                steps_per_call=per_call,
+                replicas=replicas,
+                devices=tuple(devices),
+                memory_estimate=estimate,
+                flops=step_flops(model, x, y, config.batch_size) if count_flops else {},
+                notes=tuple(notes),
+                environment=environment(config, devices),
+                learning_rate=learning_rate_used(optimizer),
+            )
         )
         clock = CallClock(per_call, send, stop)
         turns = ParentTurns(send, stop) if takes_turns else None

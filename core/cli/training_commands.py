@@ -27,9 +27,9 @@ from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
 from core.cluster.topology import ClusterCallback, WorkerInfo
 from core.config import ConfigError, RunConfig, parse_step_range
-from core.jobs import JobListener, RecordedRun, run_label
+from core.jobs import JobListener, RecordedRun, RunHooks, run_label
 from core.results import RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.callbacks import RunContext
 from core.training.to_target import reach, to_target_text
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
@@ -51,23 +51,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         if config.strategy == "multi-worker":
             announce_cluster(config)
         configure_tensorflow(args.logical_cpus, getattr(args, "verbose", False), [config])
-        from core.hooks.profiler import run_callbacks_for
+        from core.hooks.profiler import check_profile
         from core.jobs import run_job
         from core.training.engine import check_against_machine, total_steps
 
         check_against_machine(config)
-        hooks = [*run_callbacks_for(config, tensorboard, profile), *_device_use(config)]
-        if config.strategy == "multi-worker":
-            hooks.append(JoinProgress())
+        check_profile(config)  # said before the history is opened; the run's hooks come from config.hooks (core.jobs.run_hooks)
         if stop_event.is_set():
             print(NOT_STARTED, file=sys.stderr)
             return EXIT_RUN_FAILED
         history = CliHistory(args.no_save)
         history.say_error(history.error)
         printer = ProgressPrinter(total_steps(config), config.batch_size)
-        progress = RunProgress(printer, hooks)
+        progress = RunProgress(printer)
+        joining = (JoinProgress(),) if config.strategy == "multi-worker" else ()
         options = history.options(
-            label=run_label(config), diagnose=not args.no_verdict, hooks=tuple(hooks), listener=progress, raise_config_error=True
+            label=run_label(config), diagnose=not args.no_verdict, hooks=joining, listener=progress, raise_config_error=True
         )
         with stdout_to_stderr(), printer.ticking(stop_event):
             recorded = run_interruptibly(lambda: run_job(config, history.store, options, stop_event))
@@ -86,21 +85,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if result.status == RunStatus.COMPLETED else EXIT_RUN_FAILED
 
 
-def _device_use(config: RunConfig) -> list[RunCallback]:
-    """The GPU-use sampler (NVML, ~10 Hz) where there is a GPU to sample; none elsewhere."""
-    from core.hooks.device_use import device_use_hook_for
-
-    hook = device_use_hook_for(config)
-    return [hook] if hook is not None else []
-
-
 class RunProgress(JobListener):
     """`run`'s progress on stderr: the step line, then what the run's hooks found, then each step of the diagnosis."""
 
-    def __init__(self, printer: ProgressPrinter, hooks: list[RunCallback]):
+    def __init__(self, printer: ProgressPrinter):
         self._printer = printer
-        self._hooks = hooks
+        self._hooks: RunHooks | None = None
         self._ended = False
+
+    def on_run_hooks(self, hooks: RunHooks) -> None:
+        self._hooks = hooks
 
     def on_step_records(self, records: Sequence[StepRecord]) -> None:
         self._printer(records)
@@ -117,21 +111,20 @@ class RunProgress(JobListener):
         if not self._ended:
             self._ended = True
             self._printer.finish()
-            _report_hooks(self._hooks)
+            if self._hooks is not None:
+                _report_hooks(self._hooks)
 
 
-def _report_hooks(callbacks: list[RunCallback]) -> None:
+def _report_hooks(hooks: RunHooks) -> None:
     """On stderr: a profile's top ops and how to open its trace; each GPU's memory as TensorFlow and the driver see it."""
-    from core.hooks.device_use import DeviceUseHook
-    from core.hooks.profiler import ProfilerCapture, profile_report
+    from core.hooks.profiler import profile_report
     from core.machine.gpu_sampler import memory_lines
 
-    for callback in callbacks:
-        if isinstance(callback, ProfilerCapture):
-            print(profile_report(callback), file=sys.stderr)
-        elif isinstance(callback, DeviceUseHook) and callback.active:
-            for view in callback.memory_views():
-                print("\n".join(memory_lines(view)), file=sys.stderr)
+    if hooks.profiler is not None:
+        print(profile_report(hooks.profiler), file=sys.stderr)
+    if hooks.device_use is not None and hooks.device_use.active:
+        for view in hooks.device_use.memory_views():
+            print("\n".join(memory_lines(view)), file=sys.stderr)
 
 
 class CompareProgress(JobListener):

@@ -1,1 +1,1 @@
-"""Multi-worker runs: worker topology, the line protocol, worker processes and their supervisor."""
+"""Multi-worker runs: worker topology, worker processes and their supervisor (their messages: `core.job_messages`)."""

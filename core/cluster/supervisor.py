@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from core.child_process import Child, ChildEnd
-from core.cluster import protocol
 from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, open_worker_network, private_workers
 from core.cluster.topology import (
     GRPC_WARNING,
@@ -36,19 +35,18 @@ from core.cluster.topology import (
 )
 from core.config import RunConfig
 from core.formatting import utc_now
+from core.job_messages import CallBegun, Failed, Go, Result, Started, Steps, Turn, decode, tell
 from core.ports import free_ports
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result, granted_turn
+from core.training.callbacks import RunCallback, RunContext, amended_result, end_run, granted_turn
 from core.training.metrics import summarize
-from core.training.parent_turns import GO, TAKES_TURNS, TURN
+from core.training.parent_turns import TAKES_TURNS
 from core.workloads.model_file import ModelFileError, check_model_path
 from core.workloads.workload import is_model_file
 
 STOP_GRACE_S = 5.0
 FINISH_GRACE_S = 15.0
 POLL_S = 0.1
-EXITED = "exited"
-"""The supervisor's own event for a worker whose process has ended and whose output is read."""
 MESSAGE_TAIL_LINES = 6
 
 
@@ -90,13 +88,13 @@ class _Worker:
         self.index = index
         self.address = address
         self.process: Child | None = None
-        self.result: dict[str, Any] | None = None
+        self.result: RunResult | None = None
         self.error = ""
         self.ended = False
 
     @property
     def status(self) -> str | None:
-        return self.result["status"] if self.result else None
+        return self.result.status if self.result is not None else None
 
     def info(self) -> WorkerInfo:
         process = self.process
@@ -125,8 +123,8 @@ class Supervisor:
         self._local = [self._workers[i] for i in local]
         self._stop_event = stop_event
         self._listeners = list(callbacks)
-        self._events: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
-        self._start_event: dict[str, Any] | None = None
+        self._events: queue.Queue[tuple[int, dict[str, Any] | ChildEnd]] = queue.Queue()  # a worker's messages, then how it ended
+        self._start_event: Started | None = None
         self._records: list[StepRecord] = []
         self._failure = ""
         self._stop_sent = False
@@ -151,8 +149,7 @@ class Supervisor:
         workers = [w.info() for w in self._local]
         for cluster_listener in self._cluster_listeners():
             cluster_listener.on_workers_ended(workers)
-        for listener in self._listeners:
-            listener.on_run_end(result)
+        end_run(self._listeners, result)
         return result
 
     def _launch(self) -> None:
@@ -169,17 +166,14 @@ class Supervisor:
                 env=env,
                 pass_fds=self._network.pass_fds if self._network else (),
                 on_message=partial(self._post, worker.index),
-                on_end=partial(self._post_end, worker.index),
+                on_end=partial(self._post, worker.index),
             )
         workers = [w.info() for w in self._local]
         for listener in self._cluster_listeners():
             listener.on_workers_started(workers)
 
-    def _post(self, index: int, event: dict[str, Any]) -> None:
+    def _post(self, index: int, event: dict[str, Any] | ChildEnd) -> None:
         self._events.put((index, event))
-
-    def _post_end(self, index: int, end: ChildEnd) -> None:
-        self._events.put((index, {"event": EXITED, "code": end.returncode}))
 
     def _watch(self, start: float) -> None:
         """Relay events until every local worker has ended or the outcome needs no more waiting."""
@@ -218,29 +212,30 @@ class Supervisor:
                 return
             self._handle(self._workers[index], event)
 
-    def _handle(self, worker: _Worker, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == EXITED:
+    def _handle(self, worker: _Worker, event: dict[str, Any] | ChildEnd) -> None:
+        if isinstance(event, ChildEnd):  # its process has ended and its output is read
             worker.ended = True
             self._check_ended(worker)
-        elif kind == protocol.RESULT:
-            worker.result = event["result"]
-        elif kind == protocol.ERROR:
-            worker.error = str(event["message"])
+            return
+        message = decode(event)
+        if isinstance(message, Result):
+            worker.result = message.result
+        elif isinstance(message, Failed):
+            worker.error = message.message
         elif worker.index != 0:
             return
-        elif kind == protocol.START:
-            self._start_event = event
-            context = RunContext(self._config, int(event["total_steps"]), int(event["replicas"]), tuple(event["devices"]), None)
+        elif isinstance(message, Started):
+            self._start_event = message
+            context = RunContext(self._config, message.total_steps, message.replicas, message.devices, None)
             for listener in self._listeners:
                 listener.on_run_start(context)
-        elif kind == TURN and worker.process is not None:
-            worker.process.tell({"event": GO, **granted_turn(self._listeners, int(event["next_step"]))})
-        elif kind == protocol.CALL:
+        elif isinstance(message, Turn) and worker.process is not None:
+            tell(worker.process, Go(**granted_turn(self._listeners, message.next_step)))
+        elif isinstance(message, CallBegun):
             for listener in self._listeners:
-                listener.on_call_begin(int(event["first_step"]), int(event["steps"]))
-        elif kind == protocol.STEPS:
-            records = protocol.decode_records(event["records"])
+                listener.on_call_begin(message.first_step, message.steps)
+        elif isinstance(message, Steps):
+            records = list(message.records)
             self._records.extend(records)
             for listener in self._listeners:
                 listener.on_step_records(records)
@@ -261,7 +256,7 @@ class Supervisor:
         process = worker.process
         assert process is not None
         if worker.error or worker.status == RunStatus.FAILED:
-            what = f"{process.what} failed: {worker.error or (worker.result or {}).get('message', '')}"
+            what = f"{process.what} failed: {worker.error or (worker.result.message if worker.result is not None else '')}"
         else:
             what = f"{process.describe_end(last_words=False)} before the run ended."
         tail = process.last_words(MESSAGE_TAIL_LINES)
@@ -333,7 +328,7 @@ class Supervisor:
 
     def _result(self, started_at: str, wall_s: float) -> RunResult:
         chief = self._workers[0]
-        result = RunResult.from_dict(chief.result) if chief.result else self._streamed_result(started_at, wall_s)
+        result = chief.result if chief.result is not None else self._streamed_result(started_at, wall_s)
         if self._failure:
             result = replace(result, status=RunStatus.FAILED, message=self._failure)
         environment = dict(
@@ -354,8 +349,8 @@ class Supervisor:
 
     def _streamed_result(self, started_at: str, wall_s: float) -> RunResult:
         """The chief ended without a result (killed): the statistics of the steps it streamed."""
-        start = self._start_event or {}
-        total = int(start.get("total_steps", 0))
+        start = self._start_event
+        total = start.total_steps if start else 0
         done = len(self._records)
         times = [r.step_time_s for r in self._records]
         stats = summarize(times, sum(r.warmup for r in self._records), self._config.batch_size)
@@ -366,18 +361,18 @@ class Supervisor:
             message = f"Stopped by the user after {done} of {total} steps."
         else:
             message = "Stopped by the user before the workers had formed a cluster."
-        devices = start.get("devices", [])
+        devices = start.devices if start else ()
         return RunResult(
             status=status,
             config=self._config.to_dict(),
             message=message,
             steps_done=done,
-            replicas=int(start.get("replicas", self._config.workers)),
+            replicas=start.replicas if start else self._config.workers,
             **stats.result_fields(),
             final_loss=self._records[-1].loss if self._records else None,
             wall_s=wall_s,
             started_at=started_at,
-            environment=dict(start.get("environment", {})),
+            environment=dict(start.environment) if start else {},
             losses=tuple(r.loss for r in self._records),
             step_times_s=tuple(times),
             warnings=tuple(self._config.warnings(has_accelerator=any(not d.startswith("CPU") for d in devices))),

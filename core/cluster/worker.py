@@ -5,7 +5,7 @@ runs the engine under MultiWorkerMirroredStrategy; a run on a model file first
 checks that this host's file is the content the run was set up with (its
 sha256), before TensorFlow starts. With --supervised (the app
 started this process, `core.child_process.Child`) its events go to the
-supervisor as messages of the one protocol (`send`), and stdin is the control
+supervisor as messages of `core.job_messages` (`send`), and stdin is the control
 pipe (`listen_to_parent`): a stop line, or its end (the app went away), stops
 the run, and an orphan exits after ORPHAN_EXIT_S; on Linux the kernel kills it
 with the app at once (`end_with_parent`), even while TensorFlow holds the GIL.
@@ -37,11 +37,11 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from core.child_process import Child, ChildEnd, end_with_parent, listen_to_parent, send
+from core.child_process import Child, ChildEnd, end_with_parent, listen_to_parent
 from core.cluster.isolation import CLUSTER_ISOLATED_NOTE, exposed_note, loopback_cluster, open_cluster_network
-from core.cluster.protocol import CALL, ERROR, RESULT, START, STEPS, encode_records
 from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
+from core.job_messages import CallBegun, Failed, JobMessage, Result, Started, Steps, decode, send
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
 from core.training.parent_turns import TAKES_TURNS, ParentTurns, takes_turns
@@ -53,7 +53,6 @@ STOP_GRACE_S = 5.0
 POLL_S = 0.1
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 EXIT_OK, EXIT_NOT_COMPLETED, EXIT_BAD_INPUT = 0, 1, 2
-_EXITED = "exited"
 
 
 def main(args: list[str]) -> int:
@@ -132,7 +131,7 @@ def attend(cluster: Sequence[str], index: int, config_json: str, allow_network_w
     console = ConsoleReporter(index, cluster, note)
     argv = [sys.executable, "-m", "core.cluster.worker", "--cluster", ",".join(cluster), "--task-index", str(index)]
     argv += ["--config-json", config_json, "--supervised"]
-    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    events: queue.Queue[dict[str, Any] | ChildEnd] = queue.Queue()  # the child's messages, then how it ended
     try:
         with _StopSignals(f"worker {index}") as signals:
             worker = Child(
@@ -141,7 +140,7 @@ def attend(cluster: Sequence[str], index: int, config_json: str, allow_network_w
                 env={"TF_CONFIG": None, TAKES_TURNS: None},
                 pass_fds=network.pass_fds if network is not None else (),
                 on_message=events.put,
-                on_end=lambda end: events.put({"event": _EXITED, "end": end}),
+                on_end=events.put,
             )
             return _follow(worker, events, signals, console)
     finally:
@@ -149,26 +148,27 @@ def attend(cluster: Sequence[str], index: int, config_json: str, allow_network_w
             network.close()
 
 
-def _follow(worker: Child, events: queue.Queue[dict[str, Any]], signals: _StopSignals, console: ConsoleReporter) -> int:
-    """Relay the child's events to `console` until it has ended, stopping or ending it on a signal; the exit code."""
+def _follow(worker: Child, events: queue.Queue[dict[str, Any] | ChildEnd], signals: _StopSignals, console: ConsoleReporter) -> int:
+    """Relay the child's messages to `console` until it has ended, stopping or ending it on a signal; the exit code."""
     result: RunResult | None = None
     error = ""
     end: ChildEnd | None = None
     asked = ended_at_once = False
     while end is None:
         try:
-            event = events.get(timeout=POLL_S)
+            event: dict[str, Any] | ChildEnd | None = events.get(timeout=POLL_S)
         except queue.Empty:
-            event = {}
-        kind = event.get("event")
-        if kind == START:
-            console.cluster_formed(int(event["replicas"]), int(event["total_steps"]))
-        elif kind == RESULT:
-            result = RunResult.from_dict(event["result"])
-        elif kind == ERROR:
-            error = str(event["message"])
-        elif kind == _EXITED:
-            end = event["end"]
+            event = None
+        if isinstance(event, ChildEnd):
+            end = event
+        elif event is not None:
+            message = decode(event)
+            if isinstance(message, Started):
+                console.cluster_formed(message.replicas, message.total_steps)
+            elif isinstance(message, Result):
+                result = message.result
+            elif isinstance(message, Failed):
+                error = message.message
         if signals.count >= 2 and not ended_at_once:
             ended_at_once = True
             worker.kill()
@@ -226,6 +226,7 @@ def _say(text: str) -> None:
 
 
 def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, hooks: Sequence[RunCallback] = ()) -> int:
+    from core.hooks.conditions import ConditionsHook
     from core.machine.runtime import RuntimeSettings, configure_runtime
     from core.training.engine import train_in_this_process
     from core.workloads.workload import check_model_file
@@ -238,7 +239,8 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, ho
         return 1
     configure_runtime(RuntimeSettings())  # memory growth: local workers may share a GPU
     try:
-        result = train_in_this_process(config, stop, [reporter, *hooks])
+        # the conditions the worker trained in travel with the chief's result (its run has no job service to add them)
+        result = train_in_this_process(config, stop, [ConditionsHook(), reporter, *hooks])
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a config this machine cannot run (ConfigError from the engine)
@@ -249,38 +251,38 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, ho
 
 
 class EventReporter(RunCallback):
-    """Writes the run's events as JSON lines: all of them on the chief; elsewhere the start (its size only) and the outcome."""
+    """Sends the run's messages to the supervisor: all of them on the chief; elsewhere the start (its size only) and the outcome."""
 
     def __init__(self, chief: bool, stop: threading.Event):
         self._chief = chief
         self._stop = stop
 
     def on_run_start(self, context: RunContext) -> None:
-        started: dict[str, Any] = {"event": START, "replicas": context.replicas, "total_steps": context.total_steps}
-        if self._chief:
-            from core.training.engine import environment
+        if not self._chief:
+            self._send(Started(context.total_steps, context.replicas))
+            return
+        from core.training.engine import environment
 
-            devices = list(context.device_names)
-            started.update(devices=devices, environment=environment(devices, context.config.precision))
-        self._send(started)
+        devices = context.device_names
+        self._send(Started(context.total_steps, context.replicas, devices, environment(devices, context.config.precision)))
 
     def on_call_begin(self, first_step: int, steps: int) -> None:
         if self._chief:
-            self._send({"event": CALL, "first_step": first_step, "steps": steps})
+            self._send(CallBegun(first_step, steps))
 
     def on_step_records(self, records: Sequence[StepRecord]) -> None:
         if self._chief:
-            self._send({"event": STEPS, "records": encode_records(records)})
+            self._send(Steps(tuple(records)))
 
     def report_result(self, result: RunResult) -> None:
-        self._send({"event": RESULT, "result": result.to_dict()})
+        self._send(Result(result))
 
     def report_error(self, message: str) -> None:
-        self._send({"event": ERROR, "message": message})
+        self._send(Failed(message))
 
-    def _send(self, event: dict[str, Any]) -> None:
+    def _send(self, message: JobMessage) -> None:
         try:
-            send(event)
+            send(message)
         except OSError:  # the supervisor is gone: nobody wants the rest of this run
             self._stop.set()
 

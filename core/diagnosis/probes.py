@@ -18,8 +18,8 @@ from typing import Any
 
 from core.config import MAX_STEPS_PER_CALL, RunConfig
 from core.diagnosis.evidence import evidence_from_runs, matching_points, model_only_step_s, point
-from core.hooks.conditions import ConditionsHook
 from core.diagnosis.verdict import INPUT_MODERATE_SHARE, OVERHEAD_CALL_SHARE, Verdict, fixed_share, verdict
+from core.hooks.conditions import ConditionsHook
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
 from core.runner import run_training

@@ -1,1 +1,1 @@
-"""Hooks a run can carry: TensorBoard event files and a profiler capture."""
+"""The standard hooks a run carries besides its training: its conditions, TensorBoard event files, a profiler capture, GPU use."""

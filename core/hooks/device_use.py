@@ -4,8 +4,10 @@
 the run ends; the steady-state mean utilisation (after the warm-up call) goes
 into the result as `mean_utilization`. Each sample is placed on the run's step
 axis by the call it fell in, so a plot can draw utilisation under step time.
-TensorFlow's memory figures are read between calls, at most every
-TF_MEMORY_INTERVAL_S, and shown beside the driver's (`memory_views`).
+On a TensorFlow run its memory figures are read between calls, at most every
+TF_MEMORY_INTERVAL_S, and shown beside the driver's (`memory_views`); a JAX or
+PyTorch job's memory is its child's, so only the driver's are shown (and
+TensorFlow is never imported for it).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class DeviceUseHook(RunCallback):
         self._tf_memory: dict[str, tuple[int | None, int | None]] = {}
         self._tf_read_at = -float("inf")
         self._growth: bool | None = None
+        self._on_tensorflow = False
         self.finished = False
 
     @property
@@ -70,7 +73,8 @@ class DeviceUseHook(RunCallback):
             self.finished = True
             return
         self.gpu_names = tuple(name for name, _ in found)
-        self._growth = _memory_growth()
+        self._on_tensorflow = context.config.backend == "tensorflow"  # a JAX or PyTorch job's memory is its child's, not TensorFlow's here
+        self._growth = _memory_growth() if self._on_tensorflow else None
         self._sampler = GpuSampler(self.nvml, [handle for _, handle in found], self._interval_s)
         with self._lock:
             self._calls = [(time.perf_counter(), 0.0)]
@@ -146,7 +150,7 @@ class DeviceUseHook(RunCallback):
     def _read_tf_memory(self, force: bool = False) -> None:
         """TensorFlow's allocator figures for the run's GPUs, at most every TF_MEMORY_INTERVAL_S (in the training thread)."""
         now = time.perf_counter()
-        if not force and now - self._tf_read_at < TF_MEMORY_INTERVAL_S:
+        if not self._on_tensorflow or (not force and now - self._tf_read_at < TF_MEMORY_INTERVAL_S):
             return
         self._tf_read_at = now
         import tensorflow as tf

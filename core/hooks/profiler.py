@@ -1,4 +1,4 @@
-"""Profile steps A–B of a run with the TensorFlow profiler, and the callbacks a run gets from the UI.
+"""Profile steps A–B of a run with the TensorFlow profiler, and the logging hooks a run's config asks for.
 
 The trace lands in the run's log folder under `plugins/profile/<time>/`, where
 TensorBoard's Profile tab (package `tensorboard-plugin-profile`) finds it, and
@@ -177,39 +177,39 @@ def profile_report(capture: ProfilerCapture, limit: int = 10) -> str:
         return f"{text}\nThe op breakdown could not be read: {exc}"
 
 
-def run_callbacks_for(
-    config: RunConfig,
-    tensorboard_dir: str | Path | None,
-    profile_steps: tuple[int, int] | None,
-) -> list[RunCallback]:
-    """The callbacks that give a run TensorBoard scalars and/or a profile, sharing one run folder.
+def check_profile(config: RunConfig) -> None:
+    """Raise ConfigError unless the profile `config.hooks` asks for fits the run: within its steps, and not multi-worker."""
+    profile = config.hooks.profile
+    if profile is None:
+        return
+    if config.strategy == "multi-worker":
+        raise ConfigError(
+            PROFILE_FIELD,
+            profile,
+            "no profile for multi-worker runs (the workers train in other processes): profile a one-device or mirrored run",
+        )
+    from core.training.engine import total_steps
+
+    check_profile_steps(*profile, total_steps=total_steps(config))
+
+
+def logging_hooks(config: RunConfig) -> tuple[TensorBoardWriter | None, ProfilerCapture | None]:
+    """The TensorBoard writer and the profiler capture `config.hooks` asks for (None for each it does not), sharing one run folder.
 
     A profile without a TensorBoard folder goes under `<app log folder>/profiles`.
-    Raises ConfigError when the profile range does not fit the run, or the run
-    is multi-worker (its steps run in worker processes this one cannot profile).
+    Raises ConfigError when the profile does not fit the run (`check_profile`).
     """
-    if tensorboard_dir is None and profile_steps is None:
-        return []
-    if profile_steps is not None:
-        from core.training.engine import total_steps
-
-        if config.strategy == "multi-worker":
-            raise ConfigError(
-                PROFILE_FIELD,
-                profile_steps,
-                "no profile for multi-worker runs (the workers train in other processes): profile a one-device or mirrored run",
-            )
-        check_profile_steps(*profile_steps, total_steps=total_steps(config))
-    if tensorboard_dir is None:
+    settings = config.hooks
+    check_profile(config)
+    if not settings:
+        return None, None
+    if settings.tensorboard:
+        base: str | Path = settings.tensorboard
+    else:
         from core.logs import default_log_dir
 
-        base: str | Path = default_log_dir() / "profiles"
-    else:
-        base = tensorboard_dir
+        base = default_log_dir() / "profiles"
     directory = RunDirectory(base)
-    callbacks: list[RunCallback] = []
-    if tensorboard_dir is not None:
-        callbacks.append(TensorBoardWriter(directory))
-    if profile_steps is not None:
-        callbacks.append(ProfilerCapture(directory, *profile_steps))
-    return callbacks
+    writer = TensorBoardWriter(directory) if settings.tensorboard else None
+    capture = ProfilerCapture(directory, *settings.profile) if settings.profile else None
+    return writer, capture

@@ -1,18 +1,26 @@
 """`JobListener`: the one channel through which a job tells its caller how it goes.
 
-A listener is a `RunCallback` (the run's start, each call's steps, its end, in
-the thread that trains) with the job's own events added: which run of a
-comparison or sweep starts, that a completed run is being diagnosed, and where
-each run ended up (a `RecordedRun`). Override what you need; every method
-defaults to nothing.
+A listener is a hook (`RunCallback`: the run's start, each call's steps, its
+end, in the thread that trains) with the job's own events added: the run's
+hooks once they are built, which run of a comparison or sweep starts, that a
+completed run is being diagnosed, and where each run ended up (a
+`RecordedRun`). Override what you need; every method defaults to nothing.
+`announcing` makes a listener hear the jobs of interleaved rounds start and
+take their turns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from core.jobs.rounds import WARMUP_ROUND, OnTurn
 from core.results import RunResult
 from core.training.callbacks import RunCallback
+
+if TYPE_CHECKING:
+    from core.jobs.run_hooks import RunHooks
 
 
 @dataclass(frozen=True)
@@ -26,7 +34,11 @@ class RecordedRun:
 
 
 class JobListener(RunCallback):
-    """Follows a job: the run hooks of `RunCallback`, plus the job's start, diagnosis and end of each run."""
+    """Follows a job: what every hook hears (`RunCallback`), plus its run's hooks once built, the job's start, diagnosis and end of each run."""
+
+    def on_run_hooks(self, hooks: RunHooks) -> None:
+        """The run's hooks are built, before it starts: a view may follow one (`hooks.device_use`), a report read one after
+        the run (`hooks.profiler`). The hooks are the run's: they are ended with it, whatever happens."""
 
     def on_job_start(self, index: int, total: int, label: str) -> None:
         """Run `index` (0-based) of `total` is about to start: a comparison's target, a sweep's point."""
@@ -42,3 +54,19 @@ class JobListener(RunCallback):
 
     def on_job_end(self, index: int, recorded: RecordedRun) -> None:
         """Run `index` of a comparison ended (one that never started too, but not a skipped one): its result and history id."""
+
+
+def announcing(listener: JobListener | None, labels: Sequence[str]) -> OnTurn:
+    """An `on_turn` for `core.jobs.rounds` that tells `listener` each job's start (on_job_start, before its set-up) and then
+    each of its turns."""
+    started: set[int] = set()
+
+    def on_turn(index: int, round_index: int, rounds: int) -> None:
+        if listener is None:
+            return
+        if round_index == WARMUP_ROUND and index not in started:
+            started.add(index)
+            listener.on_job_start(index, len(labels), labels[index])
+        listener.on_turn(index, round_index, rounds)
+
+    return on_turn

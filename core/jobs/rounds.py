@@ -40,7 +40,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from core.jobs.listener import JobListener
 from core.machine.conditions import between, snapshot
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.callbacks import RunCallback, RunContext
@@ -312,21 +311,6 @@ def run_in_rounds(
                 thread.join(_POLL_S)
         report_ended()
     return values
-
-
-def announcing(listener: JobListener | None, labels: Sequence[str]) -> OnTurn:
-    """An `on_turn` that tells `listener` each job's start (on_job_start, before its set-up) and then each of its turns."""
-    started: set[int] = set()
-
-    def on_turn(index: int, round_index: int, rounds: int) -> None:
-        if listener is None:
-            return
-        if round_index == WARMUP_ROUND and index not in started:
-            started.add(index)
-            listener.on_job_start(index, len(labels), labels[index])
-        listener.on_turn(index, round_index, rounds)
-
-    return on_turn
 
 
 def _store_into(values: list[Any], index: int, start: Starter, gate: RoundGate, on_crash: OnCrash | None) -> None:

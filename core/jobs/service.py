@@ -1,12 +1,14 @@
 """The recorded-job service: train one config, record it as it trains, diagnose it, finish its record once.
 
-`run_job` begins the run in the history before it trains (so a crash or
-`kill -9` leaves it "interrupted" with its steps), passes the recorder, the
-caller's hooks, the listener and (when asked) the diagnosis to
-`core.runner.run_training` as run hooks, and finishes the record exactly once
-with the final result, its verdict included: the diagnosis is a hook that
-amends the result before the run ends. `record_unrun` saves a run that never
-trained (a comparison target that does not fit this machine).
+`run_job` builds the run's hooks (`core.jobs.run_hooks`: the standard ones
+from the config, the caller's listener and hooks), begins the run in the
+history before it trains (so a crash or `kill -9` leaves it "interrupted" with
+its steps), passes the hooks and the recorder to `core.runner.run_training`,
+ends every hook in a `finally` (also those of a run that failed before its first
+step), and finishes the record exactly once with the final result, its verdict
+included: the diagnosis is a hook that amends the result before the run ends.
+`record_unrun` saves a run that never trained (a comparison target that does
+not fit this machine).
 """
 
 from __future__ import annotations
@@ -19,12 +21,10 @@ from typing import TYPE_CHECKING
 from core.backends.available import backend_title
 from core.config import ConfigError, RunConfig
 from core.jobs.listener import JobListener, RecordedRun
-from core.jobs.rounds import RoundGate
+from core.jobs.run_hooks import RunHooks
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.callbacks import RunCallback
-from core.training.energy import EnergyHook
-from core.training.flops import FlopsCounter
 from core.workloads.workload import check_workload, model_title
 
 if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
@@ -37,11 +37,14 @@ class JobOptions:
     """How a job runs besides its config.
 
     `label`/`group`: how the run shows in the history. `diagnose`: give a
-    completed run its verdict (short probe runs, not recorded). `hooks`: run
-    hooks (TensorBoard, profiler, GPU use, a FLOP counter, a clock). `listener`:
-    the one progress channel. `raise_config_error`: a ConfigError found as the
-    run starts (a device this machine lacks) is raised and the begun record
-    removed, instead of becoming a failed, recorded run. `unsaved_reason`: why
+    completed run its verdict (short probe runs, not recorded). `hooks`: the
+    caller's own hooks (a FLOP counter shared by a comparison, a round's gate, a
+    clock, a view's watcher); the standard ones (TensorBoard and the profiler as
+    `config.hooks` asks, conditions, GPU use, energy, FLOPs, the verdict) come
+    with every run (`core.jobs.run_hooks`). `listener`: the one progress
+    channel. `raise_config_error`: a ConfigError found as the run starts (a
+    device this machine lacks, a profile past its steps) is raised and a begun
+    record removed, instead of becoming a failed, recorded run. `unsaved_reason`: why
     the store is None when the run was meant to be saved (said in the result's
     `history_error`).
     """
@@ -88,59 +91,59 @@ def run_job(
     Setting `stop_event` ends the run after the call in flight (and its
     diagnosis, which then leaves no verdict). Never raises for a run that
     fails: a config this machine cannot run is a failed run, recorded, with
-    `started` False (raised instead with `options.raise_config_error`).
+    `started` False (raised instead with `options.raise_config_error`). Every
+    hook of the run is ended, whatever happened.
     """
     stop_event = stop_event or threading.Event()
+    recorder: HistoryRecorder | None = None
     try:
         config = check_workload(config)
-    except ConfigError as exc:  # a model or data the catalogue does not have: a run that never started
+        recorder = _recorder(store, config, options)
+        hooks = _run_hooks(config, options, recorder, stop_event)
+    except ConfigError as exc:  # a model or data the catalogue does not have, a profile past the run: a run that never started
         if options.raise_config_error:
             raise
         return record_unrun(_failed(config, exc), config, store, options)
-    recorder = _recorder(store, config, options)
-    listeners = run_hooks(config, options, stop_event)
+    if options.listener is not None:
+        options.listener.on_run_hooks(hooks)
     if recorder is not None:
         recorder.begin()
-        listeners.append(recorder)
     try:
-        result, started = run_training(config, stop_event=stop_event, callbacks=listeners), True
+        result, started = _trained(config, hooks, stop_event), True
     except Exception as exc:  # a config the machine cannot run: a failed run, recorded like any other
+        result, started = _failed(config, exc), False
         if options.raise_config_error and isinstance(exc, ConfigError):
             if recorder is not None:
                 recorder.discard()  # bad input found as the run started: not a run
             raise
-        result, started = _failed(config, exc), False
     except BaseException as exc:  # SystemExit from a model file's code, say: its record finished as failed, then on up
-        _finished(recorder, _failed(config, exc), options, started=True)
+        result = _failed(config, exc)
+        _finished(recorder, result, options, started=True)
         raise
     return _finished(recorder, result, options, started)
+
+
+def _trained(config: RunConfig, hooks: RunHooks, stop_event: threading.Event) -> RunResult:
+    """`config` trained with `hooks`, every one of them ended whatever happens (a run that fails before its first step ends none)."""
+    try:
+        result = run_training(config, stop_event=stop_event, callbacks=list(hooks))
+    except BaseException as exc:
+        hooks.close(_failed(config, exc))
+        raise
+    hooks.close(result)
+    return result
+
+
+def _run_hooks(config: RunConfig, options: JobOptions, recorder: HistoryRecorder | None, stop_event: threading.Event) -> RunHooks:
+    """The run's hooks: the listener first, the caller's hooks, the recorder, then the standard ones (`RunHooks`)."""
+    listener = options.listener
+    own = [*([listener] if listener is not None else []), *options.hooks, *([recorder] if recorder is not None else [])]
+    return RunHooks(config, stop_event, own, options.diagnose, listener.on_diagnosing if listener is not None else None)
 
 
 def record_unrun(result: RunResult, config: RunConfig, store: RunStore | None, options: JobOptions = PLAIN) -> RecordedRun:
     """Save `result`, a run that never trained (failed before it started), in one transaction; `config` is the job it was meant to be."""
     return _finished(_recorder(store, config, options), result, options, started=False)
-
-
-def run_hooks(config: RunConfig, options: JobOptions, stop_event: threading.Event) -> list[RunCallback]:
-    """The run's hooks in the order they are called: the listener first, the caller's hooks, the energy, the FLOPs count, the diagnosis.
-
-    The diagnosis comes after every hook that amends the result (GPU use, the
-    profiler), so the verdict judges the result they complete.
-    """
-    listener = options.listener
-    hooks: list[RunCallback] = [*([listener] if listener is not None else []), *options.hooks]
-    gates = [hook for hook in options.hooks if isinstance(hook, RoundGate)]
-    energy = EnergyHook(in_rounds=bool(gates))
-    for gate in gates:
-        gate.watchers.append(energy)  # in rounds each turn's end and start bound the energy window
-    hooks.append(energy)
-    if not options.diagnose and not any(isinstance(hook, FlopsCounter) for hook in hooks):
-        hooks.append(FlopsCounter())  # every run records its FLOPs per step (the diagnosis brings its own counter)
-    if options.diagnose:
-        from core.diagnosis.run_verdict import VerdictHook
-
-        hooks.append(VerdictHook(config, stop_event, listener.on_diagnosing if listener is not None else None))
-    return hooks
 
 
 def _recorder(store: RunStore | None, config: RunConfig, options: JobOptions) -> HistoryRecorder | None:

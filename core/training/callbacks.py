@@ -1,4 +1,4 @@
-"""A small hook API into a run, in the spirit of Keras callbacks, and the hook every run carries: its conditions.
+"""The hook API into a run, in the spirit of Keras callbacks: `RunCallback`, a hook.
 
 Hooks are called in the thread that trains, between calls of the compiled
 training function, so they never slow a step down. Subclass `RunCallback` and
@@ -6,27 +6,21 @@ override what you need; all methods default to doing nothing. A hook that
 measured something of its own (device use) or disturbed some steps on purpose
 (the profiler) says so in `amend_result`, before any hook sees the result.
 
-Every engine (the TensorFlow engine, a backend's child run) adds `ConditionsHook`
-to every run it trains, as Keras's `fit` adds its History: so a run from the CLI,
-the window, a comparison, a sweep, autotune or a verdict's probe carries a
-`conditions` record without its caller asking: other processes' CPU share,
-steal, CPU pressure, load and frequency over the steady state (after the
-warm-up call, to the end of the last call), and on GPUs the other processes,
-clocks and throttle reasons (`core.machine.conditions`). The result's warnings
-then say when the measurement was contended, and when its step times were
-spread so widely that one figure cannot stand for them.
+An engine (the TensorFlow engine, a backend's child run, a cluster's supervisor)
+calls the hooks it is given and ends them all (`end_run`); it adds none of its
+own. Which hooks a run carries is its owner's choice: the job service builds
+every standard one (conditions, TensorBoard, profiler, device use, energy,
+FLOPs, verdict) from the run's config (`core.jobs.run_hooks`), and ends them
+even when the run fails before it starts.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from core.machine.conditions import ConditionsSampler, contention_warning, gpu_conditions, own_pids
-from core.training.metrics import noise_warning
 
 if TYPE_CHECKING:
     from core.config import RunConfig
@@ -113,53 +107,10 @@ def amended_result(result: RunResult, listeners: Sequence[RunCallback]) -> RunRe
     return result
 
 
-FindGpus = Callable[[Any, Sequence[str]], list[tuple[str, Any]]]
-
-
-def _run_gpus(device_names: Sequence[str]) -> tuple[Any, list[tuple[str, Any]]]:
-    """(NVML, the run's GPUs as (TF name, handle)); (None, []) for a run on no GPU or with no driver."""
-    if not any(name.startswith("GPU") for name in device_names):
-        return None, []
-    from core.machine.gpu import load_nvml, run_gpu_handles
-
-    nvml, _ = load_nvml()
-    return (nvml, run_gpu_handles(nvml, device_names)) if nvml is not None else (None, [])
-
-
-class ConditionsHook(RunCallback):
-    """Snapshots the machine's counters at the run's start, after its warm-up call and after its last call."""
-
-    def __init__(self, nvml: Any = None, find_gpus: FindGpus | None = None) -> None:
-        self._nvml = nvml
-        self._find_gpus = find_gpus
-        self._sampler = ConditionsSampler()
-        self._gpus: list[tuple[str, Any]] = []
-        self._total_steps = 0
-
-    def on_run_start(self, context: RunContext) -> None:
-        self._total_steps = context.total_steps
-        if self._find_gpus is not None:
-            self._gpus = self._find_gpus(self._nvml, context.device_names)
-        else:
-            self._nvml, self._gpus = _run_gpus(context.device_names)
-        self._sampler.start()
-
-    def on_step_records(self, records: Sequence[StepRecord]) -> None:
-        if not records:
-            return
-        if records[0].warmup:
-            self._sampler.steady()
-        elif records[-1].step >= self._total_steps:
-            self._sampler.stop()
-
-    def amend_result(self, result: RunResult) -> RunResult:
-        if self._sampler.run_start is None:
-            return result  # set-up failed: nothing was measured
-        if self._sampler.end is self._sampler.steady_start or self._sampler.end is self._sampler.run_start:
-            self._sampler.stop()  # stopped or failed before the last call
-        gpus = gpu_conditions(self._nvml, self._gpus, own_pids()) if self._gpus else []
-        conditions = self._sampler.conditions(gpus)
-        if conditions is None:
-            return result
-        notes = [note for note in (contention_warning(conditions), noise_warning(result.step_time_spread)) if note]
-        return replace(result, conditions=conditions.to_dict(), warnings=(*result.warnings, *notes))
+def end_run(listeners: Sequence[RunCallback], result: RunResult) -> None:
+    """Tell every hook the run ended (`on_run_end`); one that fails is logged, and the others still end."""
+    for listener in listeners:
+        try:
+            listener.on_run_end(result)
+        except Exception:  # a hook that cannot close must not keep the others open
+            log.exception("%s could not end cleanly", type(listener).__name__)

@@ -49,7 +49,7 @@ from core.machine.cpu import cpu_model
 from core.machine.peak_estimates import run_peak_environment
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import ConditionsHook, RunCallback, RunContext, amended_result, waited_for_turn
+from core.training.callbacks import RunCallback, RunContext, amended_result, end_run, waited_for_turn
 from core.training.failures import NonFiniteLoss, divergence_message, explain_failure
 from core.training.metrics import Measured, call_size, measured_result
 from core.training.strategies import SetupStopped, check_mirrored_devices, make_strategy
@@ -96,15 +96,17 @@ def train_in_this_process(
     setting `stop_event` ends it with status "stopped" after the call in
     flight (or at once while a TPU is being probed). The result's warnings
     say what was questionable (float16 on a CPU, a batch larger than the data
-    set, a call size lowered so that steady-state steps remain, other work on
-    the machine); its `conditions` what else the machine did (`ConditionsHook`).
+    set, a call size lowered so that steady-state steps remain). Its hooks are
+    the caller's: the job service gives a run its standard ones
+    (`core.jobs.run_hooks`, the conditions it was measured in among them); every
+    one is ended (`end_run`) once the result is made.
 
     A cluster worker calls this with TF_CONFIG set, so MultiWorkerMirroredStrategy
     joins the cluster TF_CONFIG describes.
     """
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
-    listeners = [ConditionsHook(), *callbacks]  # every run records the conditions it was measured in
+    listeners = list(callbacks)
     started_at = utc_now()
     start = time.perf_counter()
     tally = _Tally(MemoryTracker(), config)
@@ -127,8 +129,7 @@ def train_in_this_process(
             session.close()
         _set_precision_policy(previous_policy)
     result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
-    for listener in listeners:
-        listener.on_run_end(result)
+    end_run(listeners, result)
     return result
 
 
@@ -206,7 +207,7 @@ def _run_calls(
         tally.memory.sample(call_end)
         for listener in listeners:
             listener.on_step_records(records)
-        _check_finite(records, config)
+        _check_finite(records, config, tally.notes)
 
 
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:
@@ -349,8 +350,8 @@ def _make_train_function(strategy, model, optimizer, config: RunConfig, loss_fn:
     return TrainSteps(train_steps)
 
 
-def _check_finite(records: Sequence[StepRecord], config: RunConfig) -> None:
-    message = divergence_message(records, config)
+def _check_finite(records: Sequence[StepRecord], config: RunConfig, notes: Sequence[str]) -> None:
+    message = divergence_message(records, config, notes)
     if message:
         raise NonFiniteLoss(message)
 

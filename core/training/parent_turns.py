@@ -2,11 +2,11 @@
 
 The parent starts the child with TAKES_TURNS in its environment where one of the
 run's hooks takes turns (a `RoundGate`). Before a call outside the turn it holds,
-the child has sent the steps of its earlier calls, sends {"event": TURN,
-"next_step": N} and waits on its control pipe for {"event": GO, "until_step": N}
-(calls starting at that step at most) or {"event": GO, "seconds": S} (of
-training); the parent waits in its hooks' `wait_turn` on the child's behalf
-meanwhile (`callbacks.granted_turn`). Used by backend jobs (`core.backends.call_timer`,
+the child has sent the steps of its earlier calls, sends `Turn(next_step)`
+and waits on its control pipe for `Go(until_step=N)` (calls starting at that
+step at most) or `Go(seconds=S)` (of training), messages of `core.job_messages`;
+the parent waits in its hooks' `wait_turn` on the child's behalf meanwhile
+(`callbacks.granted_turn`). Used by backend jobs (`core.backends.call_timer`,
 which first reads the calls in flight) and by a cluster's chief worker (as a hook of
 the TensorFlow engine, which leaves the wait out of the run's clock).
 """
@@ -16,16 +16,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
-from core.child_process import heard
+from core.job_messages import Go, MessageError, Send, Turn, heard
 from core.training.callbacks import RunCallback
 
 TAKES_TURNS = "DEVICE_LAB_TAKES_TURNS"
-TURN, GO = "turn", "go"
-
-Send = Callable[[dict[str, Any]], None]
 
 
 def takes_turns() -> bool:
@@ -51,9 +46,11 @@ class ParentTurns(RunCallback):
         """Before the call at `next_step`: outside the turn held, ask the parent for the next and wait (or for a stop)."""
         if self.covers(next_step) or self.stop.is_set():
             return
-        self.send({"event": TURN, "next_step": next_step})
-        grant = heard(self.stop) or {}
-        if "seconds" in grant:
-            self.until_step, self.deadline = 0, time.perf_counter() + float(grant["seconds"])
+        self.send(Turn(next_step))
+        grant = heard(self.stop) or Go()  # a stop ends the wait: the run leaves after this call
+        if not isinstance(grant, Go):
+            raise MessageError(f"a turn is answered with a 'go' message, not {grant.EVENT!r}")
+        if grant.seconds is not None:
+            self.until_step, self.deadline = 0, time.perf_counter() + grant.seconds
         else:
-            self.until_step, self.deadline = float(grant.get("until_step", float("inf"))), 0.0
+            self.until_step, self.deadline = grant.until_step if grant.until_step is not None else float("inf"), 0.0

@@ -29,6 +29,7 @@ from typing import Any
 
 from core.backends.job_setup import process_memory
 from core.config import RunConfig
+from core.job_messages import JobMessage, Started
 
 DATA_MARGIN = 256 * 2**20
 """How far past the budget one allocation may reach before RLIMIT_DATA refuses it (about TensorFlow's own margin)."""
@@ -52,11 +53,11 @@ def train_on_backend(config: RunConfig, host_bytes: int) -> dict[str, Any]:
 
         limit = data_limit(host_bytes)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    started: dict[str, Any] = {}
+    started: list[Started] = []
 
-    def hear(message: dict[str, Any]) -> None:
-        if message.get("event") == "start":
-            started.update(message)
+    def hear(message: JobMessage) -> None:
+        if isinstance(message, Started):
+            started.append(message)
 
     # the parent ends a probe by killing its group: nothing sets the event; a probe reports no FLOPs, so none are counted
     train(config, hear, threading.Event(), count_flops=False)
@@ -65,7 +66,7 @@ def train_on_backend(config: RunConfig, host_bytes: int) -> dict[str, Any]:
         "message": "",
         "on_accelerator": on_accelerator,
         "device_peak": device_peak(config.backend) if on_accelerator else None,
-        "replicas": int(started.get("replicas") or 1),
+        "replicas": started[0].replicas if started else 1,
     }
 
 

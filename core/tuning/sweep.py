@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from core.config import ConfigError, RunConfig
 from core.jobs import PLAIN, JobListener, JobOptions, record_unrun, run_job
-from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, announcing, crashed_result, rounds_measured, run_in_rounds
+from core.jobs.listener import announcing
+from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, crashed_result, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
 from core.training.noise import Interval, between_runs, energy_ratio
 from core.training.to_target import IN_WARMUP, TargetDecision, ToTarget, decide, judged_reach, target_how

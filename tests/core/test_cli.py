@@ -278,6 +278,19 @@ def test_bad_tensorboard_folder_is_refused_before_tensorflow_loads(cli_env, tmp_
     assert not (Path(cli_env["DEVICE_LAB_LOG_DIR"]) / "tensorflow-native.log").exists()  # TensorFlow never loaded
 
 
+@pytest.mark.slow
+def test_tensorboard_and_profile_from_the_cli_write_event_files_and_report_the_trace(cli_env, tmp_path):
+    boards = tmp_path / "boards"
+    args = ["run", "--no-verdict", "--model", "mlp", "--data", "synthetic", "--steps", "6", "--json"]
+    out = cli([*args, "--tensorboard", str(boards), "--profile", "2-3"], cli_env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (run_dir,) = [path for path in boards.iterdir() if path.is_dir()]
+    assert list(run_dir.glob("events.out.tfevents.*")), "the run's event files, from the hooks its config asked for"
+    assert f"Profile of steps 2–3 saved under {run_dir / 'plugins' / 'profile'}" in out.stderr
+    assert list((run_dir / "plugins" / "profile").rglob("*.xplane.pb"))
+    assert json.loads(out.stdout)["hooks"] == {"tensorboard": str(boards), "profile": "2-3"}
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

@@ -72,7 +72,7 @@ def test_ceilings_measured_under_two_busy_loops_are_marked_contended_and_never_k
 
 def test_autotune_under_two_busy_loops_ends_within_its_budget_and_slack(cli_env):
     """The quiet case is test_tuning_cli's (its `elapsed_s` within the budget and slack)."""
-    budget_s = 10  # the search spends its whole budget: the bound is the same claim at any budget
+    budget_s = 10  # under two busy loops the search does not finish within 10 s: the budget, not its space, ends it
     args = ["autotune", "--model", "mlp", "--target", "CPU:0", "--budget-s", str(budget_s), "--json"]
     with busy_cores(limit_s=300):
         startup = startup_s(cli_env)

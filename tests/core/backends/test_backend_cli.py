@@ -129,7 +129,7 @@ def test_a_sweep_over_backends_runs_each_and_names_the_fastest(cli_env):
 
 @pytest.mark.heavy  # autotune with a JAX point; without --backends, saying how to ask for one is checked in the default run (test_tuning_cli)
 def test_autotune_tries_jax_only_when_asked_and_says_so(cli_env):
-    # The search runs until its budget is spent; 18 s reaches the backend stage, right after the start point (on a quiet
+    # The search ends at its budget or once its space is searched; 18 s reaches the backend stage, right after the start point (on a quiet
     # 2-core machine the JAX point and its precision point were measured within it), and the JAX point is measured or,
     # when too little time is left, a skipped row.
     asked = cli(

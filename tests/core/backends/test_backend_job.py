@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from core import RunConfig, RunStatus, run_training
+from core.hooks.conditions import ConditionsHook
 from core.training.callbacks import RunCallback
 from tests.step_hooks import StepsTo
 
@@ -50,7 +51,8 @@ def test_a_jax_job_trains_in_a_child_without_tensorflow_and_streams_every_step()
         if not libraries:
             libraries.extend(_job_libraries())
 
-    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), callbacks=[heard, StepsTo(on_step_records)])
+    hooks = [ConditionsHook(), heard, StepsTo(on_step_records)]  # the conditions hook, as the job service gives every run one
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), callbacks=hooks)
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.environment["tensorflow_imported"] is False  # checked in the child at the end of the job
     assert any("jax" in path for path in libraries) and not any("tensorflow" in path for path in libraries)

@@ -37,8 +37,8 @@ SCRIPT = textwrap.dedent(
     calls.in_flight.extend([(0, slow), (1, done[0]), (2, done[1]), (3, unknown), (4, done[2])])
     calls.read(1)
     clock.flush()
-    records = [record for message in sent for record in message["records"]]
-    print(json.dumps({"steps": [r[0] for r in records], "times": [r[2] for r in records], "in_flight": len(calls.in_flight)}))
+    records = [record for message in sent for record in message.records]
+    print(json.dumps({"steps": [r.step for r in records], "times": [r.step_time_s for r in records], "in_flight": len(calls.in_flight)}))
     """
 )
 

@@ -28,6 +28,7 @@ from core.ports import free_ports
 from core.results import RunStatus
 from core.runner import run_training
 from core.workloads.model_file import file_sha256
+from tests.step_hooks import StepsTo
 
 LONG_RUN = 100_000
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -109,7 +110,7 @@ def test_two_local_workers_train_stream_steps_and_exit_cleanly(lambda_keras):
     recorder = Recorder()
     streamed = []
     config = cluster_config(24, model=str(lambda_keras), dataset="synthetic", trust=True)  # the user's own model file
-    result = run_training(config, streamed.extend, callbacks=[recorder])
+    result = run_training(config, callbacks=[recorder, StepsTo(streamed.extend)])
 
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.config["model_sha256"] == file_sha256(lambda_keras)  # recorded by the supervisor, checked by each worker

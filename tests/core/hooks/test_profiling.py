@@ -3,7 +3,7 @@
 import pytest
 
 from core.config import ConfigError, RunConfig
-from core.hooks.profiler import ProfilerCapture, check_profile_steps, run_callbacks_for
+from core.hooks.profiler import ProfilerCapture, check_profile_steps, logging_hooks
 from core.hooks.tensorboard import TensorBoardWriter
 from core.results import RunStatus
 from core.runner import run_training
@@ -74,18 +74,18 @@ def test_capture_rejects_a_bad_range_when_made(tmp_path):
         ProfilerCapture(tmp_path, 5, 3)
 
 
-def test_run_callbacks_for_builds_what_was_asked_sharing_one_run_folder(tmp_path, monkeypatch):
+def test_logging_hooks_are_what_config_hooks_asks_for_sharing_one_run_folder(tmp_path, monkeypatch):
     config = RunConfig(steps=10)
-    assert run_callbacks_for(config, None, None) == []
-    writer, capture = run_callbacks_for(config, str(tmp_path), (2, 4))
+    assert logging_hooks(config) == (None, None)
+    writer, capture = logging_hooks(config.with_hooks(str(tmp_path), (2, 4)))
     assert isinstance(writer, TensorBoardWriter) and isinstance(capture, ProfilerCapture)
     assert writer.directory is capture.directory and writer.directory.base == tmp_path
-    (only_tensorboard,) = run_callbacks_for(config, tmp_path, None)
-    assert isinstance(only_tensorboard, TensorBoardWriter)
+    only_tensorboard, no_capture = logging_hooks(config.with_hooks(tmp_path))
+    assert isinstance(only_tensorboard, TensorBoardWriter) and no_capture is None
     monkeypatch.setenv("DEVICE_LAB_LOG_DIR", str(tmp_path / "app-logs"))
-    (only_profile,) = run_callbacks_for(config, None, (1, 1))
-    assert isinstance(only_profile, ProfilerCapture) and only_profile.directory.base == tmp_path / "app-logs" / "profiles"
+    no_writer, only_profile = logging_hooks(config.with_hooks(None, (1, 1)))
+    assert no_writer is None and only_profile is not None and only_profile.directory.base == tmp_path / "app-logs" / "profiles"
     with pytest.raises(ConfigError, match="10 steps"):
-        run_callbacks_for(config, tmp_path, (5, 11))
+        logging_hooks(config.with_hooks(tmp_path, (5, 11)))
     with pytest.raises(ConfigError, match="multi-worker"):
-        run_callbacks_for(RunConfig(strategy="multi-worker", steps=10), tmp_path, (2, 4))
+        logging_hooks(RunConfig(strategy="multi-worker", steps=10).with_hooks(tmp_path, (2, 4)))

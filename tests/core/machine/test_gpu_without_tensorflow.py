@@ -1,4 +1,4 @@
-"""A JAX or PyTorch run on a GPU where TensorFlow is not installed: its GPUs are still found, its failures still explained.
+"""A JAX or PyTorch run on a GPU where TensorFlow is not installed: its GPUs are still found and sampled, its failures still explained.
 
 Such a machine (the GPU machine of `benchmarks/gpu_check.py`: JAX and PyTorch with CUDA, no
 TensorFlow) runs the app's backend jobs; the parent's conditions hook asks NVML about the run's
@@ -13,9 +13,11 @@ import sys
 import pytest
 
 from core.config import RunConfig
+from core.hooks.conditions import ConditionsHook
+from core.hooks.device_use import DeviceUseHook
 from core.machine import gpu as gpu_info
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import ConditionsHook, RunContext
+from core.training.callbacks import RunContext
 from core.training.failures import explain_failure
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
@@ -54,6 +56,18 @@ def test_the_conditions_of_a_jax_gpu_run_name_its_gpu_without_tensorflow(monkeyp
     result = hook.amend_result(RunResult(status=RunStatus.COMPLETED, config=config.to_dict()))
     [gpu] = result.conditions["gpus"]
     assert gpu["device"] == "GPU:0" and gpu["sm_clock_mhz"] == 1410  # CUDA device 0: the GPU at bus 41
+
+
+@pytest.mark.usefixtures("no_tensorflow")
+def test_the_gpu_use_of_a_jax_gpu_run_is_sampled_without_tensorflow() -> None:
+    config = RunConfig(model="mlp", backend="jax", strategy="one-device", devices=("GPU:0",))
+    hook = DeviceUseHook(two_gpus(), find_gpus=lambda nvml, names: [("GPU:0", nvml.gpus[0])], interval_s=0.01)
+    hook.on_run_start(RunContext(config, 2, 1, ("GPU:0",), None))  # read TensorFlow's memory settings before: ModuleNotFoundError
+    hook.on_step_records([StepRecord(1, 2.3, 0.5, True)])
+    hook.on_step_records([StepRecord(2, 2.2, 0.01, False)])
+    hook.on_run_end(hook.amend_result(RunResult(status=RunStatus.COMPLETED, config=config.to_dict())))
+    [view] = hook.memory_views()
+    assert hook.finished and view.device == "GPU:0" and (view.tf_in_use, view.tf_peak, view.growth) == (None, None, None)
 
 
 @pytest.mark.usefixtures("no_tensorflow")
