@@ -19,7 +19,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from gui.icons import app_icon
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
 
 DISTRIBUTION = "device-lab"
 TAGLINE = "How fast does this model train on each device and strategy I have, and why?"
@@ -107,14 +107,8 @@ class AboutDialog(QDialog):
     def copy_versions(self) -> None:
         QGuiApplication.clipboard().setText(versions_text(self.versions))
 
-    def tensorflow_loaded(self) -> bool:
-        return self.versions["TensorFlow"] != LOADING
-
     def _load_tensorflow(self) -> None:
-        worker = FunctionWorker(tensorflow_versions)
-        worker.done.connect(self._on_tensorflow)
-        worker.failed.connect(self._on_tensorflow_failed)
-        start_worker(worker, "about-versions")
+        run_in_background(tensorflow_versions, on_result=self._on_tensorflow, on_error=self._on_tensorflow_failed, name="about-versions")
 
     def _on_tensorflow(self, versions: dict[str, str]) -> None:
         self.versions.update(versions)

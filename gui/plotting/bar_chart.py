@@ -44,7 +44,6 @@ class BarChart(pg.PlotWidget):
         self._reference = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(REFERENCE_COLOR, width=1.5, style=Qt.PenStyle.DashLine))
         self._reference.setVisible(False)
         item.addItem(self._reference, ignoreBounds=True)
-        self._values: tuple[float | None, ...] = ()
         self._labels: tuple[str, ...] = ()
         self._shown_labels: list[str] = []
         item.getViewBox().sigResized.connect(self._fit_labels)
@@ -60,7 +59,6 @@ class BarChart(pg.PlotWidget):
         """Draw one bar per label; a None value draws no bar and writes '-' (a run without a speed)."""
         item = self.getPlotItem()
         self.clear_bars()
-        self._values = tuple(values)
         heights = [value or 0.0 for value in values]
         brushes = [pg.mkBrush(HIGHLIGHT_COLOR if index == highlight else BAR_COLOR) for index in range(len(values))]
         self._bars = pg.BarGraphItem(x=list(range(len(values))), height=heights, width=BAR_WIDTH, brushes=brushes, pen=None)
@@ -89,23 +87,10 @@ class BarChart(pg.PlotWidget):
         for text in self._texts:
             item.removeItem(text)
         self._texts = []
-        self._values = ()
         self._labels = ()
         self._reference.setVisible(False)
         item.getAxis("bottom").setTicks([[]])
         self.setToolTip("")
-
-    def bar_values(self) -> tuple[float | None, ...]:
-        """The values drawn, one per bar, in order (None: no bar)."""
-        return self._values
-
-    def bar_count(self) -> int:
-        """How many bars the BarGraphItem holds."""
-        return 0 if self._bars is None else len(self._bars.opts["height"])
-
-    def tick_labels(self) -> list[str]:
-        """The row labels as drawn under the bars (elided to fit)."""
-        return list(self._shown_labels)
 
     def label_width(self) -> float:
         """The pixels each row's label may take: its bar's share of the plot's width, less a gap."""

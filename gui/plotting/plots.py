@@ -198,10 +198,6 @@ class PlotsWidget(QWidget):
         self._dirty.update(self._runs)
         self.redraw_now()
 
-    def set_smoothing(self, weight: float) -> None:
-        """EMA weight 0..0.99, like TensorBoard's smoothing slider."""
-        self.smoothing_slider.setValue(round(weight * 100))
-
     def save_image(self, path: str | Path) -> Path:
         """Export both plots, stacked, as PNG or SVG (by the file's suffix); returns the path written."""
         self.flush()

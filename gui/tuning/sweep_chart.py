@@ -46,26 +46,16 @@ class SweepChart(QWidget):
         self.energy_plot.setVisible(False)  # shown only where some point measured its energy
         layout.addWidget(self.energy_plot, 1)
         self._series: dict[str, list[float | None]] = {}
-        self._best: tuple[float, float] | None = None
-        self._fastest_step: tuple[float, float] | None = None
 
     def series(self) -> dict[str, list[float | None]]:
         """Samples/s per line (named by the second setting's value, or 'samples/s'), one value per x position."""
         return {name: list(values) for name, values in self._series.items()}
 
-    def best_point(self) -> tuple[float, float] | None:
-        """(x position, samples/s) of the star, or None."""
-        return self._best
-
-    def lowest_step_point(self) -> tuple[float, float] | None:
-        """(x position, mean step ms) of the step-time plot's star, or None."""
-        return self._fastest_step
-
     def show_sweep(self, plan: SweepPlan | None, rows: Sequence[SweepRow | None], best: int | None) -> None:
         """Redraw from the plan and the rows so far (None: not run yet); `best` is starred (None: no star, e.g. a tie)."""
         for plot in (self.rate_plot, self.time_plot, self.energy_plot):
             plot.getPlotItem().clear()
-        self._series, self._best, self._fastest_step = {}, None, None
+        self._series = {}
         measured = plan is not None and any(row is not None and row.result.joules_per_sample is not None for row in rows)
         self.energy_plot.setVisible(measured)
         if plan is not None:
@@ -112,12 +102,7 @@ class SweepChart(QWidget):
                 position = indices.index(starred) if starred is not None and starred in indices else None
                 starred_value = values[position] if position is not None else None
                 if position is not None and starred_value is not None:
-                    point = (float(position), starred_value)
                     _star(plot, position, starred_value)
-                    if plot is self.rate_plot:
-                        self._best = point
-                    else:
-                        self._fastest_step = point
             self._series[name or "samples/s"] = [_figure(row, "samples_per_s") for row in picked]
         for plot, top in tops.items():
             plot.getPlotItem().setYRange(0, top * HEADROOM if top > 0 else 1.0, padding=0)

@@ -66,11 +66,6 @@ class SweepHeatMap(QTableWidget):
             if row is not None:
                 self.setItem(index // len(across.values), index % len(across.values), _cell(row, fastest, index == best))
 
-    def cell_value(self, row: int, column: int) -> float | None:
-        """The samples/s shown at (row, column), or None."""
-        item = self.item(row, column)
-        return None if item is None else item.data(ROLE_VALUE)
-
 
 def _cell(row: SweepRow, fastest: float, is_best: bool) -> QTableWidgetItem:
     result = row.result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
@@ -38,3 +39,24 @@ def wired_compare_controller(plots):
     controller = CompareController()
     plot_curves_of(controller, plots)
     return controller
+
+
+def star_on(plot: pg.PlotWidget) -> tuple[float, float] | None:
+    """(x, y) of the star drawn on `plot`, or None where none is."""
+    stars = [item for item in plot.getPlotItem().items if isinstance(item, pg.ScatterPlotItem) and item.opts["symbol"] == "star"]
+    assert len(stars) <= 1, "more than one star drawn"
+    if not stars:
+        return None
+    xs, ys = stars[0].getData()
+    return float(xs[0]), float(ys[0])
+
+
+def bar_heights(chart) -> list[float]:
+    """The heights of the bars a BarChart draws, in order (a run without a value draws height 0)."""
+    return [float(height) for item in chart.getPlotItem().items if isinstance(item, pg.BarGraphItem) for height in item.opts["height"]]
+
+
+def tick_labels(chart) -> list[str]:
+    """The labels a BarChart draws under its bars (elided to fit): its bottom axis's fixed ticks."""
+    levels = chart.getPlotItem().getAxis("bottom")._tickLevels  # pyqtgraph keeps setTicks' ticks here, with no getter
+    return [label for _, label in levels[0]] if levels else []

@@ -218,11 +218,11 @@ def test_about_lists_the_versions_actually_installed(qtbot):
     import keras
     import tensorflow as tf
 
-    from gui.dialogs.about import AboutDialog
+    from gui.dialogs.about import LOADING, AboutDialog
 
     dialog = AboutDialog()
     qtbot.addWidget(dialog)
-    qtbot.waitUntil(dialog.tensorflow_loaded, timeout=60_000)
+    qtbot.waitUntil(lambda: dialog.versions["TensorFlow"] != LOADING, timeout=60_000)
     versions = dialog.versions
     assert versions["TensorFlow"] == tf.__version__ == metadata.version("tensorflow")
     assert versions["Keras"] == keras.__version__ == metadata.version("keras")
@@ -289,7 +289,7 @@ def test_log_view_shows_tensorflow_log_lines_old_and_new(qtbot, app_logging):
 
 @pytest.mark.slow
 def test_every_control_has_a_tooltip(ready_window, qtbot, tmp_path):
-    from gui.dialogs.about import AboutDialog
+    from gui.dialogs.about import LOADING, AboutDialog
     from gui.dialogs.help import HelpDialog
     from gui.dialogs.settings import SettingsDialog
     from gui.settings import open_settings
@@ -301,7 +301,7 @@ def test_every_control_has_a_tooltip(ready_window, qtbot, tmp_path):
     assert ready_window.findChildren(QAbstractButton), "the walk must see the window's controls"
     missing = [name for root in [ready_window, *dialogs] for name in controls_without_tooltip(root)]
     assert not missing, "controls without a tooltip:\n" + "\n".join(missing)
-    qtbot.waitUntil(dialogs[0].tensorflow_loaded, timeout=60_000)
+    qtbot.waitUntil(lambda: dialogs[0].versions["TensorFlow"] != LOADING, timeout=60_000)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from gui.panels.compare_table import ROLE_VALUE, column_index
 from tests.gui.conftest import RUN_TIMEOUT_MS
-from tests.gui.helpers import start_and_wait
+from tests.gui.helpers import bar_heights, start_and_wait
 
 pytestmark = pytest.mark.slow
 
@@ -69,9 +69,8 @@ def test_two_targets_side_by_side_with_speedup_chart_and_history(compare_window,
     assert cell(panel, 1, COL_SPEEDUP).text() == f"{mirrored / single:.2f}x{within_noise}"
     assert cell(panel, 1, COL_EFFICIENCY).data(ROLE_VALUE) == pytest.approx(mirrored / single / 2)
     assert cell(panel, 0, COL_PEAK).toolTip(), "the % of peak cell explains itself"
-    assert panel.throughput_chart.bar_count() == 2
-    assert panel.throughput_chart.bar_values() == (single, mirrored)
-    assert panel.efficiency_chart.isVisibleTo(panel) and panel.efficiency_chart.bar_count() == 2
+    assert bar_heights(panel.throughput_chart) == [single, mirrored]
+    assert panel.efficiency_chart.isVisibleTo(panel) and len(bar_heights(panel.efficiency_chart)) == 2
     assert "share the same physical cores" in panel.notes_label.text()
 
     panel.baseline_combo.setCurrentIndex(1)
@@ -106,8 +105,8 @@ def test_scaling_sweep_runs_one_then_two_devices_with_an_efficiency_chart(compar
     comparison = run_comparison(qtbot, panel, panel.sweep_button)
     assert [row.replicas for row in comparison.rows] == [1, 2], [r.result.message for r in comparison.rows]
     assert [row.devices for row in comparison.rows] == [("CPU:0",), ("CPU:0", "CPU:1")]
-    assert panel.throughput_chart.bar_count() == 2
-    assert panel.efficiency_chart.bar_values() == (100.0, comparison.rows[1].scaling_efficiency * 100)
+    assert len(bar_heights(panel.throughput_chart)) == 2
+    assert bar_heights(panel.efficiency_chart) == [100.0, comparison.rows[1].scaling_efficiency * 100]
 
 
 def test_stop_ends_the_turn_in_flight_and_every_target_set_up(compare_window, qtbot):

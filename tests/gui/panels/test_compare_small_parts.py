@@ -10,7 +10,7 @@ from core.machine.types import DeviceInfo, DeviceReport
 from gui.panels.compare import ComparePanel
 from gui.plotting.bar_chart import BarChart
 from gui.plotting.plots import PlotsWidget
-from tests.gui.helpers import wired_compare_controller
+from tests.gui.helpers import tick_labels, wired_compare_controller
 
 CPUS = tuple(DeviceInfo("CPU", "Test CPU", f"CPU:{i}", 8 << 30, 2 << 30, 6 << 30, {}) for i in range(2))
 LABELS = ["CPU:0", "mirrored:CPU:0,CPU:1", "multi-worker:2"]
@@ -46,10 +46,10 @@ def test_bar_labels_are_elided_to_their_bar_and_whole_when_there_is_room(qtbot):
     qtbot.waitExposed(chart)
     chart.set_bars(LABELS, [1000.0, 1500.0, None], 0)
     metrics = QFontMetrics(chart.font())
-    shown = chart.tick_labels()
+    shown = tick_labels(chart)
     assert any("…" in label for label in shown), shown
     assert all(metrics.horizontalAdvance(label) <= chart.label_width() for label in shown), shown
     assert all(label in chart.toolTip() for label in LABELS), "the full labels are in the tooltip"
 
     chart.resize(1400, 300)
-    qtbot.waitUntil(lambda: chart.tick_labels() == LABELS, timeout=5000)
+    qtbot.waitUntil(lambda: tick_labels(chart) == LABELS, timeout=5000)

@@ -215,11 +215,11 @@ def test_run_hidden_then_shown_catches_up_with_steps_it_missed(plots):
 def test_smoothing_slider_smooths_and_zero_shows_raw_values(plots, qtbot):
     losses, times = a_run()
     series = plots.add_run("a", "run a", losses, times, warmup_steps=1)
-    plots.set_smoothing(0.0)
+    plots.smoothing_slider.setValue(0)
     plots.flush()
     np.testing.assert_allclose(series.items["loss"].getOriginalDataset()[1], losses)
     assert not series.items["loss_raw"].isVisible()
-    plots.set_smoothing(0.9)
+    plots.smoothing_slider.setValue(90)
     plots.flush()
     smoothed = series.items["loss"].getOriginalDataset()[1]
     assert np.std(np.diff(smoothed)) < np.std(np.diff(losses))

@@ -7,6 +7,7 @@ from core.results import RunResult, RunStatus
 from core.tuning.sweep import SweepRow
 from core.tuning.sweep_plan import SweepAxis, SweepPlan
 from gui.tuning.sweep_chart import SweepChart
+from tests.gui.helpers import star_on
 
 
 def _row(batch: int, mean_step_ms: float) -> SweepRow:
@@ -28,5 +29,5 @@ def test_step_time_stars_the_lowest_step_and_samples_per_s_the_highest_rate(qtbo
     rows = [_row(16, 2.0), _row(64, 4.0), _row(256, 12.0)]  # 8,000, 16,000 and 21,333 samples/s
     rates = [row.result.samples_per_s for row in rows]
     chart.show_sweep(plan, rows, best=rates.index(max(rates)))
-    assert chart.best_point() == (2.0, rates[2]), "the highest samples/s: batch 256"
-    assert chart.lowest_step_point() == (0.0, 2.0), "the lowest step time: batch 16, not the sweep's best"
+    assert star_on(chart.rate_plot) == (2.0, rates[2]), "the highest samples/s: batch 256"
+    assert star_on(chart.time_plot) == (0.0, 2.0), "the lowest step time: batch 16, not the sweep's best"

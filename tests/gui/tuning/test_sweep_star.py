@@ -15,6 +15,7 @@ from gui.job_data import SweepJob
 from gui.tuning.sweep_panel import SweepPanel
 from gui.tuning.sweep_table import BEST_MARK, ROLE_VALUE, TIED_MARK, VERSUS_KEY, VERSUS_TITLES
 from tests.gui.conftest import RUN_TIMEOUT_MS
+from tests.gui.helpers import star_on
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def test_a_best_tied_with_others_is_neither_starred_nor_named_best(qtbot, panel)
     texts = [panel.table.item(index, status).text() for index in range(3)]
     assert all(text.endswith(TIED_MARK) for text in texts) and not any(BEST_MARK in text for text in texts)
     assert not panel.table.item(best, status).font().bold()
-    assert panel.chart.best_point() is None, "the chart stars no point on a tie"
+    assert star_on(panel.chart.rate_plot) is None, "the chart stars no point on a tie"
     assert not panel.heat_map.isVisible()
     assert not panel.chosen_label.text().endswith("(best)") and "tied" in panel.chosen_label.text()
     assert "Best:" not in panel.progress_label.text()

@@ -11,7 +11,7 @@ from core.tuning.sweep import best_index, target_decision, tied_with_best
 from gui.tuning.sweep_panel import NO_SWEEP_YET
 from gui.tuning.sweep_table import BEST_MARK, LR_KEY, ROLE_VALUE, TIED_MARK, VERSUS_KEY
 from tests.gui.conftest import RUN_TIMEOUT_MS
-from tests.gui.helpers import choose, set_one_device
+from tests.gui.helpers import choose, set_one_device, star_on
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_a_cnn_sweep_of_batch_by_precision_shows_table_heat_map_chart_and_its_be
         panel.table.column_index(VERSUS_KEY)
     ).text().startswith("Samples/s")
     assert panel.heat_map.isVisible() and (panel.heat_map.rowCount(), panel.heat_map.columnCount()) == (2, 2)
-    assert [panel.heat_map.cell_value(i // 2, i % 2) for i in range(4)] == rates
+    assert [panel.heat_map.item(i // 2, i % 2).data(ROLE_VALUE) for i in range(4)] == rates
     assert panel.starred is None and not any(panel.heat_map.item(i // 2, i % 2).text().startswith("★") for i in range(4)), (
         "no star on a tie"
     )
@@ -67,7 +67,7 @@ def test_a_cnn_sweep_of_batch_by_precision_shows_table_heat_map_chart_and_its_be
         assert heat_map.columnWidth(column) >= max(metrics.horizontalAdvance(text) for text in texts), texts
     window.resize(1400, 880)
     assert panel.chart.series() == {"float32": [rates[0], rates[2]], "bfloat16": [rates[1], rates[3]]}
-    assert panel.chart.best_point() is None, "no star on a tie"
+    assert star_on(panel.chart.rate_plot) is None, "no star on a tie"
 
     expected = dict(sweep.rows[best].settings)
     if expected["batch_size"] != 16:
