@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
-from core.config import RunConfig
-from core.training.callbacks import RunCallback
 from gui.controllers.compare import CompareController
 from gui.controllers.run import RunController
 from gui.panels.compare import ComparePanel
@@ -39,10 +37,6 @@ class ChartPanels:
         """The tab pages, in tab order: Training, Compare, History."""
         return self.plots, self.compare_panel, self.history_panel
 
-    def run_callbacks(self, config: RunConfig) -> list[RunCallback]:
-        """The hooks the charts want on a run: GPU use sampled for the plot under step time (none without NVML)."""
-        return self.device_use.callbacks_for(config)
-
 
 def plot_curves_of(controller: RunController | CompareController, plots: PlotsWidget) -> None:
     """Draw a controller's runs in `plots`: a curve per run it adds, its steps as they arrive."""
@@ -58,6 +52,7 @@ def build_chart_panels(window: QObject, run_config, run_errors) -> ChartPanels:
     device_use = DeviceUsePlot()
     plots.add_below(device_use, device_use.plot)
     run_controller = RunController(window)
+    run_controller.run_hooks.connect(lambda hooks: device_use.watch(hooks.device_use))  # GPU use under step time
     compare_controller = CompareController(window)
     for controller in (run_controller, compare_controller):
         plot_curves_of(controller, plots)

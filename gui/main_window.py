@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
 
 from core.config import ConfigError, RunConfig
 from core.formatting import format_duration
-from core.hooks.recorded import with_recorded_hooks
 from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceReport
 from core.results import RunStatus
@@ -75,7 +74,7 @@ class MainWindow(QMainWindow):
         charts_later: bool = False,
     ):
         super().__init__(parent)
-        self._callback_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
+        self._hook_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
         self._run_config: RunConfig | None = None
         self.setObjectName("mainWindow")
         self.setWindowTitle("Device Lab")
@@ -86,7 +85,7 @@ class MainWindow(QMainWindow):
         self._params_requested = False
         self.device_panel = DevicePanel()
         self.run_panel = RunPanel()
-        self.run_options = RunOptionsBox(settings)
+        self.run_options = RunOptionsBox(settings, self.run_panel.state)
         self.run_panel.add_section(self.run_options)
         self._charts: ChartPanels | None = None
         self._chart_placeholders = [QLabel("Loading…") for _ in CHART_TITLES]
@@ -108,8 +107,7 @@ class MainWindow(QMainWindow):
         self.start_action, self.stop_action = self.menus.start_action, self.menus.stop_action
         self.settings_action = self.menus.settings_action
         self.diagnose_action = self.menus.diagnose_action
-        self.memory = WindowMemory(settings, self.run_panel, self.splitter, [self.run_options], self)
-        self.device_panel.devices_changed.connect(self.memory.before_devices)  # ahead of the panels (see WindowMemory)
+        self.memory = WindowMemory(settings, self.run_panel.state, self.splitter, self)
         self.status_detail = QLabel()
         self.statusBar().addPermanentWidget(self.status_detail)
         self.statusBar().showMessage("Detecting devices… (TensorFlow is loading in the background)")
@@ -202,8 +200,7 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         self.device_panel.devices_changed.connect(self._on_devices)
         self.run_panel.tpu_probed.connect(self.device_panel.show_tpu_probe)
-        self.add_run_callback_provider(self.run_panel.cluster_box.run_callbacks)
-        self.add_run_callback_provider(lambda config: self.charts().run_callbacks(config))  # GPU use under step time
+        self.add_run_hook_provider(self.run_panel.cluster_box.run_callbacks)
         self.device_panel.detection_failed.connect(lambda text: self.statusBar().showMessage(text))
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
@@ -216,7 +213,7 @@ class MainWindow(QMainWindow):
         self.run_controller.run_started.connect(self._on_run_started)
         self.run_controller.progress.connect(self._on_progress)
         self.run_controller.run_finished.connect(self._on_run_finished)
-        self.run_controller.run_failed.connect(self._on_run_failed)
+        self.run_controller.failed.connect(self._on_run_failed)  # the engine could not even start the run
         self.run_controller.diagnosing.connect(self.run_panel.show_diagnosing)
         self.run_controller.running_changed.connect(self._on_running_changed)
         self.device_panel.devices_changed.connect(self.compare_panel.set_devices)
@@ -235,6 +232,7 @@ class MainWindow(QMainWindow):
         for panel in (self.compare_panel, self.history_panel):
             panel.message.connect(self.statusBar().showMessage)
             panel.show_requested.connect(self.show_panel)
+        self.run_controller.run_hooks.connect(self.run_options.follow_run)
         self.run_controller.run_finished.connect(self.run_options.show_outputs)
         self.run_controller.running_changed.connect(self.run_options.set_running)
         if self.history_panel.notice:
@@ -242,9 +240,7 @@ class MainWindow(QMainWindow):
 
     def _wire_options(self) -> None:
         """Logging & profiling hooks, remembered settings and icon (the plot theme comes with the charts)."""
-        self.device_panel.devices_changed.connect(self.memory.after_devices)
         self.run_panel.start_requested.connect(self.memory.save)
-        self.add_run_callback_provider(self.run_options.callbacks_for)
         self.memory.restore()
         self.help_dialog: HelpDialog | None = None
         self.setWindowIcon(app_icon())
@@ -313,21 +309,30 @@ class MainWindow(QMainWindow):
         gc.collect()
         gc.freeze()
 
-    def add_run_callback_provider(self, provider: Callable[[RunConfig], list[RunCallback]]) -> None:
-        """Register a function giving extra hooks (TensorBoard, profiler, cluster watcher) for each run."""
-        self._callback_providers.append(provider)
+    def add_run_hook_provider(self, provider: Callable[[RunConfig], list[RunCallback]]) -> None:
+        """Register a function giving a view's own hooks for each run (the cluster box's watcher of the workers).
 
-    def _start_run(self, config, label: str) -> None:
+        The run's standard hooks (TensorBoard, profiler, GPU use, …) are not a view's: the job service builds them from
+        `config.hooks` (`core.jobs.run_hooks`) and hands them to the views through `RunController.run_hooks`.
+        """
+        self._hook_providers.append(provider)
+
+    def _start_run(self, config: RunConfig, label: str) -> None:
+        """Start the form's run: its config records its hooks (`config.hooks`), from which the job service builds them."""
+        from core.hooks.profiler import check_profile
+
         try:
-            callbacks = [callback for provider in self._callback_providers for callback in provider(config)]
+            self.run_options.check()
+            check_profile(config)  # a profile past the run's steps, or of a multi-worker run: refused before it starts
         except ConfigError as exc:
             self.run_panel.show_not_started(str(exc))
             self.result_panel.show_failure("Not started", str(exc))
             self.statusBar().showMessage(f"Not started: {exc}", STATUS_TIMEOUT_MS)
             return
-        self._run_config = with_recorded_hooks(config, callbacks)
+        self._run_config = config
         self.run_controller.diagnose = self.diagnose_action.isChecked()
-        if not self.run_controller.start(self._run_config, label, callbacks):
+        own = [hook for provider in self._hook_providers for hook in provider(config)]
+        if not self.run_controller.start(config, label, own):
             self.statusBar().showMessage("A run is already in flight: stop it first.", STATUS_TIMEOUT_MS)
 
     def _stop_run(self) -> None:

@@ -1,13 +1,12 @@
 """What the window remembers across restarts (QSettings): the run form, the compare targets,
 the model files opened lately and the ones trusted, and the last folder of each kind of file dialog.
 
-Form fields are found by object name (combo boxes, line edits, spin boxes, check
-boxes, checkable lists) under the form's widget, so a field added to the form
-later is remembered without code here. Some choices depend on others (the data
-sets on the model) or exist only once devices are listed (devices, strategies),
-so restoring runs twice over the fields at start-up, and once more for the
-fields that could not be set, or that device detection reset, when the devices
-arrive.
+The run form is remembered as its state (`gui.state.run_form`), one JSON value
+("runForm/state") read once at start-up: the widgets follow the state's change
+events, and choices that need the devices (the device, the strategy) stay in the
+state until the form has the device list. Settings saved by the previous
+version, one value per form widget, are read the first time, saved in the new
+form and removed (`gui.state.saved_form`).
 
 Trust is remembered per file content (sha256), never per path: a changed file
 is asked about again. File dialogs open in the folder last used for their kind
@@ -19,34 +18,25 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from PySide6.QtCore import QObject, QSettings, QStandardPaths, Qt
+from PySide6.QtCore import QObject, QSettings, QStandardPaths
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (
-    QAbstractSpinBox,
-    QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
-    QFileDialog,
-    QLineEdit,
-    QListWidget,
-    QSpinBox,
-    QSplitter,
-    QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QSplitter, QWidget
 
 from gui.settings import (
     KEY_COMPARE_TARGETS,
-    KEY_RUN_FORM,
+    KEY_RUN_FORM_STATE,
     KEY_WINDOW_SPLITTER,
     open_settings,
     read_bytes,
     read_text,
     report_bad_setting,
 )
+from gui.state.run_form import RunFormState
+from gui.state.saved_form import PREVIOUS_FORM_GROUP, PREVIOUS_KEYS, apply_saved, read_previous, read_saved, saved_values
 
 KEY_RECENT_MODELS = "models/recent"
 KEY_TRUSTED_MODELS = "models/trusted"
@@ -62,9 +52,6 @@ class TargetChooser(Protocol):
     def chosen_targets(self) -> list[str]: ...
 
     def set_targets(self, specs: Sequence[str]) -> None: ...
-
-
-FIELD_TYPES = (QComboBox, QLineEdit, QSpinBox, QDoubleSpinBox, QCheckBox, QListWidget)
 
 
 def fit_on_screen(window: QWidget) -> None:
@@ -89,168 +76,50 @@ def fit_on_screen(window: QWidget) -> None:
         window.move(x, y)
 
 
-def form_fields(root: QWidget, exclude: Sequence[QWidget] = ()) -> list[QWidget]:
-    """The named input widgets under `root`, in creation order, leaving out those inside `exclude`."""
-    found: list[QWidget] = []
-    for widget in root.findChildren(QWidget):
-        name = widget.objectName()
-        if not isinstance(widget, FIELD_TYPES) or not name or name.startswith("qt_"):
-            continue
-        if isinstance(widget, QLineEdit) and isinstance(widget.parent(), (QAbstractSpinBox, QComboBox)):
-            continue
-        if any(widget is box or box.isAncestorOf(widget) for box in exclude):
-            continue
-        found.append(widget)
-    return found
-
-
-def field_value(widget: QWidget) -> str | None:
-    """The field's value as text for QSettings; None when it has nothing to save (an empty list)."""
-    if isinstance(widget, QComboBox):
-        if widget.currentIndex() < 0:
-            return None
-        data = widget.currentData()
-        return widget.currentText() if data is None else str(data)
-    if isinstance(widget, QCheckBox):
-        return "true" if widget.isChecked() else "false"
-    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
-        return str(widget.value())
-    if isinstance(widget, QLineEdit):
-        return widget.text()
-    if isinstance(widget, QListWidget):
-        if widget.count() == 0:
-            return None
-        return json.dumps(
-            [_item_key(widget, row) for row in range(widget.count()) if widget.item(row).checkState() == Qt.CheckState.Checked]
-        )
-    return None
-
-
-def set_field_value(widget: QWidget, value: str) -> bool:
-    """Put a saved value back; False when the field cannot take it (yet): no such choice, unreadable."""
-    try:
-        if isinstance(widget, QComboBox):
-            index = next((i for i in range(widget.count()) if _combo_key(widget, i) == value or widget.itemText(i) == value), -1)
-            if index < 0:
-                return False
-            widget.setCurrentIndex(index)
-        elif isinstance(widget, QCheckBox):
-            widget.setChecked(value.strip().lower() in ("1", "true", "yes", "on"))
-        elif isinstance(widget, QSpinBox):
-            widget.setValue(int(value))
-        elif isinstance(widget, QDoubleSpinBox):
-            widget.setValue(float(value))
-        elif isinstance(widget, QLineEdit):
-            widget.setText(value)
-        elif isinstance(widget, QListWidget):
-            return _check_items(widget, json.loads(value))
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
-def _combo_key(combo: QComboBox, index: int) -> str:
-    data = combo.itemData(index)
-    return combo.itemText(index) if data is None else str(data)
-
-
-def _item_key(widget: QListWidget, row: int) -> str:
-    item = widget.item(row)
-    data = item.data(Qt.ItemDataRole.UserRole)
-    return item.text() if data is None else str(data)
-
-
-def _check_items(widget: QListWidget, keys: Iterable[str]) -> bool:
-    wanted = set(map(str, keys))
-    rows = {_item_key(widget, row): row for row in range(widget.count())}
-    if not wanted or not wanted <= rows.keys():
-        return False
-    for key, row in rows.items():
-        widget.item(row).setCheckState(Qt.CheckState.Checked if key in wanted else Qt.CheckState.Unchecked)
-    return True
-
-
 class FormMemory(QObject):
-    """Saves the form's fields under `group` in `settings` and restores them (see the module notes)."""
+    """Saves the run form's state as one JSON value and restores it, once, at start-up (see the module notes)."""
 
-    def __init__(self, settings: QSettings, group: str, root: QWidget, exclude: Sequence[QWidget] = (), parent: QObject | None = None):
+    def __init__(self, settings: QSettings, state: RunFormState, parent: QObject | None = None):
         super().__init__(parent)
         self._settings = settings
-        self._group = group
-        self._root = root
-        self._exclude = tuple(exclude)
-        self._pending: set[str] = set()
-        self._before_devices: dict[str, str | None] | None = None
-        self._devices_seen = False
-
-    def saved(self) -> dict[str, str]:
-        """The saved values by field name (a value that is not text, such as a list, is left out and said once)."""
-        self._settings.beginGroup(self._group)
-        try:
-            values = {key: self._settings.value(key) for key in self._settings.childKeys()}
-        finally:
-            self._settings.endGroup()
-        found: dict[str, str] = {}
-        for key, value in values.items():
-            if isinstance(value, str):
-                found[key] = value
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                found[key] = str(value)
-            elif value is not None:
-                report_bad_setting(f"{self._group}/{key}", value, "the text of a form field", self._settings.fileName())
-        return found
-
-    def save(self, *_: object) -> None:
-        """Store every field's value (a field not restored yet keeps its saved value)."""
-        for widget in form_fields(self._root, self._exclude):
-            name = widget.objectName()
-            value = field_value(widget)
-            if value is not None and name not in self._pending:
-                self._settings.setValue(f"{self._group}/{name}", value)
-        self._settings.sync()
+        self._state = state
 
     def restore(self) -> None:
-        """Set every field to its saved value; those that cannot take it yet are retried when devices arrive."""
-        saved = self.saved()
-        self._pending = set()
-        for _ in range(2):  # dependent choices (data set after model) need a second pass
-            self._pending = self._apply(saved, lambda name: True)
+        """Set the state to the saved choices; settings in the previous version's layout are read, saved anew and removed."""
+        text = read_text(self._settings, KEY_RUN_FORM_STATE)
+        previous: list[str] = []
+        if text:
+            values, problems = read_saved(_json_or_text(text))
+            problems = [
+                (f"{KEY_RUN_FORM_STATE}.{name}" if name else KEY_RUN_FORM_STATE, value, expected) for name, value, expected in problems
+            ]
+        else:
+            previous = [
+                key for key in self._settings.allKeys()
+                if key in PREVIOUS_KEYS or (key.startswith(PREVIOUS_FORM_GROUP) and key != KEY_RUN_FORM_STATE)
+            ]  # fmt: skip
+            values, problems = read_previous({key: self._settings.value(key) for key in previous})
+        for key, value, expected in problems:
+            report_bad_setting(key, value, expected, self._settings.fileName())
+        apply_saved(self._state, values)
+        if previous:
+            self.save()
+            for key in previous:
+                self._settings.remove(key)
+            self._settings.sync()
 
-    def before_devices(self, *_: object) -> None:
-        """Connect to the device report before the form handles it: notes the values it may reset."""
-        if not self._devices_seen:
-            self._before_devices = self._values()
+    def save(self, *_: object) -> None:
+        """Store the user's choices (never what the app knows: devices, the described file)."""
+        self._settings.setValue(KEY_RUN_FORM_STATE, json.dumps(saved_values(self._state)))
+        self._settings.sync()
 
-    def after_devices(self, *_: object) -> None:
-        """Connect after the form handled the first device report: restores what it reset or could not take before."""
-        if self._devices_seen:
-            return
-        self._devices_seen = True
-        before = self._before_devices or {}
-        now = self._values()
-        saved = self.saved()
-        retry = {name for name in saved if name in self._pending or now.get(name) != before.get(name)}
-        for _attempt in range(2):
-            self._pending = self._apply(saved, lambda name: name in retry)
-        for name in sorted(self._pending):
-            report_bad_setting(
-                f"{self._group}/{name}",
-                saved[name],
-                "a value this field takes (its choices now, a number for a number)",
-                self._settings.fileName(),
-            )
-        self._pending = set()
 
-    def _values(self) -> dict[str, str | None]:
-        return {widget.objectName(): field_value(widget) for widget in form_fields(self._root, self._exclude)}
-
-    def _apply(self, saved: dict[str, str], wanted) -> set[str]:
-        failed = set()
-        for widget in form_fields(self._root, self._exclude):
-            name = widget.objectName()
-            if name in saved and wanted(name) and field_value(widget) != saved[name] and not set_field_value(widget, saved[name]):
-                failed.add(name)
-        return failed
+def _json_or_text(text: str) -> object:
+    """The JSON value of `text`, or the text itself when it is no JSON (then said as not an object)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def save_compare_targets(settings: QSettings, targets: Sequence[str]) -> None:
@@ -279,9 +148,8 @@ class WindowMemory(QObject):
     def __init__(
         self,
         settings: QSettings,
-        run_form: QWidget,
+        form_state: RunFormState,
         splitter: QSplitter,
-        exclude: Sequence[QWidget] = (),
         parent: QObject | None = None,
     ):
         super().__init__(parent)
@@ -289,10 +157,10 @@ class WindowMemory(QObject):
         self._compare: TargetChooser | None = None
         self._splitter = splitter
         self._compare_ready = False
-        self.form = FormMemory(settings, KEY_RUN_FORM, run_form, exclude, self)
+        self.form = FormMemory(settings, form_state, self)
 
     def restore(self) -> None:
-        """At start-up: the splitter and the form fields (compare targets follow with the devices)."""
+        """At start-up: the splitter and the run form's state (compare targets follow with the devices)."""
         state = read_bytes(self._settings, KEY_WINDOW_SPLITTER)
         if state is not None and not self._splitter.restoreState(state):
             report_bad_setting(KEY_WINDOW_SPLITTER, state, "the splitter's layout as Device Lab saves it", self._settings.fileName())
@@ -304,14 +172,6 @@ class WindowMemory(QObject):
         if self._compare_ready and self._compare is not None:
             save_compare_targets(self._settings, self._compare.chosen_targets())
         self.form.save()
-
-    def before_devices(self, *_: object) -> None:
-        """Connect to the device report ahead of the panels (see FormMemory.before_devices)."""
-        self.form.before_devices()
-
-    def after_devices(self, *_: object) -> None:
-        """Connect to the device report after the run form: the fields that needed the devices."""
-        self.form.after_devices()
 
     def attach_compare(self, compare_panel: TargetChooser) -> None:
         """The compare panel, once built; call `compare_ready` when it has its devices."""

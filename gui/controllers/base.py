@@ -1,80 +1,39 @@
 """The lifecycle every job controller shares: one worker thread at a time, its stop flag and its poll timer.
 
-A job (a training run, a comparison) runs in a parentless `JobWorker` moved to its own
-QThread (`gui.qt_threads.start_worker`). The worker only appends step records to
-buffers; a timer in the GUI thread drains them (`_poll`), so no signal is sent
-per step. Stop is a `threading.Event` the worker checks; when the worker emits
-`finished`, the controller drains what is left (`_job_ended`) and is idle again.
+A job (a training run, a comparison, a sweep, a search) is a `gui.qt_threads.Worker`
+subclass run in its own QThread (`start_worker`): its `work()` does the job and
+returns the result, an exception becomes the controller's `failed(reason)`. The
+worker only appends step records to buffers; a timer in the GUI thread drains them
+(`_poll`), so no signal is sent per step. Stop is a `threading.Event` the worker
+checks; when the worker emits `finished`, the controller drains what is left
+(`_job_ended`) and is idle again.
 """
 
 from __future__ import annotations
 
 import threading
-import traceback
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
-from core.config import ConfigError
-from gui.qt_threads import start_worker, stop_and_wait
-
-
-def explain(exc: BaseException) -> str:
-    """A readable reason for a job that failed in a worker thread (the engine's advice when it has some)."""
-    try:
-        from core.training.failures import explain_failure
-
-        return explain_failure(exc)
-    except Exception:
-        return f"{type(exc).__name__}: {exc}"
-
-
-class JobWorker(QObject):
-    """A job's worker, run in its own thread: `work()` does the job; `finished` always follows it.
-
-    An exception in `work()` becomes `failed(reason)`, never lost in the thread: a
-    ConfigError is the user's input and is said as it is; anything else is
-    explained and its traceback goes to stderr (the log). Stop by setting
-    `stop_event` from any thread: the job checks it between its calls.
-    """
-
-    failed = Signal(str)
-    finished = Signal()
-
-    def __init__(self, stop_event: threading.Event):
-        super().__init__()
-        self.stop_event = stop_event
-
-    @Slot()
-    def run(self) -> None:
-        try:
-            self.work()
-        except ConfigError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:
-            self.failed.emit(explain(exc))
-            traceback.print_exc()
-        finally:
-            self.finished.emit()
-
-    def work(self) -> None:
-        """The job itself, in the worker's thread."""
-        raise NotImplementedError
+from gui.qt_threads import Worker, start_worker, stop_and_wait
 
 
 class JobController(QObject):
     """Starts one job's worker thread, polls its buffers while it runs, stops it and waits for it.
 
     Subclasses build the worker (with the stop event from `_new_stop_event`),
-    connect its own signals, hand it to `_launch`, and implement `_poll` (a timer
-    tick) and `_job_ended` (the worker has finished: drain the rest, drop buffers).
+    connect its result and progress signals, hand it to `_launch` (which connects
+    its `errored` to `failed`), and implement `_poll` (a timer tick) and `_job_ended`
+    (the worker has finished: drain the rest, drop buffers).
     """
 
     running_changed = Signal(bool)
+    failed = Signal(str)  # the job raised (or could not start): why, in words
 
     def __init__(self, poll_interval_ms: int, parent: QObject | None = None):
         super().__init__(parent)
         self._thread: QThread | None = None
-        self._worker: JobWorker | None = None
+        self._worker: Worker | None = None
         self._stop_event: threading.Event | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(poll_interval_ms)
@@ -98,8 +57,9 @@ class JobController(QObject):
         self._stop_event = threading.Event()
         return self._stop_event
 
-    def _launch(self, worker: JobWorker, thread_name: str) -> None:
+    def _launch(self, worker: Worker, thread_name: str) -> None:
         """Run `worker` (parentless) in a new thread and start polling."""
+        worker.errored.connect(self.failed)
         worker.finished.connect(self._on_worker_finished)
         self._worker = worker
         self._thread = start_worker(worker, thread_name)

@@ -25,9 +25,10 @@ from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import StepRecord
 from core.training.callbacks import RunContext
-from gui.controllers.base import JobController, JobWorker
+from gui.controllers.base import JobController
 from gui.controllers.history import JobHistory
 from gui.job_data import CompareJob, FinishedRun, SavedTarget
+from gui.qt_threads import Worker
 
 POLL_INTERVAL_MS = 50
 
@@ -83,38 +84,34 @@ class CompareBuffers:
         return [entry for entry in drained if len(entry[2])]
 
 
-class CompareWorker(JobWorker):
+class CompareWorker(Worker):
     """Runs one comparison in a worker thread, every target recorded in the history as it trains (`core.jobs`).
 
     Each target is begun in the history before it trains, its steps appended
     about once a second, and finished with its result. A target that never
     started (it does not fit this machine) comes back as a failed row and is
     recorded too, so the history explains it. Stop by setting `stop_event`:
-    the run in flight ends and the rest are skipped.
+    the run in flight ends and the rest are skipped. Returns the Comparison.
     """
 
     progress = Signal(int, int, str)  # index, total, label
     turn = Signal(int, int, int)  # index, round (0-based), rounds
     run_saved = Signal(object)  # SavedTarget
-    comparison_ready = Signal(object)  # Comparison
 
     def __init__(self, job: CompareJob, buffers: CompareBuffers, stop_event: threading.Event):
-        super().__init__(stop_event)
+        super().__init__()
         self.job = job
         self.buffers = buffers
+        self.stop_event = stop_event
 
-    def work(self) -> None:
+    def work(self) -> Comparison:
         with JobHistory() as history:
             options = JobOptions(listener=_CompareListener(self), unsaved_reason=history.error)
             if self.job.sweep_kind:
-                comparison = scaling_sweep(
-                    self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event, self.job.rounds
-                )
-            else:
-                comparison = run_comparison(
-                    self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event, self.job.rounds
-                )
-        self.comparison_ready.emit(comparison)
+                return scaling_sweep(self.job.base, self.job.sweep_kind, None, 0, history.store, options, self.stop_event, self.job.rounds)
+            return run_comparison(
+                self.job.base, self.job.targets, self.job.baseline_index, history.store, options, self.stop_event, self.job.rounds
+            )
 
 
 class _CompareListener(JobListener):
@@ -154,7 +151,6 @@ class CompareController(JobController):
     progress = Signal(str)  # "run 2 of 3: GPU:0 · step 12 of 20"
     run_saved = Signal(object)  # SavedTarget
     comparison_ready = Signal(object)  # Comparison
-    failed = Signal(str)
     curve_added = Signal(str, str, object)  # plot key, label, batch size: a target's curves
     steps_arrived = Signal(str, object)  # plot key, StepArrays
 
@@ -192,8 +188,7 @@ class CompareController(JobController):
         worker.progress.connect(self._on_progress)
         worker.turn.connect(self._on_turn)
         worker.run_saved.connect(self._on_run_saved)
-        worker.comparison_ready.connect(self._on_comparison)
-        worker.failed.connect(self._on_failed)
+        worker.returned.connect(self._on_comparison)
         self._launch(worker, "comparison")
         return True
 
@@ -238,9 +233,6 @@ class CompareController(JobController):
     def _on_comparison(self, comparison: Comparison) -> None:
         self._poll()
         self.comparison_ready.emit(comparison)
-
-    def _on_failed(self, message: str) -> None:
-        self.failed.emit(message)
 
     def _job_ended(self) -> None:
         self._poll()

@@ -31,8 +31,8 @@ class RunController(JobController):
     run_started = Signal(str, str)  # plot key, label
     progress = Signal(object)  # Progress
     run_finished = Signal(object)  # FinishedRun (completed, stopped or failed; saved to the history)
-    run_failed = Signal(str)  # the engine could not even start the run
     diagnosing = Signal(str)  # the run has completed and is being diagnosed: what the diagnosis does now ("" as it begins)
+    run_hooks = Signal(object)  # the run's hooks (core.jobs.RunHooks), built before it starts: GPU use to follow, outputs to show
     curve_added = Signal(str, str, object)  # plot key, label, batch size: a new run's curves
     steps_arrived = Signal(str, object)  # plot key, StepArrays: steps to append to its curves
     steps_complete = Signal()  # the run's last steps are in: draw them now
@@ -55,10 +55,11 @@ class RunController(JobController):
         """The plot key of the run in flight (or the last one)."""
         return self._key
 
-    def start(self, config: RunConfig, label: str, callbacks: Sequence[RunCallback] = ()) -> bool:
+    def start(self, config: RunConfig, label: str, listeners: Sequence[RunCallback] = ()) -> bool:
         """Start `config` in a training thread; False (and nothing happens) while a run is in flight.
 
-        `callbacks` (TensorBoard writer, profiler, cluster watcher) run in the training thread.
+        `listeners` (a view's own hooks: the cluster watcher) run in the training thread; the run's standard hooks
+        (TensorBoard and the profiler as `config.hooks` asks, GPU use, …) are the job service's, announced by `run_hooks`.
         """
         if self.is_running():
             return False
@@ -69,9 +70,9 @@ class RunController(JobController):
         self._progress_rate.reset()
         self._buffer = StepBuffer()
         self.curve_added.emit(self._key, label, config.batch_size)
-        worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), callbacks, self.diagnose)
-        worker.result_ready.connect(self._on_result)
-        worker.failed.connect(self.run_failed)
+        worker = TrainingWorker(config, label, self._buffer, self._new_stop_event(), listeners, self.diagnose)
+        worker.hooks_ready.connect(self.run_hooks)
+        worker.returned.connect(self._on_result)
         worker.diagnosing.connect(self._on_diagnosing)
         self._launch(worker, "training")
         self.run_started.emit(self._key, label)

@@ -22,28 +22,32 @@ from core.results import StepRecord
 from core.training.callbacks import RunContext
 from core.tuning.sweep import SweepListener, SweepRow, run_sweep
 from core.tuning.sweep_plan import next_sweep_group, plan_sweep
-from gui.controllers.base import JobController, JobWorker
+from gui.controllers.base import JobController
 from gui.controllers.history import JobHistory
 from gui.job_data import SweepJob, SweepOutcome
+from gui.qt_threads import Worker
 
 POLL_INTERVAL_MS = 100
 
 
-class SweepWorker(JobWorker):
-    """Plans and runs one sweep in a worker thread. Stop by setting `stop_event`: the point in flight ends, the rest are skipped."""
+class SweepWorker(Worker):
+    """Plans and runs one sweep in a worker thread and returns its SweepOutcome.
+
+    Stop by setting `stop_event`: the point in flight ends, the rest are skipped.
+    """
 
     planned = Signal(object)  # SweepPlan
     progress = Signal(int, int, str)  # point index, points, label
     turn = Signal(int, int, int)  # point index, round (-1: its set-up and warm-up), rounds
     row_done = Signal(int, object)  # point index, SweepRow
-    sweep_ready = Signal(object)  # SweepOutcome
 
     def __init__(self, job: SweepJob, buffer: StepBuffer, stop_event: threading.Event):
-        super().__init__(stop_event)
+        super().__init__()
         self.job = job
         self.buffer = buffer
+        self.stop_event = stop_event
 
-    def work(self) -> None:
+    def work(self) -> SweepOutcome:
         with JobHistory() as history:
             plan = plan_sweep(self.job.base, self.job.values, keep_slow=self.job.keep_slow)
             self.planned.emit(plan)
@@ -51,7 +55,7 @@ class SweepWorker(JobWorker):
             options = JobOptions(group=group, listener=_SweepWorkerListener(self), unsaved_reason=history.error)
             sweep = run_sweep(plan, history.store, options, self.stop_event, self.job.rounds)
         errors = [row.history_error for row in sweep.rows if row.history_error]
-        self.sweep_ready.emit(SweepOutcome(sweep, errors[0] if errors else ""))
+        return SweepOutcome(sweep, errors[0] if errors else "")
 
 
 class _SweepWorkerListener(SweepListener):
@@ -83,7 +87,6 @@ class SweepController(JobController):
     progress = Signal(int, int, str)  # points done, points, "point 2 of 4: batch 32 · float32 · step 3 of 6"
     row_done = Signal(int, object)  # point index, SweepRow
     sweep_ready = Signal(object)  # SweepOutcome
-    failed = Signal(str)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
@@ -106,8 +109,7 @@ class SweepController(JobController):
         worker.progress.connect(self._on_progress)
         worker.turn.connect(self._on_turn)
         worker.row_done.connect(self._on_row_done)
-        worker.sweep_ready.connect(self.sweep_ready)
-        worker.failed.connect(self.failed)
+        worker.returned.connect(self.sweep_ready)
         self._launch(worker, "sweep")
         return True
 

@@ -13,29 +13,30 @@ from collections.abc import Sequence
 from PySide6.QtCore import Signal
 
 from core.config import RunConfig
-from core.jobs import JobListener, JobOptions, run_job
+from core.jobs import JobListener, JobOptions, RunHooks, run_job
 from core.live.step_buffer import StepBuffer
 from core.results import StepRecord
 from core.training.callbacks import RunCallback, RunContext
-from gui.controllers.base import JobWorker
 from gui.controllers.history import JobHistory
 from gui.job_data import FinishedRun
+from gui.qt_threads import Worker
 
 
-class TrainingWorker(JobWorker):
+class TrainingWorker(Worker):
     """Runs one job in a worker thread through the job service: trained, recorded, and (`diagnose`) a completed run diagnosed.
 
     Stop by setting `stop_event` from any thread: the engine checks it after every
     call of the compiled step function, probe runs included. Steps go to `buffer`
     and, about once a second, to the history (so a crash loses at most the last
     second); `diagnosing` says each step of the diagnosis; the result, with its
-    verdict and recorded in the history, comes back through `result_ready`.
+    verdict and recorded in the history, is returned (`returned`); a run that could
+    not start says why through `errored` first. `listeners` are the window's own
+    hooks (a view's watcher); the run's standard hooks are the job service's, and
+    `hooks_ready` hands them over once built (`core.jobs.RunHooks`).
     """
 
-    result_ready = Signal(object)
-    failed = Signal(str)
     diagnosing = Signal(str)  # what the diagnosis is doing ("" as it begins)
-    finished = Signal()
+    hooks_ready = Signal(object)  # the run's hooks (RunHooks), built before it starts: GPU use to follow, outputs to show
 
     def __init__(
         self,
@@ -43,37 +44,43 @@ class TrainingWorker(JobWorker):
         label: str,
         buffer: StepBuffer,
         stop_event: threading.Event,
-        callbacks: Sequence[RunCallback] = (),
+        listeners: Sequence[RunCallback] = (),
         diagnose: bool = True,
     ):
-        super().__init__(stop_event)
-        self.callbacks = list(callbacks)
+        super().__init__()
+        self.stop_event = stop_event
+        self.listeners = list(listeners)
         self.diagnose = diagnose
         self.config = config
         self.label = label
         self.buffer = buffer
 
-    def work(self) -> None:
+    def work(self) -> FinishedRun:
         with JobHistory() as history:
             options = JobOptions(
                 label=self.label,
                 diagnose=self.diagnose,
-                hooks=tuple(self.callbacks),
+                hooks=tuple(self.listeners),
                 listener=_WorkerListener(self),
                 unsaved_reason=history.error,
             )
             recorded = run_job(self.config, history.store, options, self.stop_event)
         if not recorded.started:
-            self.failed.emit(recorded.result.message)
-        self.result_ready.emit(FinishedRun(recorded.result, recorded.run_id, recorded.history_error))
+            self.errored.emit(recorded.result.message)
+        return FinishedRun(recorded.result, recorded.run_id, recorded.history_error)
 
 
 class _WorkerListener(JobListener):
-    """The worker's progress channel: the plan and steps to its buffer, the diagnosis's steps to its `diagnosing` signal."""
+    """The worker's progress channel: the run's hooks to `hooks_ready`, the plan and steps to its buffer, the diagnosis's steps
+    to its `diagnosing` signal."""
 
     def __init__(self, worker: TrainingWorker):
         self._buffer = worker.buffer
         self._diagnosing = worker.diagnosing
+        self._hooks_ready = worker.hooks_ready
+
+    def on_run_hooks(self, hooks: RunHooks) -> None:
+        self._hooks_ready.emit(hooks)
 
     def on_run_start(self, context: RunContext) -> None:
         self._buffer.set_plan(context.total_steps, context.replicas)

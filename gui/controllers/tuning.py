@@ -20,8 +20,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 from core.formatting import format_duration
 from core.tuning.autotune import AutotuneResult, TunePoint, autotune
 from core.tuning.max_batch import TOLERANCE, MaxBatchResult, Probe, find_max_batch
-from gui.controllers.base import JobController, JobWorker
+from gui.controllers.base import JobController
 from gui.job_data import AUTOTUNE, MAX_BATCH, TuningJob
+from gui.qt_threads import Worker
 
 POLL_INTERVAL_MS = 250
 
@@ -37,28 +38,25 @@ def probes_left(fit: int, no_fit: int | None, cap: int, tolerance: float = TOLER
     return max(0, math.ceil(math.log2(gap / width))) if gap > width else 0
 
 
-class TuningWorker(JobWorker):
-    """Runs one search in a worker thread; every exception becomes `failed`, and `finished` always fires."""
+class TuningWorker(Worker):
+    """Runs one search in a worker thread and returns its MaxBatchResult or AutotuneResult; each probe or point as a signal."""
 
     probe_started = Signal(int)  # batch
     probe_done = Signal(object)  # Probe
     point_done = Signal(object)  # TunePoint
-    result_ready = Signal(object)  # MaxBatchResult | AutotuneResult
 
     def __init__(self, job: TuningJob, stop_event: threading.Event):
-        super().__init__(stop_event)
+        super().__init__()
         self.job = job
+        self.stop_event = stop_event
 
-    def work(self) -> None:
+    def work(self) -> MaxBatchResult | AutotuneResult:
         job = self.job
-        result: MaxBatchResult | AutotuneResult
         if job.kind == MAX_BATCH:
-            result = find_max_batch(job.config, job.memory_limit, stop_event=self.stop_event, on_probe=self._on_probe, cap=job.up_to)
-        else:
-            result = autotune(
-                job.config, job.budget_s, job.allow_batch_change, job.max_batch, self.stop_event, self.point_done.emit, job.memory_limit
-            )
-        self.result_ready.emit(result)
+            return find_max_batch(job.config, job.memory_limit, stop_event=self.stop_event, on_probe=self._on_probe, cap=job.up_to)
+        return autotune(
+            job.config, job.budget_s, job.allow_batch_change, job.max_batch, self.stop_event, self.point_done.emit, job.memory_limit
+        )
 
     def _on_probe(self, batch: int, probe: Probe | None) -> None:
         if probe is None:
@@ -74,7 +72,6 @@ class TuningController(JobController):
     probe_done = Signal(object)  # Probe
     point_done = Signal(object)  # TunePoint
     result_ready = Signal(object)  # MaxBatchResult | AutotuneResult
-    failed = Signal(str)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(POLL_INTERVAL_MS, parent)
@@ -97,8 +94,7 @@ class TuningController(JobController):
         worker.probe_started.connect(self._on_probe_started)
         worker.probe_done.connect(self._on_probe_done)
         worker.point_done.connect(self._on_point_done)
-        worker.result_ready.connect(self.result_ready)
-        worker.failed.connect(self.failed)
+        worker.returned.connect(self.result_ready)
         self._launch(worker, f"tuning-{job.kind}")
         self._poll()
         return True

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.hooks.trace_summary import TraceSummary, TraceUnreadable, summarize_trace
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
 from gui.style import ERROR_COLOR
 
 COLUMNS = ("Op", "Total (ms)", "Share", "Count")
@@ -111,11 +111,15 @@ class ProfileViewDialog(QDialog):
             return
         self._loading = True
         self.group_combo.setEnabled(False)
-        worker = FunctionWorker(load_summary, self.trace_dir, self.group_combo.currentData())
-        worker.done.connect(self._show)
-        worker.failed.connect(self._show)
-        worker.finished.connect(self._on_finished)
-        start_worker(worker, "profile-trace")
+        run_in_background(
+            load_summary,
+            self.trace_dir,
+            self.group_combo.currentData(),
+            on_result=self._show,
+            on_error=self._show,
+            on_finished=self._on_finished,
+            name="profile-trace",
+        )
 
     def _on_finished(self) -> None:
         self._loading = False

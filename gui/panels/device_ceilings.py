@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from PySide6.QtCore import QThread, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
@@ -20,7 +21,7 @@ from core.diagnosis.ceilings import cached_or_estimated, machine_peaks
 from core.formatting import format_si
 from core.machine.peaks import TIMEOUT_S, DevicePeaks, PeaksReport
 from core.machine.types import DeviceInfo
-from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
+from gui.qt_threads import run_in_background, stop_and_wait
 from gui.style import FAILED_COLOR
 
 CEILING_COLUMNS = ("Measured f32", "Measured bf16", "Measured bandwidth", "Estimate f32")
@@ -116,13 +117,13 @@ class CeilingsBox(QWidget):
     def load(self, devices: Sequence[DeviceInfo]) -> None:
         """Read this machine's cached ceilings in a worker thread (never measures); none cached: the devices' estimates alone."""
         listed = [(device.tf_name, device.kind, device.name) for device in devices]
-        self._start(FunctionWorker(cached_or_estimated, listed), "ceilings-load")
+        self._start("ceilings-load", cached_or_estimated, listed)
 
     def measure(self) -> None:
         """Measure the ceilings again in a worker thread (its child process, a minute or two), then cache them."""
         self._stage = "starting the measuring process"
         self.status_label.setText("Measuring the ceilings in a child process (a minute or two)…")
-        if self._start(FunctionWorker(machine_peaks, True, None, TIMEOUT_S, self._stop, self._note_stage), "ceilings"):
+        if self._start("ceilings", machine_peaks, True, None, TIMEOUT_S, self._stop, self._note_stage):
             self._stage_timer.start()
 
     def close_down(self) -> None:
@@ -132,14 +133,13 @@ class CeilingsBox(QWidget):
         self._stage_timer.stop()
         stop_and_wait(None, self._thread, CLOSE_WAIT_S)
 
-    def _start(self, worker: FunctionWorker, name: str) -> bool:
+    def _start(self, name: str, function: Callable[..., PeaksReport], *args: Any) -> bool:
         if self._thread is not None or self._closed:
             return False
         self.measure_button.setEnabled(False)
-        worker.done.connect(self._on_done)
-        worker.failed.connect(self._on_failed)
-        worker.finished.connect(self._on_finished)
-        self._thread = start_worker(worker, name)
+        self._thread = run_in_background(
+            function, *args, on_result=self._on_done, on_error=self._on_failed, on_finished=self._on_finished, name=name
+        )
         return True
 
     def _note_stage(self, stage: str) -> None:

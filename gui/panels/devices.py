@@ -35,7 +35,7 @@ from core.machine.inspect import refresh_gpu_usage
 from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceInfo, DeviceReport, NoteTopic, TpuProbe, memory_cells
 from gui.panels.device_ceilings import CEILING_COLUMNS, CEILING_TIPS, CeilingsBox, ceiling_cells, ceiling_details
-from gui.qt_threads import FunctionWorker, start_worker, stop_and_wait
+from gui.qt_threads import run_in_background, stop_and_wait
 from gui.style import FAILED_COLOR
 
 GPU_REFRESH_MS = 2000
@@ -136,11 +136,14 @@ class DevicePanel(QWidget):
         self._detecting = True
         self.refresh_button.setEnabled(False)
         self.status_label.setText(DETECTING if not self._report.devices else "Re-reading devices…")
-        worker = FunctionWorker(detect_devices, runtime)
-        worker.done.connect(self._on_detected)
-        worker.failed.connect(self._on_detection_failed)
-        worker.finished.connect(self._on_detection_finished)
-        start_worker(worker, "device-detection")
+        run_in_background(
+            detect_devices,
+            runtime,
+            on_result=self._on_detected,
+            on_error=self._on_detection_failed,
+            on_finished=self._on_detection_finished,
+            name="device-detection",
+        )
 
     def close_down(self) -> None:
         """The window is closing: stop the GPU timer, start no more background work, end a GPU re-read in flight.
@@ -349,10 +352,13 @@ class DevicePanel(QWidget):
         if self._refreshing_gpus or self._detecting or self._closed or not self.isVisible():
             return
         self._refreshing_gpus = True
-        worker = FunctionWorker(refresh_gpu_usage, self._report.devices)
-        worker.done.connect(self._on_gpus_refreshed)
-        worker.finished.connect(self._on_gpu_refresh_finished)
-        self._gpu_thread = start_worker(worker, "gpu-refresh")
+        self._gpu_thread = run_in_background(
+            refresh_gpu_usage,
+            self._report.devices,
+            on_result=self._on_gpus_refreshed,
+            on_finished=self._on_gpu_refresh_finished,
+            name="gpu-refresh",
+        )
 
     def _on_gpus_refreshed(self, devices: list[DeviceInfo]) -> None:
         if not self._detecting and not self._closed:

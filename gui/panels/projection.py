@@ -19,7 +19,7 @@ from core.config import RunConfig
 from core.formatting import format_bytes
 from core.projection.catalogue import device_names
 from core.projection.project import projection_of
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
 
 
 def _named(widget: Any, name: str) -> Any:
@@ -37,7 +37,7 @@ class ProjectionView(QWidget):
         super().__init__(parent)
         self.setObjectName("projectionView")
         self._config_source = config_source
-        self._worker: FunctionWorker | None = None
+        self._projecting = False
         self.document: dict[str, Any] | None = None
         self.device_combo = _named(QComboBox(), "projectionDeviceCombo")
         self.device_combo.addItems(device_names())
@@ -68,24 +68,22 @@ class ProjectionView(QWidget):
         self.label.setText("A projection from measured GPU points, never a measurement: pick a device and press Project.")
 
     def is_running(self) -> bool:
-        return self._worker is not None
+        return self._projecting
 
     def start(self) -> None:
         """Project the run form's job on the chosen device, off the GUI thread."""
         config = self._config_source()
-        if config is None or self._worker is not None:
+        if config is None or self._projecting:
             self.label.setText("Fix the run form on the left first." if config is None else self.label.text())
             return
         device = self.device_combo.currentText()
         self.label.setText(f"Counting the step's costs and projecting on {html.escape(device)}…")
         self.project_button.setEnabled(False)
-        self._worker = FunctionWorker(projection_of, config.with_hooks(), device)
-        self._worker.done.connect(self._show)
-        self._worker.failed.connect(self._fail)
-        start_worker(self._worker, "projection")
+        self._projecting = True
+        run_in_background(projection_of, config.with_hooks(), device, on_result=self._show, on_error=self._fail, name="projection")
 
     def _finished(self) -> None:
-        self._worker = None
+        self._projecting = False
         self.project_button.setEnabled(True)
 
     def _fail(self, message: str) -> None:

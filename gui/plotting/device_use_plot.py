@@ -1,8 +1,11 @@
 """GPU use under the step-time plot: utilisation and memory (% of the GPU) on the same step axis, and memory in words.
 
-Each run on a GPU gets a `DeviceUseHook` (`callbacks_for`), which samples NVML
-about 10 times a second in its own thread; a GUI timer reads what it has, a few
-times a second while the run goes, and once more when it ends. The plot stays
+Each run on a GPU carries a `DeviceUseHook`, one of the standard hooks the job
+service gives it (`core.jobs.run_hooks`), which samples NVML about 10 times a
+second in its own thread. Once the run's hooks are built (its config checked)
+the plot watches that hook: a GUI timer reads what it has, a few times a second
+while the run goes, and once more when it ends (the job service ends it also
+when the run fails before its first step). The plot stays
 hidden until a run on a GPU the driver reports starts, so a machine without
 NVIDIA GPUs never sees an empty plot. Its step axis is linked to the plots
 above (`PlotsWidget.add_below`), so it never sets an x range of its own.
@@ -16,10 +19,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from core.config import RunConfig
-from core.hooks.device_use import DeviceUseHook, DeviceUseSeries, device_use_hook_for
+from core.hooks.device_use import DeviceUseHook, DeviceUseSeries
 from core.machine.gpu_sampler import MemoryView, memory_lines
-from core.training.callbacks import RunCallback
 from gui.plotting.plot_view import PlotView
 
 REFRESH_MS = 250
@@ -59,18 +60,16 @@ class DeviceUsePlot(QWidget):
         self._timer.timeout.connect(self._refresh)
         self.setVisible(False)
 
-    def callbacks_for(self, config: RunConfig) -> list[RunCallback]:
-        """The hook that samples a run's GPUs, watched by this plot; none where nothing can be sampled."""
-        hook = device_use_hook_for(config)
-        if hook is None:
-            return []
-        self.watch(hook)
-        return [hook]
+    @property
+    def following(self) -> bool:
+        """Whether it refreshes from a run's hook now (until that run ends)."""
+        return self._timer.isActive()
 
-    def watch(self, hook: DeviceUseHook) -> None:
-        """Follow `hook`'s run: shown once it samples a GPU, refreshed until the run ends."""
+    def watch(self, hook: DeviceUseHook | None) -> None:
+        """Follow `hook`'s run: shown once it samples a GPU, refreshed until the run ends (None: a run with nothing to sample)."""
         self._hook = hook
-        self._timer.start()
+        if hook is not None:
+            self._timer.start()
 
     def show_series(self, series: DeviceUseSeries, memory: list[MemoryView], mean: float | None = None) -> None:
         """Draw `series` (one utilisation and one memory curve per GPU) and the memory figures in words."""

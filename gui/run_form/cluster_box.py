@@ -12,7 +12,6 @@ into the GUI thread.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, Signal
@@ -33,15 +32,15 @@ from PySide6.QtWidgets import (
 )
 
 from core.cluster.topology import GRPC_WARNING, ClusterCallback, WorkerInfo, cluster_from_environment, worker_commands
-from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, ConfigError, RunConfig, normalize_address
+from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, RunConfig
 from core.training.callbacks import RunCallback, RunContext
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
+from gui.run_form.bindings import bind_plain_text, bind_spin
 from gui.run_form.note_label import NoteLabel
 from gui.run_form.worker_network import LocalWorkersNotes
+from gui.state.run_form import RunFormState
 from gui.style import FAILED_COLOR, SUCCESS_COLOR, WARNING_COLOR
 
-DEFAULT_WORKERS = 2
-DEFAULT_TIMEOUT_S = 300
 ALL_INTERFACES_NOTE = (
     "Each worker's server listens on all network interfaces of its host: keep the workers' ports closed to untrusted networks (firewall)."
 )
@@ -49,68 +48,43 @@ HOSTS_PLACEHOLDER = "10.0.0.1:2222   (this machine: the chief)\n10.0.0.2:2222\n1
 NO_ADDRESSES_YET = "Enter the workers' addresses above: the command to run on each other host appears here."
 NO_COMMANDS_YET = "Fix the settings listed under the form: the commands for the other hosts appear here."
 NO_ENVIRONMENT = "No cluster in the environment: TF_CONFIG is not set and this is not a Slurm job step. Type the addresses instead."
-_SEPARATORS = re.compile(r"[\s,;]+")
 
 
 class ClusterBox(QGroupBox):
     """Where the workers of a multi-worker run are: local processes, or hosts the user starts.
 
-    `changed` fires on every edit; the run form reads `workers()`, `hosts()`
-    and `timeout_s()` and hands its config back through `show_config` so the
-    commands for the other hosts are always those of the run Start would begin.
+    Its fields are the form's state's (local or hosts, workers, addresses, join
+    timeout, the network confirmation); the run form hands its config back
+    through `show_config`, so the commands for the other hosts are always those
+    of the run Start would begin.
     """
 
-    changed = Signal()
     environment_read = Signal(object)  # list[str] | None, after "Read from environment"
     workers_started = Signal(object)  # Sequence[WorkerInfo]
     cluster_waiting = Signal(float, float)  # elapsed_s, timeout_s
     cluster_formed = Signal(int)  # replicas
     workers_ended = Signal(object)  # Sequence[WorkerInfo]
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, state: RunFormState, parent: QWidget | None = None):
         super().__init__("Multi-worker cluster", parent)
         self.setObjectName("clusterBox")
+        self._state = state
         self._reading = False
         self._closed = False
         self._build()
-        self._on_mode_changed()
 
     # --- what the form reads ---------------------------------------------------
 
     def is_cluster(self) -> bool:
         """True when the user names the hosts; False for local worker processes."""
-        return self.hosts_radio.isChecked()
-
-    def hosts(self) -> tuple[str, ...]:
-        """The typed addresses, in order ('' entries dropped); () for local workers."""
-        if not self.is_cluster():
-            return ()
-        return tuple(part for part in _SEPARATORS.split(self.hosts_edit.toPlainText()) if part)
+        return self._state.use_hosts
 
     def allow_network_workers(self) -> bool:
         """True when local workers that cannot be isolated here may run reachable from the network (confirmed)."""
-        return not self.is_cluster() and self.local_notes.allow_network_workers()
+        return self._state.network_workers_allowed()
 
     def workers(self) -> int:
-        return len(self.hosts()) if self.is_cluster() else self.workers_spin.value()
-
-    def timeout_s(self) -> int:
-        return self.timeout_spin.value()
-
-    def errors(self) -> list[str]:
-        """What is wrong with the cluster fields, each with what to type."""
-        if not self.is_cluster():
-            return self.local_notes.errors()
-        hosts = self.hosts()
-        if not hosts:
-            return ["Cluster: list one host:port per worker, this machine first (or press Read from environment)."]
-        problems = []
-        for host in hosts:
-            try:
-                normalize_address(host)
-            except ConfigError as exc:
-                problems.append(f"Cluster: {host!r} is not host:port; use {exc.allowed}.")
-        return problems
+        return len(self._state.host_list()) if self.is_cluster() else self._state.workers
 
     def input_widgets(self) -> list[QWidget]:
         """The fields a running job must not change (the commands and Copy stay usable)."""
@@ -131,7 +105,7 @@ class ClusterBox(QGroupBox):
             return
         if config is None or not config.cluster_hosts:
             self.commands_view.clear()
-            self.commands_view.setPlaceholderText(NO_COMMANDS_YET if self.hosts() else NO_ADDRESSES_YET)
+            self.commands_view.setPlaceholderText(NO_COMMANDS_YET if self._state.host_list() else NO_ADDRESSES_YET)
             self.copy_button.setEnabled(False)
             return
         lines = []
@@ -180,7 +154,6 @@ class ClusterBox(QGroupBox):
         self.local_radio = QRadioButton("Worker processes on this machine (127.0.0.1)")
         self.local_radio.setObjectName("clusterLocalRadio")
         self.local_radio.setToolTip("Start the workers as processes on this machine, talking over 127.0.0.1.")
-        self.local_radio.setChecked(True)
         self.hosts_radio = QRadioButton("Hosts of a cluster (this machine runs the chief)")
         self.hosts_radio.setObjectName("clusterHostsRadio")
         self.hosts_radio.setToolTip("Train across machines: list one host:port per worker; start the other workers there.")
@@ -195,7 +168,6 @@ class ClusterBox(QGroupBox):
         self.workers_spin = QSpinBox()
         self.workers_spin.setObjectName("workersSpin")
         self.workers_spin.setRange(1, MAX_WORKERS)
-        self.workers_spin.setValue(DEFAULT_WORKERS)
         self.workers_spin.setToolTip("Worker processes started on this machine, one replica each (or more with GPUs).")
         self.hosts_edit = QPlainTextEdit()
         self.hosts_edit.setObjectName("clusterHostsEdit")
@@ -252,7 +224,6 @@ class ClusterBox(QGroupBox):
         self.timeout_spin = QSpinBox()
         self.timeout_spin.setObjectName("clusterTimeoutSpin")
         self.timeout_spin.setRange(MIN_CLUSTER_TIMEOUT_S, MAX_CLUSTER_TIMEOUT_S)
-        self.timeout_spin.setValue(DEFAULT_TIMEOUT_S)
         self.timeout_spin.setSuffix(" s")
         self.timeout_spin.setToolTip("How long the chief waits for every worker to join before the run fails.")
         form.addRow("Join timeout", self.timeout_spin)
@@ -269,24 +240,33 @@ class ClusterBox(QGroupBox):
         self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
         self.warning_label.setWordWrap(True)
         self.warning_label.setStyleSheet(f"color: {WARNING_COLOR}; font-size: 9pt;")
-        self.local_notes = LocalWorkersNotes()
+        self.local_notes = LocalWorkersNotes(self._state)
         layout.addWidget(self.status_label)
         layout.addWidget(self.local_notes)
         layout.addWidget(self.warning_label)
 
     def _connect_signals(self) -> None:
-        """Every edit is `changed`; the worker events queued from the training thread update the status."""
-        self.local_radio.toggled.connect(self._on_mode_changed)
-        self.workers_spin.valueChanged.connect(self.changed)
-        self.hosts_edit.textChanged.connect(self.changed)
-        self.timeout_spin.valueChanged.connect(self.changed)
-        self.local_notes.changed.connect(self.changed)
+        """Every edit goes into the state; the worker events queued from the training thread update the status."""
+        self._show_mode(self._state.use_hosts)
+        self.hosts_radio.toggled.connect(self._on_mode_chosen)
+        self._state.events.use_hosts.connect(self._show_mode)
+        bind_spin(self._state, "workers", self.workers_spin)
+        bind_plain_text(self._state, "hosts", self.hosts_edit)
+        bind_spin(self._state, "cluster_timeout_s", self.timeout_spin)
         self.read_env_button.clicked.connect(self.read_from_environment)
         self.copy_button.clicked.connect(self.copy_commands)
         self.workers_started.connect(self._on_workers_started)
         self.cluster_waiting.connect(self._on_cluster_waiting)
         self.cluster_formed.connect(self._on_cluster_formed)
         self.workers_ended.connect(self._on_workers_ended)
+
+    def _on_mode_chosen(self, hosts: bool) -> None:
+        self._state.use_hosts = hosts
+
+    def _show_mode(self, hosts: bool) -> None:
+        """Check the radio button of `hosts` (a cluster of hosts) or of local workers, and show that mode's rows."""
+        (self.hosts_radio if hosts else self.local_radio).setChecked(True)
+        self._on_mode_changed()
 
     def _on_mode_changed(self) -> None:
         cluster = self.is_cluster()
@@ -297,7 +277,6 @@ class ClusterBox(QGroupBox):
         self.warning_label.setVisible(cluster)
         if not cluster and self.isVisible():
             self.local_notes.check_isolation()
-        self.changed.emit()
 
     # --- actions ---------------------------------------------------------------
 
@@ -312,11 +291,13 @@ class ClusterBox(QGroupBox):
         self._reading = True
         self.read_env_button.setEnabled(False)
         self._show_env("Reading TF_CONFIG / Slurm…", "")
-        worker = FunctionWorker(cluster_from_environment)
-        worker.done.connect(self._on_environment_read)
-        worker.failed.connect(self._on_environment_failed)
-        worker.finished.connect(self._on_environment_finished)
-        start_worker(worker, "cluster-from-environment")
+        run_in_background(
+            cluster_from_environment,
+            on_result=self._on_environment_read,
+            on_error=self._on_environment_failed,
+            on_finished=self._on_environment_finished,
+            name="cluster-from-environment",
+        )
 
     def _on_environment_read(self, hosts: list[str] | None) -> None:
         if not hosts:

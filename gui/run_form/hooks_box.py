@@ -1,11 +1,13 @@
 """The run form's "Logging & profiling" box: TensorBoard event files, TensorBoard itself, a profiler capture.
 
-Each run gets its extra hooks from `callbacks_for(config)` (registered with
-`MainWindow.add_run_callback_provider`); after the run the box says where the
-event files and the trace went and how to open them. "Open in TensorBoard"
+The box's choices are fields of the run form's state (`gui.state.run_form`),
+which records them in the run's config (`config.hooks`), from which the job service builds the run's TensorBoard writer
+and profiler capture (`core.jobs.run_hooks`); the box follows the hooks the run
+was given (`follow_run`) and, after the run, says where the event files and the
+trace went and how to open them. "Open in TensorBoard"
 starts a local TensorBoard in a worker thread (it imports TensorFlow: seconds)
 and opens the browser; the server is stopped when the window closes. The
-choices are saved to QSettings as they change.
+choices are remembered with the form's state (`gui.remembered`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, Qt, QUrl
 from PySide6.QtGui import QDesktopServices
@@ -31,26 +34,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.config import MAX_STEPS, ConfigError, RunConfig
-from core.hooks.profiler import ProfilerCapture, run_callbacks_for
-from core.hooks.tensorboard import TensorBoardMissing, TensorBoardProcess, TensorBoardWriter, launch_tensorboard
-from core.training.callbacks import RunCallback
+from core.config import MAX_STEPS, ConfigError
+from core.hooks.tensorboard import TensorBoardMissing, TensorBoardProcess, launch_tensorboard
 from gui.dialogs.profile_view import ProfileViewDialog, open_profile_view
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
 from gui.remembered import FOLDER_LOGS, ask_folder
+from gui.run_form.bindings import bind_check, bind_spin, bind_text
 from gui.run_form.note_label import NoteLabel
-from gui.settings import (
-    KEY_PROFILE_ENABLED,
-    KEY_PROFILE_FIRST,
-    KEY_PROFILE_LAST,
-    KEY_TENSORBOARD_DIR,
-    KEY_TENSORBOARD_ENABLED,
-    read_bool,
-    read_int,
-)
+from gui.state.run_form import RunFormState
 from gui.style import ERROR_COLOR
 
-DEFAULT_PROFILE_STEPS = (3, 5)
+if TYPE_CHECKING:
+    from core.jobs import RunHooks
+
 TENSORBOARD_FIELD = "tensorboard_dir"
 
 log = logging.getLogger(__name__)
@@ -87,17 +83,18 @@ def start_tensorboard(logdir: Path, cancelled: threading.Event) -> LaunchOutcome
 class RunOptionsBox(QGroupBox):
     """TensorBoard logging, "Open in TensorBoard" and "Profile steps A–B" for the next run."""
 
-    def __init__(self, settings: QSettings, parent: QWidget | None = None):
+    def __init__(self, settings: QSettings, state: RunFormState, parent: QWidget | None = None):
         super().__init__("Logging && profiling", parent)
         self.setObjectName("runOptionsBox")
         self._settings = settings
-        self._callbacks: list[RunCallback] = []
+        self._state = state
+        self._hooks: RunHooks | None = None
         self.profile_view: ProfileViewDialog | None = None
         self._server: TensorBoardProcess | None = None
         self._launching = False
         self._cancel_launch = threading.Event()
         self._build()
-        self._load()
+        self._bind()
         self._connect()
         self._sync()
 
@@ -114,30 +111,24 @@ class RunOptionsBox(QGroupBox):
             return None
         return self.first_step_spin.value(), self.last_step_spin.value()
 
-    def with_hooks(self, config: RunConfig) -> RunConfig:
-        """`config` recording the hooks this box turns on (TensorBoard folder, profiled steps), as the run will carry them."""
-        tensorboard = self.log_dir() if self.tensorboard_check.isChecked() else None
-        return config.with_hooks(tensorboard, self.profile_steps())
+    def check(self) -> None:
+        """Raise ConfigError when TensorBoard logging is on without a folder for its event files."""
+        if self.tensorboard_check.isChecked() and self.log_dir() is None:
+            raise ConfigError(TENSORBOARD_FIELD, "", "a folder for the TensorBoard event files (Browse…)")
 
-    def callbacks_for(self, config: RunConfig) -> list[RunCallback]:
-        """The TensorBoard writer and/or profiler capture for a run of `config`; raises ConfigError when they do not fit."""
-        tensorboard_dir = None
-        if self.tensorboard_check.isChecked():
-            tensorboard_dir = self.log_dir()
-            if tensorboard_dir is None:
-                raise ConfigError(TENSORBOARD_FIELD, "", "a folder for the TensorBoard event files (Browse…)")
-        self._callbacks = run_callbacks_for(config, tensorboard_dir, self.profile_steps())
+    def follow_run(self, hooks: RunHooks) -> None:
+        """A run's hooks are built (it is about to start): its event files and trace are said once it ends (`show_outputs`)."""
+        self._hooks = hooks
         self.outputs_label.setVisible(False)
-        return list(self._callbacks)
 
     def outputs_text(self) -> str:
         """Where the last run's event files and trace are and how to open them ('' when it had neither)."""
+        hooks = self._hooks
         lines = []
-        for callback in self._callbacks:
-            if isinstance(callback, TensorBoardWriter) and callback.run_dir is not None:
-                lines.append(f"TensorBoard event files: {callback.run_dir} (Open in TensorBoard shows them).")
-            elif isinstance(callback, ProfilerCapture):
-                lines.append(callback.how_to_view())
+        if hooks is not None and hooks.tensorboard is not None and hooks.tensorboard.run_dir is not None:
+            lines.append(f"TensorBoard event files: {hooks.tensorboard.run_dir} (Open in TensorBoard shows them).")
+        if hooks is not None and hooks.profiler is not None:
+            lines.append(hooks.profiler.how_to_view())
         return "\n".join(lines)
 
     def show_outputs(self, *_: object) -> None:
@@ -147,9 +138,9 @@ class RunOptionsBox(QGroupBox):
         self.outputs_label.setVisible(bool(text))
         if text:
             log.info("%s", text)
-        for capture in self._callbacks:
-            if isinstance(capture, ProfilerCapture) and capture.captured is not None and capture.trace_dir is not None:
-                self.profile_view = open_profile_view(self.window(), capture.trace_dir, capture.how_to_view())
+        capture = self._hooks.profiler if self._hooks is not None else None
+        if capture is not None and capture.captured is not None and capture.trace_dir is not None:
+            self.profile_view = open_profile_view(self.window(), capture.trace_dir, capture.how_to_view())
 
     def set_running(self, running: bool) -> None:
         """Lock the options while a run is in flight (TensorBoard can still be opened)."""
@@ -172,11 +163,15 @@ class RunOptionsBox(QGroupBox):
         self._launching = True
         self.open_button.setEnabled(False)
         self._say(f"Starting TensorBoard on {folder}… (it loads TensorFlow: a few seconds)")
-        worker = FunctionWorker(start_tensorboard, folder, self._cancel_launch)
-        worker.done.connect(self._on_launched)
-        worker.failed.connect(self._on_launch_failed)
-        worker.finished.connect(self._on_launch_finished)
-        start_worker(worker, "tensorboard-launch")
+        run_in_background(
+            start_tensorboard,
+            folder,
+            self._cancel_launch,
+            on_result=self._on_launched,
+            on_error=self._on_launch_failed,
+            on_finished=self._on_launch_finished,
+            name="tensorboard-launch",
+        )
 
     @property
     def tensorboard(self) -> TensorBoardProcess | None:
@@ -262,16 +257,17 @@ class RunOptionsBox(QGroupBox):
         self.browse_button.clicked.connect(self._browse)
         self.open_button.clicked.connect(self.open_tensorboard)
 
-    def _load(self) -> None:
-        settings = self._settings
-        self.logdir_edit.setText(str(settings.value(KEY_TENSORBOARD_DIR, "") or default_tensorboard_dir()))
-        self.tensorboard_check.setChecked(read_bool(settings, KEY_TENSORBOARD_ENABLED, False))
-        self.profile_check.setChecked(read_bool(settings, KEY_PROFILE_ENABLED, False))
-        first = read_int(settings, KEY_PROFILE_FIRST, DEFAULT_PROFILE_STEPS[0])
-        last = read_int(settings, KEY_PROFILE_LAST, DEFAULT_PROFILE_STEPS[1])
-        self.first_step_spin.setValue(first)
-        self.last_step_spin.setMinimum(first)
-        self.last_step_spin.setValue(last)
+    def _bind(self) -> None:
+        """Show the state's choices and write the edits into it; the folder starts as the one beside the history."""
+        state = self._state
+        if not state.tensorboard_dir:
+            state.tensorboard_dir = str(default_tensorboard_dir())
+        bind_check(state, "tensorboard", self.tensorboard_check)
+        bind_text(state, "tensorboard_dir", self.logdir_edit)
+        bind_check(state, "profile", self.profile_check)
+        bind_spin(state, "profile_first", self.first_step_spin)
+        self.last_step_spin.setMinimum(self.first_step_spin.value())
+        bind_spin(state, "profile_last", self.last_step_spin)
 
     # --- reacting ------------------------------------------------------------
 
@@ -280,12 +276,6 @@ class RunOptionsBox(QGroupBox):
         self._on_changed()
 
     def _on_changed(self) -> None:
-        settings = self._settings
-        settings.setValue(KEY_TENSORBOARD_ENABLED, self.tensorboard_check.isChecked())
-        settings.setValue(KEY_TENSORBOARD_DIR, self.logdir_edit.text().strip())
-        settings.setValue(KEY_PROFILE_ENABLED, self.profile_check.isChecked())
-        settings.setValue(KEY_PROFILE_FIRST, self.first_step_spin.value())
-        settings.setValue(KEY_PROFILE_LAST, self.last_step_spin.value())
         self._sync()
 
     def _sync(self, running: bool = False) -> None:

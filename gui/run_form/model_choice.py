@@ -22,21 +22,20 @@ from core.workloads.data import DATASETS
 from core.workloads.models import MODELS
 from core.workloads.user_workload import PYTHON_DATA, SYNTHETIC
 from core.workloads.workload import is_model_file
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
 from gui.remembered import FOLDER_DATA, FOLDER_MODEL, ask_open_file, recent_models, remember_model
-from gui.run_form.fields import ParsedField, whole_number
-from gui.run_form.model_file import ModelFileOpener, OpenedModel, OpenOutcome, details_html, open_ranges_needed
+from gui.run_form.bindings import bind_text
+from gui.run_form.fields import ParsedField
+from gui.run_form.model_file import ModelFileOpener, OpenedModel, OpenOutcome, details_html, dialog_parent, open_ranges_needed
 from gui.run_form.note_label import NoteLabel
+from gui.state.run_form import DEFAULT_DATASET, DEFAULT_MODEL, VOCAB, ModelFile, RunFormState
 from gui.style import ERROR_COLOR, WARNING_COLOR
 from gui.window_words import window_words
 
-DEFAULT_MODEL = "mlp"
-DEFAULT_DATASET = "digits"
 OPEN_MODEL = "open-model:"  # the data of the "Open model…" entry (never a model name or a path)
 OPEN_NPZ = "open-npz:"
 MODEL_FILTERS = "Keras or Python model (*.keras *.h5 *.hdf5 *.py);;All files (*)"
 NPZ_FILTERS = "NumPy arrays (*.npz);;All files (*)"
-MAX_VOCAB = 2**31 - 1
 
 
 def _count_parameters(key: tuple[str, str]) -> tuple[tuple[str, str], int]:
@@ -53,16 +52,21 @@ def _muted(label: QLabel) -> QLabel:
 
 
 class ModelChoice(QObject):
-    """The Model and Data set rows; `changed` fires whenever what the form would train changes."""
+    """The Model and Data set rows, bound to the form's state; `changed` fires whenever what the form would train changes.
+
+    The state's model is the one chosen (a file while it is being opened: `pending` says so), its data set the one
+    offered for it; a model or data set set in the state elsewhere (a restore) is chosen here as if picked.
+    """
 
     changed = Signal()
     params_counted = Signal()  # a model's parameters were counted (or counting failed): after the first, start-up work is over
     recent_changed = Signal()  # a model file was opened and is now first among the recent ones (File > Recent models follows)
 
-    def __init__(self, settings: QSettings, dialog_parent: QWidget | None = None, parent: QObject | None = None):
+    def __init__(self, settings: QSettings, state: RunFormState, parent: QWidget | None = None):
         super().__init__(parent)
         self._settings = settings
-        self._dialog_parent = dialog_parent
+        self._state = state
+        self._writing = False  # setting the state's fields itself: not a choice made elsewhere
         self._params: dict[tuple[str, str], int] = {}  # (sample model, data set) -> parameters of the model that trains on it
         self._may_count = False  # TensorFlow has loaded: counting may build models
         self._counting: tuple[str, str] | None = None  # the (model, data set) being counted
@@ -72,19 +76,20 @@ class ModelChoice(QObject):
         self._files: dict[str, OpenedModel] = {}
         self._data_files: dict[str, list[str]] = {}  # model file -> the .npz files checked against it
         self._measured: dict[str, RunResult] = {}
-        self._pending = ""  # what is being opened or checked, in words
         self._checking_data = False
-        self._previous_dataset: str | None = None
         self._followed = ""  # the model the data sets were last filled for
-        self._training = ("adam", "off")
-        self.opener = ModelFileOpener(settings, dialog_parent, self)
+        self.opener = ModelFileOpener(settings, self)
         self._build()
         self.opener.opened.connect(self._on_opened)
         self.opener.failed.connect(self._on_failed)
         self.opener.busy_changed.connect(self._on_busy)
         self.model_combo.currentIndexChanged.connect(self._on_model_chosen)
         self.dataset_combo.currentIndexChanged.connect(self._on_dataset_chosen)
-        self.vocab_edit.textChanged.connect(self.changed)
+        bind_text(state, "vocab", self.vocab_edit)
+        state.events.model.connect(self._on_state_model)
+        state.events.dataset.connect(self._on_state_dataset)
+        state.events.optimizer.connect(self._show_info)
+        state.events.precision.connect(self._show_info)
 
     def _build(self) -> None:
         self.model_combo = QComboBox()
@@ -109,7 +114,7 @@ class ModelChoice(QObject):
         self.dataset_note.setObjectName("datasetNote")
         self.dataset_note.setWordWrap(True)
         self.dataset_note.setStyleSheet(f"color: {WARNING_COLOR};")
-        self.vocab_edit = ParsedField("Vocabulary", whole_number(2, MAX_VOCAB, 1000), "", "vocabEdit")
+        self.vocab_edit = ParsedField("Vocabulary", VOCAB, "vocabEdit")
         self.vocab_edit.setToolTip("How many different ids the integer inputs take (synthetic ids are drawn from 0 to this - 1).")
 
     def add_rows(self, form: QFormLayout) -> None:
@@ -145,30 +150,9 @@ class ModelChoice(QObject):
         """The described model file the form trains, or None for a sample model."""
         return self._files.get(self._current)
 
-    def config_fields(self) -> dict[str, Any]:
-        """The RunConfig fields of what to train: model and data, and for a file its trust, vocabulary and hash."""
-        fields: dict[str, Any] = {"model": self._current, "dataset": self.dataset()}
-        opened = self.opened_file()
-        if opened is not None:
-            vocab = int(self.vocab_edit.value()) if self._vocab_needed() and not self.vocab_edit.error() else None
-            fields.update(trust=opened.trusted, vocab=vocab, model_sha256=opened.sha256, custom_objects=opened.custom_objects)
-        return fields
-
     def pending(self) -> str:
         """What is being opened or checked right now ('' when nothing): Start waits for it."""
-        return self._pending
-
-    def errors(self) -> list[str]:
-        """Why the model rows cannot describe a run yet (opening in progress, a vocabulary to give)."""
-        if self._pending:
-            return [self._pending]
-        if self._vocab_needed() and self.vocab_edit.error():
-            names = ", ".join(f"'{n}'" for n in open_ranges_needed(self._files[self._current].description))
-            if not self.vocab_edit.text().strip():
-                return [f"Vocabulary: input {names} takes integer ids that feed no Embedding: type how many ids there are "
-                        "(e.g. 1000), or train on your own data (Open .npz…)."]  # fmt: skip
-            return [self.vocab_edit.error()]
-        return []
+        return self._state.pending
 
     def input_widgets(self) -> list[QWidget]:
         return [self.model_combo, self.dataset_combo, self.vocab_edit]
@@ -180,13 +164,13 @@ class ModelChoice(QObject):
         path = os.path.abspath(os.path.expanduser(path))
         self._fill_files(path, extra=path)
         self._set_error("")
-        self._pending = f"Opening {os.path.basename(path)}: reading its inputs and outputs in a separate process…"
+        self._write(pending=f"Opening {os.path.basename(path)}: reading its inputs and outputs in a separate process…", model=path)
         self._checking_data = False
         self.opener.open(path)
 
     def ask_model_file(self) -> None:
         """Ask for a model file (starting in the folder last used for one) and open it; nothing when cancelled."""
-        path = ask_open_file(self._dialog_parent, FOLDER_MODEL, "Open a model file", MODEL_FILTERS, self._settings)
+        path = ask_open_file(dialog_parent(self), FOLDER_MODEL, "Open a model file", MODEL_FILTERS, self._settings)
         if path:
             self.open_model_file(path)
 
@@ -197,7 +181,7 @@ class ModelChoice(QObject):
             return
         path = os.path.abspath(os.path.expanduser(path))
         self._set_error("")
-        self._pending = f"Checking {os.path.basename(path)} against {opened.name}…"
+        self._write(pending=f"Checking {os.path.basename(path)} against {opened.name}…")
         self._checking_data = True
         self.opener.open(opened.path, path)
 
@@ -209,19 +193,43 @@ class ModelChoice(QObject):
         elif is_model_file(chosen):
             self.open_model_file(chosen)
         elif chosen is not None:
-            self._current = chosen
+            self._set_current(chosen)
             self._set_error("")
             self.follow_model()
 
+    def _on_state_model(self, model: str) -> None:
+        """A model set in the state elsewhere (a restore): chosen as if picked in the menu."""
+        if self._writing or model == self._current:
+            return
+        if model in MODELS:
+            self._select(self.model_combo, model)
+            self._set_current(model)
+            self._set_error("")
+            self.follow_model(say_switch=False)  # the data set it had was no choice made for this model
+        elif is_model_file(model):
+            self.open_model_file(model)
+        else:
+            self._write(model=self._current)
+
+    def _on_state_dataset(self, dataset: str) -> None:
+        """A data set set in the state elsewhere: chosen if the model offers it, else the one offered stays."""
+        if self._writing:
+            return
+        index = self.dataset_combo.findData(dataset)
+        if index >= 0 and dataset != OPEN_NPZ:
+            self.dataset_combo.setCurrentIndex(index)
+        else:
+            self._write(dataset=self.dataset())
+
     def _on_dataset_chosen(self, index: int) -> None:
         if self.dataset_combo.itemData(index) == OPEN_NPZ:
-            self._select(self.dataset_combo, self._previous_dataset)
+            self._select(self.dataset_combo, self._state.dataset)
             title = f"Data for {os.path.basename(self._current)}"
-            path = ask_open_file(self._dialog_parent, FOLDER_DATA, title, NPZ_FILTERS, self._settings)
+            path = ask_open_file(dialog_parent(self), FOLDER_DATA, title, NPZ_FILTERS, self._settings)
             if path:
                 self.open_data_file(path)
             return
-        self._previous_dataset = self.dataset()
+        self._write(dataset=self.dataset())
         self.dataset_note.clear()
         self._form.setRowVisible(self.dataset_note, False)
         self._show_vocab()
@@ -232,44 +240,48 @@ class ModelChoice(QObject):
         opened = outcome.opened
         if opened is None:
             return  # the opener emits `opened` only with a model
-        self._pending = ""
+        self._write(pending="")
         if outcome.data is None:
             self._set_error("")
             self._files[opened.path] = opened
             remember_model(self._settings, opened.path)
             self.recent_changed.emit()
-            self._current = opened.path
+            self._set_current(opened.path)
             self._fill_files(opened.path)
             self.follow_model()
             return
         data_files = self._data_files.setdefault(opened.path, [])
         if outcome.data not in data_files:
             data_files.append(outcome.data)
-        self._previous_dataset = outcome.data
+        self._write(dataset=outcome.data)
         self.follow_model()
 
     def _on_failed(self, path: str, message: str) -> None:
-        self._pending = ""
+        self._write(pending="")
         message = window_words(message)
         if self._checking_data:
             self._set_error(f"Data not used: {message}")
         else:
             self._set_error(f"Could not open {os.path.basename(path)}: {message} The model stays {self._title(self._current)}.")
             self._fill_files(self._current)
+            self._write(model=self._current)
         self._show_info()
         self.changed.emit()
 
     def _on_busy(self, busy: bool) -> None:
         self._form.setRowVisible(self.model_busy, busy)
         if busy:
-            self._say(self.model_info, self._pending)
+            self._say(self.model_info, self._state.pending)
         self.changed.emit()
 
     # --- following the model -------------------------------------------------
 
-    def follow_model(self) -> None:
-        """Offer the data sets the model accepts, keeping the current one if it is among them; then `changed`."""
-        previous = self._previous_dataset
+    def follow_model(self, say_switch: bool = True) -> None:
+        """Offer the data sets the model accepts, keeping the current one if it is among them; then `changed`.
+
+        A data set the model cannot train on is switched to one it can, which a note says (unless `say_switch` is False).
+        """
+        previous: str | None = self._state.dataset
         if self.opened_file() is None and self._followed and self._followed not in MODELS:
             previous = None  # back from a model file to a sample: the sample's own default data set, not the file's (Synthetic)
         note = ""
@@ -279,9 +291,10 @@ class ModelChoice(QObject):
             self._fill_file_datasets(self._files[self._current], previous if self._followed == self._current else None)
         else:
             note = self._fill_sample_datasets(previous)
+        note = note if say_switch else ""
         self.dataset_combo.blockSignals(False)
         self._followed = self._current
-        self._previous_dataset = self.dataset()
+        self._write(dataset=self.dataset())
         self._say(self.dataset_note, note)
         self._form.setRowVisible(self.dataset_note, bool(note))
         self._show_vocab()
@@ -317,11 +330,6 @@ class ModelChoice(QObject):
         wanted = previous if self.dataset_combo.findData(previous) >= 0 and previous != OPEN_NPZ else opened.description.get("data")
         self.dataset_combo.setCurrentIndex(max(0, self.dataset_combo.findData(wanted)))
 
-    def set_training(self, optimizer: str, precision: str) -> None:
-        """The optimizer and precision chosen below: the memory estimate follows them."""
-        self._training = (optimizer, precision)
-        self._show_info()
-
     def show_measured(self, result: RunResult) -> None:
         """A run ended: a model file's details add what it measured (FLOPs per step, peak memory)."""
         opened = self._files.get(str(result.config.get("model")))
@@ -332,13 +340,14 @@ class ModelChoice(QObject):
     # --- showing -------------------------------------------------------------
 
     def _show_info(self) -> None:
-        if self._pending:
+        if self._state.pending:
             return
         opened = self.opened_file()
         role = QPalette.ColorRole.WindowText if opened is not None else QPalette.ColorRole.PlaceholderText
         self.model_info.setForegroundRole(role)  # a file's details in full colour; a sample's one line muted
         if opened is not None:
-            self._say(self.model_info, details_html(opened, *self._training, self._measured.get(opened.path)))
+            training = (self._state.optimizer, self._state.precision)
+            self._say(self.model_info, details_html(opened, *training, self._measured.get(opened.path)))
             self.model_info.setToolTip(opened.path)
             return
         name, dataset = self._current, self.dataset()
@@ -361,6 +370,26 @@ class ModelChoice(QObject):
         """Set a wrapped row's text and lay the form out again (QFormLayout keeps the row's old height otherwise)."""
         label.setText(text)
         QTimer.singleShot(0, self, self._form.invalidate)  # after the layout pass this text change starts
+
+    def _set_current(self, model: str) -> None:
+        """The form now describes `model` (a sample, or a described file): the state's model, and what it knows of the file."""
+        self._current = model
+        opened = self._files.get(model)
+        facts = None
+        if opened is not None:
+            layers = tuple(opened.description.get("tf_only_layers") or ())
+            facts = ModelFile(opened.path, opened.sha256, opened.trusted, opened.custom_objects,
+                              tuple(open_ranges_needed(opened.description)), layers)  # fmt: skip
+        self._write(model=model, model_file=facts)
+
+    def _write(self, **values: Any) -> None:
+        """Set fields of the state this menu decided (not taken for choices made elsewhere)."""
+        self._writing = True
+        try:
+            for name, value in values.items():
+                setattr(self._state, name, value)
+        finally:
+            self._writing = False
 
     def _set_error(self, text: str) -> None:
         self._say(self.model_error, text)
@@ -409,10 +438,7 @@ class ModelChoice(QObject):
         if key in self._params or key in self._count_failed:
             return
         self._counting = key
-        worker = FunctionWorker(_count_parameters, key)
-        worker.done.connect(self._on_param_count)
-        worker.failed.connect(self._on_param_count_failed)
-        start_worker(worker, "param-count")
+        run_in_background(_count_parameters, key, on_result=self._on_param_count, on_error=self._on_param_count_failed, name="param-count")
 
     def close_down(self) -> None:
         """The window is closing: count and open nothing more."""

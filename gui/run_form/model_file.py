@@ -31,7 +31,7 @@ from core.workloads.model_file import PYTHON, ModelFileError, check_model_path
 from core.workloads.model_probe import describe_model_file
 from core.workloads.model_signature import INTEGER_DTYPES
 from gui.dialogs.trust import ask_custom_objects, ask_trust
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
 from gui.remembered import remember_trust, trusted_hashes
 
 KIND_TITLES = {"keras": "Keras 3 file (.keras)", "h5": "legacy HDF5 file (.h5)", "python": "Python file (build_model())"}
@@ -199,6 +199,15 @@ def details_html(opened: OpenedModel, optimizer: str, precision: str, measured: 
     return "<br>".join(lines)
 
 
+def dialog_parent(obj: QObject) -> QWidget | None:
+    """The widget `obj`'s dialogs open over: its nearest widget ancestor, found when needed (a widget held as an attribute
+    would tie the form into a reference cycle, freed only by the garbage collector, at any moment)."""
+    ancestor = obj.parent()
+    while ancestor is not None and not isinstance(ancestor, QWidget):
+        ancestor = ancestor.parent()
+    return ancestor
+
+
 class ModelFileOpener(QObject):
     """Opens model files one at a time (the latest request wins); asks for trust when a file needs it.
 
@@ -210,10 +219,9 @@ class ModelFileOpener(QObject):
     failed = Signal(str, str)
     busy_changed = Signal(bool)
 
-    def __init__(self, settings: QSettings, dialog_parent: QWidget | None = None, parent: QObject | None = None):
+    def __init__(self, settings: QSettings, parent: QObject | None = None):
         super().__init__(parent)
         self._settings = settings
-        self._dialog_parent = dialog_parent
         self._known: dict[tuple[str, ...], OpenedModel] = {}
         self._request = 0
         self._pending: tuple[str, str | None] | None = None
@@ -232,7 +240,7 @@ class ModelFileOpener(QObject):
         self._pending = (os.path.abspath(path), data)
         self._stop.set()  # the request this one replaces stops its child
         self._stop = threading.Event()
-        worker = FunctionWorker(
+        run_in_background(
             inspect_model_file,
             self._request,
             self._pending[0],
@@ -241,10 +249,10 @@ class ModelFileOpener(QObject):
             data,
             self._stop,
             custom_objects,
+            on_result=self._on_done,
+            on_error=self._on_error,
+            name="model-file",
         )
-        worker.done.connect(self._on_done)
-        worker.failed.connect(self._on_error)
-        start_worker(worker, "model-file")
         self.busy_changed.emit(True)
 
     def close_down(self) -> None:
@@ -278,7 +286,7 @@ class ModelFileOpener(QObject):
 
     def _ask_trust(self, outcome: OpenOutcome) -> None:
         reason = TRUST_REASONS[PYTHON if outcome.kind == PYTHON else ""]
-        if ask_trust(outcome.path, outcome.sha256, reason, self._dialog_parent):
+        if ask_trust(outcome.path, outcome.sha256, reason, dialog_parent(self)):
             remember_trust(self._settings, outcome.sha256, outcome.path)
             self.open(outcome.path, outcome.data)
             return
@@ -287,7 +295,7 @@ class ModelFileOpener(QObject):
 
     def _ask_custom_objects(self, outcome: OpenOutcome) -> None:
         reason = f"{outcome.error} The .py you choose runs its code when the model opens, and the model is trusted with it."
-        chosen = ask_custom_objects(outcome.path, outcome.sha256, reason, self._dialog_parent)
+        chosen = ask_custom_objects(outcome.path, outcome.sha256, reason, dialog_parent(self))
         if chosen:
             self.open(outcome.path, outcome.data, chosen)
             return

@@ -1,8 +1,10 @@
 """The run form: what to train, where, and how; Start/Stop, progress and the last result.
 
-Every field is checked as it is typed (a red hint under the form says what is
-wrong and what to type), then again by `RunConfig`; Start stays disabled until
-both accept, so nothing unvalidated reaches TensorFlow. The fields scroll;
+The form's choices live in its state (`gui.state.run_form`, no Qt): the widgets
+show it and write the user's edits into it, and every change of it checks the
+form again. Every field is checked as it is typed (a red hint under the form
+says what is wrong and what to type), then by `RunConfig`; Start stays disabled
+until both accept, so nothing unvalidated reaches TensorFlow. The fields scroll;
 the hint, Start/Stop, the progress bar and the last result stay below them, in
 view however short the window is.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from psygnal import EmissionInfo
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
@@ -22,28 +25,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.config import ConfigError, RunConfig
+from core.config import RunConfig
 from core.jobs import run_label
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
 from core.training.strategies import StrategyChoice, strategy_choices
-from core.workloads.workload import check_workload, is_model_file, model_title
+from core.workloads.workload import is_model_file, model_title
 from gui.job_data import FinishedRun
 from gui.run_form.backend_choice import BackendCombo
+from gui.run_form.bindings import bind_choice
 from gui.run_form.cluster_box import ClusterBox
 from gui.run_form.controls import RunControls
 from gui.run_form.fields import TrainingFields
-from gui.run_form.hooks_box import RunOptionsBox
 from gui.run_form.model_choice import ModelChoice
 from gui.run_form.placement import DevicePicker, fill_strategy_combo, strategy_widgets, unavailable_note
 from gui.run_form.tpu_connect import TpuConnect
 from gui.settings import open_settings
+from gui.state.run_form import RunFormState
 from gui.window_words import window_words
-
-TPU_STEPS_PER_CALL = 100  # a TPU step is launched from the host: many steps per call hide that latency
 
 
 class RunPanel(QWidget):
-    """The run form. Emits `start_requested(config, label)` and `stop_requested()`."""
+    """The run form over its state (`state`). Emits `start_requested(config, label)` and `stop_requested()`."""
 
     start_requested = Signal(object, str)
     stop_requested = Signal()
@@ -56,13 +58,11 @@ class RunPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("runPanel")
         self._settings = settings if settings is not None else open_settings()
-        self._hooks_box: RunOptionsBox | None = None
+        self.state = RunFormState()
         self._devices: tuple[DeviceInfo, ...] = ()
         self._devices_known = False
-        self._spc_default = "1"  # the steps per call last filled in for the strategy; any other value is the user's
         self._running = False
         self._model_shown: str | None = None  # the model the result line and bar last spoke of
-        self._choices: dict[str, StrategyChoice] = {}
         self._build()
         self.model_choice.fill_models()
         self._fill_strategies()
@@ -76,7 +76,8 @@ class RunPanel(QWidget):
         self._devices = report.devices
         self._devices_known = True
         self.backend_combo.refresh()  # a backend installed since the app started becomes a choice
-        self.device_box.fill(self._devices)
+        self.device_box.fill(self._devices, self.state.device, self.state.mirrored_devices)
+        self.state.device, self.state.mirrored_devices = self.device_box.chosen_device(), self.device_box.ticked_devices()
         self._fill_strategies()
         self.validate()
 
@@ -85,10 +86,8 @@ class RunPanel(QWidget):
         self.model_choice.load_param_counts()
 
     def add_section(self, widget: QWidget) -> None:
-        """Add a box under the form fields, above Start; the logging & profiling box's hooks are recorded with each run."""
+        """Add a box under the form fields, above Start (the logging & profiling box, bound to the same state)."""
         self._sections.addWidget(widget)
-        if isinstance(widget, RunOptionsBox):
-            self._hooks_box = widget
 
     def open_model_file(self, path: str) -> None:
         """Open the user's model file (what Model → Open model… does once a file is chosen); described in the background."""
@@ -97,8 +96,7 @@ class RunPanel(QWidget):
     def apply_settings(self, changes: dict[str, Any]) -> None:
         """Fill the fields from RunConfig field names (batch_size, precision, xla, steps_per_call, learning_rate, …):
         what a sweep or autotune found best. None leaves a field as it is; ValueError for a name the form lacks."""
-        self.training.apply(changes)
-        self.validate()
+        self.state.apply(changes)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         """Lay out again at the new width: QFormLayout keeps word-wrapped rows at their old heights (squashed text)."""
@@ -151,12 +149,11 @@ class RunPanel(QWidget):
 
     def config(self) -> RunConfig | None:
         """The run the form describes, or None while any field is invalid."""
-        config, errors = self._read_form()
-        return config if not errors else None
+        return self.state.config()
 
     def errors(self) -> list[str]:
         """What is wrong with the form, each with what to type ([] when a run can be described)."""
-        return self._read_form()[1]
+        return self.state.errors()
 
     def is_start_enabled(self) -> bool:
         return self.start_button.isEnabled()
@@ -165,7 +162,7 @@ class RunPanel(QWidget):
         """Start a run if the form is valid and none is running (button, Ctrl+R)."""
         if self._running or not self.start_button.isEnabled():
             return
-        config, errors = self._read_form()
+        config, errors = self.state.check()
         if config is None or errors:
             self.validate()
             return
@@ -178,7 +175,7 @@ class RunPanel(QWidget):
 
     def validate(self) -> bool:
         """Refresh the hint under the form and the Start button; True when a run can start."""
-        config, errors = self._read_form()
+        config, errors = self.state.check()
         self.cluster_box.show_config(config)
         warnings = config.warnings(has_accelerator=any(d.kind != "CPU" for d in self._devices)) if config else []
         pending = self.model_choice.pending()
@@ -197,7 +194,7 @@ class RunPanel(QWidget):
 
     def strategy_choice(self, name: str) -> StrategyChoice:
         """The menu entry for `name` (available or not, and why)."""
-        return self._choices[name]
+        return next(choice for choice in self.state.strategies if choice.name == name)
 
     @property
     def tpu_timeout_s(self) -> float:
@@ -245,7 +242,7 @@ class RunPanel(QWidget):
 
     def _build_model_section(self, form: QFormLayout) -> None:
         """What to train: the model, what it is, and the data set."""
-        self.model_choice = ModelChoice(self._settings, self, self)
+        self.model_choice = ModelChoice(self._settings, self.state, self)
         self.model_combo = self.model_choice.model_combo
         self.model_info = self.model_choice.model_info
         self.dataset_combo = self.model_choice.dataset_combo
@@ -258,9 +255,9 @@ class RunPanel(QWidget):
         self.device_combo = self.device_box.device_combo
         self.device_list = self.device_box.device_list
         self.device_hint = self.device_box.device_hint
-        self.cluster_box = ClusterBox()
+        self.cluster_box = ClusterBox(self.state)
         self.workers_spin = self.cluster_box.workers_spin
-        self.tpu = TpuConnect(self)
+        self.tpu = TpuConnect(self.state, self)
         self.tpu_address_edit = self.tpu.address_edit
         self.tpu_timeout_spin = self.tpu.timeout_spin
         self.tpu_connect_button = self.tpu.connect_button
@@ -275,7 +272,7 @@ class RunPanel(QWidget):
 
     def _build_training_section(self, form: QFormLayout) -> None:
         """How to train: batch, length, optimizer and the speed knobs."""
-        self.training = TrainingFields(self)
+        self.training = TrainingFields(self.state, self)
         self.batch_edit = self.training.batch_edit
         self.steps_edit = self.training.steps_edit
         self.steps_unit = self.training.steps_unit
@@ -287,21 +284,20 @@ class RunPanel(QWidget):
         self.training.add_rows(form)
 
     def _connect_signals(self) -> None:
-        """Wire the fields once all exist: every edit re-validates the form."""
+        """Wire the fields once all exist: each edit goes into the state, and every change of the state re-validates the form."""
         self.model_choice.changed.connect(self.validate)
         self.model_choice.changed.connect(self._on_model_changed)
-        self.training.changed.connect(self.validate)
-        self.strategy_combo.currentIndexChanged.connect(self._on_strategy_changed)
+        bind_choice(self.state, "backend", self.backend_combo)
+        self.strategy_combo.currentIndexChanged.connect(self._on_strategy_chosen)
+        self.state.events.strategy.connect(self._on_state_strategy)
+        self.device_combo.currentIndexChanged.connect(self._on_device_chosen)
+        self.device_list.itemChanged.connect(self._on_devices_ticked)
+        self.state.events.device.connect(self.device_box.show_device)
+        self.state.events.mirrored_devices.connect(self.device_box.show_ticked)
+        self.state.events.batch_size.connect(self._show_device_hint)
+        self.state.events.all.connect(self._on_state_changed)
         self.start_button.clicked.connect(self.request_start)
         self.stop_button.clicked.connect(self.request_stop)
-        self.device_combo.currentIndexChanged.connect(self.validate)
-        self.backend_combo.currentIndexChanged.connect(self.validate)
-        for combo in (self.optimizer_combo, self.precision_combo):
-            combo.currentIndexChanged.connect(self._on_training_choice)
-        self.tpu_address_edit.textChanged.connect(self.validate)
-        self.device_list.itemChanged.connect(self.validate)
-        self.cluster_box.changed.connect(self.validate)
-        self.batch_edit.textChanged.connect(self._show_device_hint)
         self.tpu.probed.connect(self._on_tpu_probed)
 
     def _form_widgets(self) -> list[QWidget]:
@@ -312,7 +308,7 @@ class RunPanel(QWidget):
 
     def _on_model_changed(self) -> None:
         """A different model: the last job's line and bar were about another one (its results stay in their tabs)."""
-        model = self.model_choice.config_fields()["model"]
+        model = self.model_choice.model()
         self.training.offer_file_optimizer(is_model_file(model))
         if model == self._model_shown:
             return
@@ -322,85 +318,52 @@ class RunPanel(QWidget):
             self.controls.show_model_changed(model_title(model))
             self.model_changed.emit(model_title(model))
 
-    def _on_training_choice(self) -> None:
-        self.model_choice.set_training(str(self.optimizer_combo.currentData()), self.precision_combo.currentData())
+    def _on_state_changed(self, _change: EmissionInfo) -> None:
+        self.validate()
 
     # --- choices -------------------------------------------------------------
 
-    def _strategy(self) -> str:
-        return self.strategy_combo.currentData() or "default"
-
     def _fill_strategies(self) -> None:
+        """List the strategies this machine offers; the state's stays chosen while it is available (or the devices are unknown)."""
         if self._running:
             return
-        choices = [replace(c, reason=window_words(c.reason)) for c in strategy_choices(self._devices, self.tpu.connected)]
-        fill_strategy_combo(self.strategy_combo, choices)
-        self._choices = {c.name: c for c in choices}
-        self._on_strategy_changed()
+        choices = tuple(replace(c, reason=window_words(c.reason)) for c in strategy_choices(self._devices, self.tpu.connected))
+        fill_strategy_combo(self.strategy_combo, choices, self.state.strategy, keep_unavailable=not self._devices_known)
+        self.state.strategies = choices
+        self.state.strategy = self.strategy_combo.currentData()
+        self._show_strategy()
 
-    def _on_strategy_changed(self) -> None:
-        strategy = self._strategy()
-        note = unavailable_note(list(self._choices.values())) if self._devices_known else ""
+    def _on_strategy_chosen(self) -> None:
+        self.state.strategy = self.strategy_combo.currentData() or "default"
+
+    def _on_state_strategy(self, strategy: str) -> None:
+        index = self.strategy_combo.findData(strategy)
+        if index >= 0 and index != self.strategy_combo.currentIndex():
+            self.strategy_combo.blockSignals(True)
+            self.strategy_combo.setCurrentIndex(index)
+            self.strategy_combo.blockSignals(False)
+        self._show_strategy()
+
+    def _show_strategy(self) -> None:
+        """The rows that follow the strategy: why some cannot run here, the Devices row, the cluster box."""
+        note = unavailable_note(self.state.strategies) if self._devices_known else ""
         self.strategy_reason.setText(note)
         self.strategy_reason.setVisible(bool(note))
-        self.device_box.show_strategy(strategy)
-        self._form.setRowVisible(self.cluster_box, strategy == "multi-worker")
-        if self.spc_edit.text().strip() == self._spc_default:
-            self._spc_default = str(TPU_STEPS_PER_CALL if strategy == "tpu" else 1)
-            self.spc_edit.setText(self._spc_default)
+        self.device_box.show_strategy(self.state.strategy)
+        self._form.setRowVisible(self.cluster_box, self.state.strategy == "multi-worker")
         self._show_device_hint()
-        self.validate()
+
+    def _on_device_chosen(self) -> None:
+        self.state.device = self.device_box.chosen_device()
+
+    def _on_devices_ticked(self) -> None:
+        self.state.mirrored_devices = self.device_box.ticked_devices()
 
     def _show_device_hint(self) -> None:
         cores = sum(1 for d in self._devices if d.kind == "TPU" and d.available) or self.tpu.cores
         batch = None if self.batch_edit.error() else int(self.batch_edit.value())
-        self.device_box.show_hint(self._strategy(), cores, batch)
+        self.device_box.show_hint(self.state.strategy, cores, batch)
 
     def _on_tpu_probed(self, probe: TpuProbe) -> None:
         self._fill_strategies()
         self.tpu_probed.emit(probe)
-
-    # --- reading the form ----------------------------------------------------
-
-    def _backend_errors(self) -> list[str]:
-        """A model file holding layers that train on TensorFlow only (TextVectorization, ...) with another Backend chosen."""
-        opened = self.model_choice.opened_file()
-        backend = self.backend_combo.backend()
-        layers = (opened.description.get("tf_only_layers") or []) if opened is not None else []
-        if backend == "tensorflow" or not layers:
-            return []
-        return [
-            f"Backend: {', '.join(layers)} trains on the TensorFlow backend only (Keras builds it on TensorFlow ops): pick Backend TensorFlow."
-        ]
-
-    def _read_form(self) -> tuple[RunConfig | None, list[str]]:
-        errors = self.model_choice.errors() + self.training.errors()
-        strategy = self._strategy()
-        choice = self._choices.get(strategy)
-        if choice is not None and not choice.available:
-            errors.append(f"Strategy {choice.label}: {choice.reason}")
-        errors.extend(self.device_box.errors(strategy))
-        if strategy == "multi-worker":
-            errors.extend(self.cluster_box.errors())
-        errors.extend(self._backend_errors())
-        if errors:
-            return None, errors
-        try:
-            config = check_workload(
-                RunConfig(
-                    **self.model_choice.config_fields(),
-                    **self.training.values(),
-                    strategy=strategy,
-                    devices=self.device_box.selected(strategy),
-                    workers=self.cluster_box.workers(),
-                    tpu_address=self.tpu.address(),
-                    tpu_timeout_s=self.tpu_timeout_s,
-                    cluster_hosts=self.cluster_box.hosts() if strategy == "multi-worker" else (),
-                    cluster_timeout_s=self.cluster_box.timeout_s(),
-                    allow_network_workers=strategy == "multi-worker" and self.cluster_box.allow_network_workers(),
-                    backend=self.backend_combo.backend(),
-                )
-            )
-        except ConfigError as exc:
-            return None, [f"Settings rejected: {window_words(str(exc))}"]
-        return (config if self._hooks_box is None else self._hooks_box.with_hooks(config)), []

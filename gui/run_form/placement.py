@@ -3,6 +3,8 @@
 The strategy menu lists every strategy, those this machine cannot run greyed
 out with the reason as their tooltip; the Devices row shows what the chosen
 strategy needs: one device, a checkable list, or a note on how it places itself.
+The choices themselves live in the form's state (`gui.state.run_form`): these
+widgets show them once the devices are listed.
 """
 
 from __future__ import annotations
@@ -48,12 +50,12 @@ def strategy_widgets() -> tuple[QComboBox, QLabel]:
     return combo, reason
 
 
-def fill_strategy_combo(combo: QComboBox, choices: Sequence[StrategyChoice]) -> None:
-    """Refill the strategy menu, unavailable entries disabled; keep the current one if it is still available.
+def fill_strategy_combo(combo: QComboBox, choices: Sequence[StrategyChoice], wanted: str, keep_unavailable: bool = False) -> None:
+    """Refill the strategy menu, unavailable entries disabled; choose `wanted` if it is available (or if `keep_unavailable`),
+    else the first available one.
 
     Emits no signal: the caller refreshes what depends on the strategy.
     """
-    current = combo.currentData() or "default"
     combo.blockSignals(True)
     combo.clear()
     model = combo.model()
@@ -63,7 +65,7 @@ def fill_strategy_combo(combo: QComboBox, choices: Sequence[StrategyChoice]) -> 
         combo.setItemData(index, choice.reason or choice.label, Qt.ItemDataRole.ToolTipRole)
         if not choice.available and isinstance(model, QStandardItemModel):
             model.item(index).setEnabled(False)
-    chosen = next((c for c in choices if c.name == current and c.available), choices[0])
+    chosen = next((c for c in choices if c.name == wanted and (c.available or keep_unavailable)), choices[0])
     combo.setCurrentIndex(combo.findData(chosen.name))
     combo.blockSignals(False)
 
@@ -93,25 +95,55 @@ class DevicePicker(QWidget):
         for widget in (self.device_combo, self.device_list, self.device_hint):
             layout.addWidget(widget)
 
-    def fill(self, devices: Sequence[DeviceInfo]) -> None:
-        """Offer the usable devices: the first GPU preselected; the GPUs ticked when two or more, else the CPUs."""
+    def fill(self, devices: Sequence[DeviceInfo], device: str = "", ticked: Sequence[str] = ()) -> None:
+        """Offer the usable devices: `device` chosen if usable, else the first GPU; `ticked` ticked if all are usable,
+        else the GPUs when two or more, else the CPUs. Emits no signal."""
         usable = [d for d in devices if d.available and d.tf_name]
         self.device_combo.blockSignals(True)
         self.device_combo.clear()
-        for device in usable:
-            self.device_combo.addItem(f"{device.tf_name} — {device.name}", device.tf_name)
+        for info in usable:
+            self.device_combo.addItem(f"{info.tf_name} — {info.name}", info.tf_name)
         gpu_index = next((i for i, d in enumerate(usable) if d.kind == "GPU"), 0)
         self.device_combo.setCurrentIndex(gpu_index if usable else -1)
         self.device_combo.blockSignals(False)
+        self.show_device(device)
         self.device_list.blockSignals(True)
         self.device_list.clear()
         preferred_kind = "GPU" if sum(1 for d in usable if d.kind == "GPU") >= 2 else "CPU"
-        for device in usable:
-            item = QListWidgetItem(f"{device.tf_name} — {device.name}")
-            item.setData(Qt.ItemDataRole.UserRole, device.tf_name)
+        for info in usable:
+            item = QListWidgetItem(f"{info.tf_name} — {info.name}")
+            item.setData(Qt.ItemDataRole.UserRole, info.tf_name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Checked if device.kind == preferred_kind else Qt.CheckState.Unchecked)
+            item.setCheckState(Qt.CheckState.Checked if info.kind == preferred_kind else Qt.CheckState.Unchecked)
             self.device_list.addItem(item)
+        self.device_list.blockSignals(False)
+        self.show_ticked(ticked)
+
+    def chosen_device(self) -> str:
+        """The TensorFlow name of the one device chosen ('' when none is listed)."""
+        return self.device_combo.currentData() or ""
+
+    def ticked_devices(self) -> tuple[str, ...]:
+        """The TensorFlow names of the devices ticked, in the list's order."""
+        items = [self.device_list.item(row) for row in range(self.device_list.count())]
+        return tuple(item.data(Qt.ItemDataRole.UserRole) for item in items if item.checkState() == Qt.CheckState.Checked)
+
+    def show_device(self, device: str) -> None:
+        """Choose `device` if it is listed (it may be one not listed yet: then nothing changes). Emits no signal."""
+        index = self.device_combo.findData(device)
+        if index >= 0 and index != self.device_combo.currentIndex():
+            self.device_combo.blockSignals(True)
+            self.device_combo.setCurrentIndex(index)
+            self.device_combo.blockSignals(False)
+
+    def show_ticked(self, devices: Sequence[str]) -> None:
+        """Tick exactly `devices` if all are listed (else nothing changes). Emits no signal."""
+        rows = {self.device_list.item(row).data(Qt.ItemDataRole.UserRole): row for row in range(self.device_list.count())}
+        if not devices or not set(devices) <= rows.keys() or tuple(devices) == self.ticked_devices():
+            return
+        self.device_list.blockSignals(True)
+        for name, row in rows.items():
+            self.device_list.item(row).setCheckState(Qt.CheckState.Checked if name in devices else Qt.CheckState.Unchecked)
         self.device_list.blockSignals(False)
 
     def show_strategy(self, strategy: str) -> None:
@@ -126,25 +158,3 @@ class DevicePicker(QWidget):
         if strategy == "tpu" and tpu_cores and batch_size is not None:
             hint += " " + tpu_batch_note(batch_size, tpu_cores)
         self.device_hint.setText(hint)
-
-    def selected(self, strategy: str) -> tuple[str, ...]:
-        """The TensorFlow names of the devices `strategy` trains on; () when it places itself."""
-        if strategy == "one-device":
-            name = self.device_combo.currentData()
-            return (name,) if name else ()
-        if strategy == "mirrored":
-            return tuple(
-                self.device_list.item(row).data(Qt.ItemDataRole.UserRole)
-                for row in range(self.device_list.count())
-                if self.device_list.item(row).checkState() == Qt.CheckState.Checked
-            )
-        return ()
-
-    def errors(self, strategy: str) -> list[str]:
-        """What is missing from the selection for `strategy`, with what to do."""
-        devices = self.selected(strategy)
-        if strategy == "one-device" and not devices:
-            return ["Devices: pick the device to train on."]
-        if strategy == "mirrored" and len(devices) < 2:
-            return ["Devices: tick two or more devices of one kind for mirrored."]
-        return []

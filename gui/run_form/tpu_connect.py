@@ -15,34 +15,35 @@ import threading
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QWidget
 
+from core.config import MAX_TPU_TIMEOUT_S, MIN_TPU_TIMEOUT_S
 from core.machine.tpu import probe_tpu
 from core.machine.types import TpuProbe
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
+from gui.run_form.bindings import bind_spin, bind_text
 from gui.run_form.note_label import NoteLabel
+from gui.state.run_form import RunFormState
 from gui.style import FAILED_COLOR
-
-TPU_PROBE_TIMEOUT_S = 30
-MAX_TPU_PROBE_TIMEOUT_S = 600
 
 
 class TpuConnect(QObject):
     """The TPU address field, its probe time limit, Connect and the probe's outcome.
 
-    It makes the widgets and `add_rows` lays them out in the run form; `probed`
+    It makes the widgets (the address and the time limit are the form's state's)
+    and `add_rows` lays them out in the run form; `probed`
     fires with the `TpuProbe` once a probe has answered, after `connected` and
     `cores` have taken its outcome.
     """
 
     probed = Signal(object)  # TpuProbe
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, state: RunFormState, parent: QObject | None = None):
         super().__init__(parent)
         self._probing = False
         self._running = False
         self._closed = False
         self.connected = False
         self.cores = 0
-        self.address_edit = QLineEdit("local")
+        self.address_edit = QLineEdit()
         self.address_edit.setObjectName("tpuAddressEdit")
         self.address_edit.setToolTip("Where the TPU is: 'local' on a TPU VM, a Cloud TPU name, or grpc://host:8470.")
         self.address_edit.setPlaceholderText("local, a TPU name, or grpc://host:8470")
@@ -56,13 +57,14 @@ class TpuConnect(QObject):
         self._cancel = threading.Event()
         self.timeout_spin = QSpinBox()
         self.timeout_spin.setObjectName("tpuTimeoutSpin")
-        self.timeout_spin.setRange(1, MAX_TPU_PROBE_TIMEOUT_S)
-        self.timeout_spin.setValue(TPU_PROBE_TIMEOUT_S)
+        self.timeout_spin.setRange(MIN_TPU_TIMEOUT_S, MAX_TPU_TIMEOUT_S)
         self.timeout_spin.setSuffix(" s")
         self.timeout_spin.setToolTip("Time limit of the TPU probe: an address where nothing answers can otherwise hang for minutes.")
         self.status_label = NoteLabel("Not connected.")
         self.status_label.setObjectName("tpuStatusLabel")
         self.status_label.setWordWrap(True)
+        bind_text(state, "tpu_address", self.address_edit)
+        bind_spin(state, "tpu_timeout_s", self.timeout_spin)
         self.connect_button.clicked.connect(self.connect_tpu)
         self.cancel_button.clicked.connect(self.cancel)
 
@@ -118,11 +120,16 @@ class TpuConnect(QObject):
         self._swap_buttons(probing=True)
         self.status_label.setStyleSheet("")
         self.status_label.setText(f"Connecting to {address!r}… (gives up after {self.timeout_s:g} s; Cancel stops it)")
-        worker = FunctionWorker(probe_tpu, address, self.timeout_s, self._cancel)
-        worker.done.connect(self._on_probed)
-        worker.failed.connect(self._on_probe_failed)
-        worker.finished.connect(self._on_probe_finished)
-        start_worker(worker, "tpu-probe")
+        run_in_background(
+            probe_tpu,
+            address,
+            self.timeout_s,
+            self._cancel,
+            on_result=self._on_probed,
+            on_error=self._on_probe_failed,
+            on_finished=self._on_probe_finished,
+            name="tpu-probe",
+        )
 
     def _on_probed(self, probe: TpuProbe) -> None:
         self.connected = probe.ok

@@ -4,7 +4,8 @@ Local workers run in a private network namespace where the system allows it
 (`core.cluster.isolation`); whether it does is tried once, off the GUI thread.
 Where it does not, Start stays disabled until the user ticks "Start them
 anyway" and confirms that the workers will be reachable from the network;
-the run form then sets `RunConfig.allow_network_workers`.
+the run form then sets `RunConfig.allow_network_workers`. The answer and the
+confirmation go into the form's state (for this session only: never saved).
 """
 
 from __future__ import annotations
@@ -15,29 +16,26 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QMessageBox, QVBoxLayout, QWidg
 from core.cluster.isolation import isolation_problem, known_isolation_problem
 from core.cluster.topology import oversubscription_warning
 from core.config import RunConfig
-from gui.qt_threads import FunctionWorker, start_worker
+from gui.qt_threads import run_in_background
+from gui.run_form.bindings import bind_check
 from gui.run_form.note_label import NoteLabel
+from gui.state.run_form import ALLOW_NETWORK_WORKERS, RunFormState
 from gui.style import SUCCESS_COLOR, WARNING_COLOR
 
 CHECKING = "Checking whether the local workers can be kept off the network…"
 ISOLATED = "The local workers run in a private network of their own (loopback only): no other machine can reach them."
 WARNING_STYLE = f"color: {WARNING_COLOR}; font-size: 9pt;"
-ALLOW_TEXT = "Start them anyway, reachable from the network"
 CONFIRM_TITLE = "Local workers reachable from the network"
 
 
 class LocalWorkersNotes(QWidget):
-    """The isolation status of local workers, the permission to run them exposed, and the crowding warning.
+    """The isolation status of local workers, the permission to run them exposed, and the crowding warning."""
 
-    `changed` fires when the answer or the permission changes, so the form validates again.
-    """
-
-    changed = Signal()
     isolation_checked = Signal(str)  # "" when local workers can be isolated here, else why not
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, state: RunFormState, parent: QWidget | None = None):
         super().__init__(parent)
-        self._problem: str | None = None  # None: not known yet
+        self._state = state
         self._checking = False
         self._closed = False
         self._crowding_for: tuple[int, bool] | None = None
@@ -45,10 +43,11 @@ class LocalWorkersNotes(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.isolation_label = _label("clusterIsolationLabel")
-        self.allow_check = QCheckBox(ALLOW_TEXT)
+        self.allow_check = QCheckBox(ALLOW_NETWORK_WORKERS)
         self.allow_check.setObjectName("allowNetworkWorkersCheck")
         self.allow_check.setToolTip("Run local workers whose TensorFlow servers listen on every network interface (asks first).")
         self.allow_check.setVisible(False)
+        bind_check(state, "allow_network_workers", self.allow_check)
         self.allow_check.clicked.connect(self._on_allow_clicked)
         self.crowding_label = _label("clusterOversubscriptionLabel")
         self.crowding_label.setStyleSheet(WARNING_STYLE)
@@ -65,24 +64,13 @@ class LocalWorkersNotes(QWidget):
             return
         self._checking = True
         self._show_isolation(CHECKING, "")
-        worker = FunctionWorker(isolation_problem)
-        worker.done.connect(self._show_problem)
-        worker.failed.connect(self._show_problem)
-        worker.finished.connect(self._on_check_finished)
-        start_worker(worker, "worker-isolation-check")
-
-    def allow_network_workers(self) -> bool:
-        """True when the workers cannot be isolated and the user confirmed running them exposed."""
-        return bool(self._problem) and self.allow_check.isChecked()
-
-    def errors(self) -> list[str]:
-        """Why Start must wait: local workers that cannot be isolated and are not allowed to run exposed."""
-        if not self._problem or self.allow_check.isChecked():
-            return []
-        return [
-            f"Cluster: the local workers cannot be isolated from the network here ({self._problem}). "
-            f"Tick “{ALLOW_TEXT}” to start them so, or use a cluster of hosts."
-        ]
+        run_in_background(
+            isolation_problem,
+            on_result=self._show_problem,
+            on_error=self._show_problem,
+            on_finished=self._on_check_finished,
+            name="worker-isolation-check",
+        )
 
     def show_config(self, config: RunConfig | None) -> None:
         """The crowding warning for `config`'s local workers (worked out again only when their number changes)."""
@@ -99,14 +87,13 @@ class LocalWorkersNotes(QWidget):
         self._closed = True
 
     def _show_problem(self, problem: str) -> None:
-        self._problem = problem
+        self._state.isolation_problem = problem
         if problem:
             self._show_isolation(f"⚠ The local workers cannot be isolated from the network here: {problem}.", WARNING_STYLE)
         else:
             self._show_isolation(ISOLATED, f"color: {SUCCESS_COLOR}; font-size: 9pt;")
         self.allow_check.setVisible(bool(problem))
         self.isolation_checked.emit(problem)
-        self.changed.emit()
 
     def _on_check_finished(self) -> None:
         self._checking = False
@@ -119,13 +106,12 @@ class LocalWorkersNotes(QWidget):
     def _on_allow_clicked(self, checked: bool) -> None:
         """Ticking asks first (the box stays unticked until the user agrees); unticking takes effect at once."""
         if not checked:
-            self.changed.emit()
             return
         self.allow_check.setChecked(False)
         self.confirm_dialog = QMessageBox(
             QMessageBox.Icon.Warning,
             CONFIRM_TITLE,
-            f"This system cannot isolate the local workers ({self._problem}).\n\n"
+            f"This system cannot isolate the local workers ({self._state.isolation_problem}).\n\n"
             "Each worker's TensorFlow server will listen on every network interface, unauthenticated and "
             "unencrypted: anyone who can reach this machine can reach them while the run trains.\n\n"
             "Start local workers that are reachable from the network?",
@@ -142,7 +128,6 @@ class LocalWorkersNotes(QWidget):
         if self.confirm_dialog is not None:
             self.confirm_dialog.deleteLater()
         self.confirm_dialog = None
-        self.changed.emit()
 
 
 def _label(name: str) -> QLabel:

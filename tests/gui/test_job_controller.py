@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from PySide6.QtCore import QObject, Signal, Slot
 
 from core.compare.targets import CompareTarget
 from core.config import RunConfig
@@ -18,17 +17,15 @@ from gui.controllers.compare import CompareController
 from gui.controllers.run import RunController
 from gui.job_data import CompareJob
 from gui.plotting.plots import PlotsWidget
-from gui.qt_threads import FunctionWorker, running_threads, start_worker
+from gui.qt_threads import Worker, run_in_background, running_threads
 from tests.gui.conftest import RUN_TIMEOUT_MS
 
 pytestmark = pytest.mark.timeout(300)
 LONG_RUN = 1_000_000
 
 
-class CountingWorker(QObject):
+class CountingWorker(Worker):
     """Appends one step record every millisecond until its stop event is set."""
-
-    finished = Signal()
 
     def __init__(self, buffer: StepBuffer, stop_event: threading.Event):
         super().__init__()
@@ -36,14 +33,10 @@ class CountingWorker(QObject):
         self.stop_event = stop_event
         self.appended = 0
 
-    @Slot()
-    def run(self) -> None:
-        try:
-            while not self.stop_event.wait(0.001):
-                self.appended += 1
-                self.buffer.append([StepRecord(self.appended, 1.0, 0.001)])
-        finally:
-            self.finished.emit()
+    def work(self) -> None:
+        while not self.stop_event.wait(0.001):
+            self.appended += 1
+            self.buffer.append([StepRecord(self.appended, 1.0, 0.001)])
 
 
 class CountingController(JobController):
@@ -77,10 +70,8 @@ def two_cpus(qtbot):
     """TensorFlow with the CPU split in two logical devices, configured in a worker thread as the window does."""
     from core.machine.runtime import RuntimeSettings, configure_runtime
 
-    worker = FunctionWorker(configure_runtime, RuntimeSettings(logical_cpus=2))
-    with qtbot.waitSignal(worker.finished, timeout=RUN_TIMEOUT_MS):
-        start_worker(worker, "runtime")
-    qtbot.waitUntil(lambda: not running_threads(), timeout=10_000)
+    run_in_background(configure_runtime, RuntimeSettings(logical_cpus=2), name="runtime")
+    qtbot.waitUntil(lambda: not running_threads(), timeout=RUN_TIMEOUT_MS)
 
 
 def test_a_job_is_polled_while_it_runs_and_fully_drained_when_stopped(qtbot):

@@ -1,12 +1,19 @@
-"""Where file dialogs start: the folder last used for that kind of file, else the user's documents, never the source tree."""
+"""What the window remembers: where file dialogs start, its size on a smaller screen, the run form across windows and versions."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-from gui.remembered import FOLDER_EXPORT, FOLDER_MODEL, documents_folder, last_folder, remember_folder
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QSplitter
+
+from core.machine.types import DeviceInfo, DeviceReport
+from gui.remembered import FOLDER_EXPORT, FOLDER_MODEL, FormMemory, WindowMemory, documents_folder, last_folder, remember_folder
 from gui.settings import open_settings
+from gui.state.run_form import RunFormState
+from gui.state.saved_form import saved_values
 
 SOURCE_TREE = Path(__file__).resolve().parents[2]
 
@@ -48,3 +55,102 @@ def test_a_window_saved_larger_than_the_screen_reopens_whole_on_it(qtbot, tmp_pa
         assert area.top() <= bottom <= area.bottom(), "Start lies on the screen"
     finally:
         next(windows, None)
+
+
+# --- the run form ------------------------------------------------------------------------------------------------------
+
+CPU0 = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {})
+CPU1 = DeviceInfo("CPU", "Test CPU", "CPU:1", 8 << 30, 2 << 30, 6 << 30, {})
+
+
+def write_previous_layout(folder: Path) -> Path:
+    """A settings file as the version before the form's state wrote it: QSettings values under the widgets' objectNames
+    (texts, a JSON list for the device list) and the logging box's own keys (a bool, ints)."""
+    settings = QSettings(str(folder / "settings.ini"), QSettings.Format.IniFormat)
+    for name, value in {"modelCombo": "cnn", "datasetCombo": "synthetic", "strategyCombo": "one-device", "deviceCombo": "CPU:1",
+                        "deviceList": json.dumps(["CPU:0", "CPU:1"]), "batchSizeEdit": "32", "stepsEdit": "77",
+                        "stepsUnitCombo": "steps", "learningRateEdit": "0.01", "optimizerCombo": "sgd", "xlaCheck": "true",
+                        "workersSpin": "3", "allowNetworkWorkersCheck": "true"}.items():  # fmt: skip
+        settings.setValue(f"runForm/{name}", value)
+    settings.setValue("logging/tensorboard", True)
+    settings.setValue("logging/tensorboard_dir", str(folder / "boards"))
+    settings.setValue("logging/profile", True)
+    settings.setValue("logging/profile_first", 2)
+    settings.setValue("logging/profile_last", 4)
+    settings.sync()
+    return folder / "settings.ini"
+
+
+def form_window(qtbot, settings):
+    """The run form, its logging box and the window's memory, wired as the main window wires them; restored once."""
+    from gui.run_form.hooks_box import RunOptionsBox
+    from gui.run_form.panel import RunPanel
+
+    panel = RunPanel(settings)
+    qtbot.addWidget(panel)
+    options = RunOptionsBox(settings, panel.state)
+    panel.add_section(options)
+    splitter = QSplitter()
+    qtbot.addWidget(splitter)
+    memory = WindowMemory(settings, panel.state, splitter, panel)
+    memory.restore()
+    return panel, options, memory
+
+
+def test_settings_of_the_previous_version_are_read_once_and_saved_in_the_new_form(tmp_path):
+    path = write_previous_layout(tmp_path)
+    state = RunFormState()
+    FormMemory(open_settings(tmp_path), state).restore()
+    assert (state.model, state.dataset, state.strategy, state.device, state.batch_size, state.length) == (
+        "cnn", "synthetic", "one-device", "CPU:1", "32", "77"
+    )  # fmt: skip
+    assert (state.optimizer, state.xla, state.workers, state.profile_first, state.profile_last) == ("sgd", True, 3, 2, 4)
+    assert state.tensorboard and state.tensorboard_dir == str(tmp_path / "boards") and not state.allow_network_workers
+    reread = QSettings(str(path), QSettings.Format.IniFormat)
+    assert reread.allKeys() == ["runForm/state"], "the previous layout is gone, the state saved in its place"
+    again = RunFormState()
+    FormMemory(open_settings(tmp_path), again).restore()
+    assert saved_values(again) == saved_values(state)
+
+
+def test_an_old_settings_file_restores_the_form_and_the_device_choices_wait_for_the_devices(qtbot, tmp_path):
+    settings = open_settings(write_previous_layout(tmp_path).parent)
+    panel, options, _memory = form_window(qtbot, settings)
+    assert panel.model_combo.currentData() == "cnn" and panel.dataset_combo.currentData() == "synthetic"
+    assert (panel.batch_edit.text(), panel.steps_edit.text(), panel.lr_edit.text()) == ("32", "77", "0.01")
+    assert panel.optimizer_combo.currentData() == "sgd" and panel.xla_check.isChecked() and panel.workers_spin.value() == 3
+    assert options.tensorboard_check.isChecked() and options.log_dir() == tmp_path / "boards" and options.profile_steps() == (2, 4)
+    assert panel.strategy_combo.currentData() == "one-device" and panel.device_combo.count() == 0
+    assert panel.state.device == "CPU:1", "held until the devices are listed"
+    panel.set_devices(DeviceReport((CPU0, CPU1), ()))
+    assert panel.device_combo.currentData() == "CPU:1" and panel.is_start_enabled()
+    config = panel.config()
+    assert (config.model, config.strategy, config.devices, config.batch_size, config.steps) == ("cnn", "one-device", ("CPU:1",), 32, 77)
+    assert config.hooks.to_dict() == {"tensorboard": str(tmp_path / "boards"), "profile": "2-4"}
+
+
+def test_a_change_in_the_form_is_remembered_by_the_next_window(qtbot, tmp_path):
+    from tests.gui.helpers import choose
+
+    first, options, memory = form_window(qtbot, open_settings(tmp_path))
+    first.set_devices(DeviceReport((CPU0, CPU1), ()))
+    choose(first.model_combo, "transformer")
+    choose(first.strategy_combo, "mirrored")
+    first.steps_unit.setCurrentText("epochs")
+    first.steps_edit.setText("3")
+    first.precision_combo.setCurrentIndex(first.precision_combo.findData("bfloat16"))
+    options.profile_check.setChecked(True)
+    memory.save()  # as the window does on Start and on close
+
+    second, options, _memory = form_window(qtbot, open_settings(tmp_path))
+    assert second.model_combo.currentData() == "transformer" and second.strategy_combo.currentData() == "mirrored"
+    assert (second.steps_unit.currentText(), second.steps_edit.text(), second.precision_combo.currentData()) == ("epochs", "3", "bfloat16")
+    assert options.profile_check.isChecked()
+    second.set_devices(DeviceReport((CPU0, CPU1), ()))
+    config = second.config()
+    assert config is not None and (config.model, config.strategy, config.devices, config.epochs) == (
+        "transformer",
+        "mirrored",
+        ("CPU:0", "CPU:1"),
+        3,
+    )

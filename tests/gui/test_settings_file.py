@@ -218,31 +218,30 @@ def _is_object(value: object) -> bool:
 
 
 def test_remembered_values_of_the_wrong_kind_are_ignored_and_said(qtbot, tmp_path: Path) -> None:
-    from PySide6.QtWidgets import QSpinBox, QSplitter, QVBoxLayout, QWidget
+    from PySide6.QtWidgets import QSplitter
 
     from gui.remembered import WindowMemory, recent_models, saved_compare_targets
+    from gui.state.run_form import RunFormState
 
     (tmp_path / "settings.ini").write_text(
-        "[compare]\ntargets=not json\n[models]\nrecent=[1\n[runForm]\nstepsEdit=a, b\nbatchSpin=12\n[window]\nsplitter=hello\n"
+        "[compare]\ntargets=not json\n[models]\nrecent=[1\n[runForm]\nstepsEdit=a, b\nbatchSizeEdit=12\n[window]\nsplitter=hello\n"
     )
     settings = open_settings(tmp_path)
     take_setting_notes()
-    form = QWidget()
-    qtbot.addWidget(form)
-    layout = QVBoxLayout(form)
-    for name in ("stepsEdit", "batchSpin"):
-        spin = QSpinBox()
-        spin.setObjectName(name)
-        spin.setRange(0, 100)
-        layout.addWidget(spin)
+    state = RunFormState()
     splitter = QSplitter()
     qtbot.addWidget(splitter)
-    memory = WindowMemory(settings, form, splitter)
+    memory = WindowMemory(settings, state, splitter)
     memory.restore()
-    assert form.findChild(QSpinBox, "batchSpin").value() == 12 and form.findChild(QSpinBox, "stepsEdit").value() == 0
+    assert state.batch_size == "12" and state.length == RunFormState().length
     assert saved_compare_targets(settings) is None and recent_models(settings) == []
     said = [key for key, _ in take_setting_notes()]
     assert sorted(said) == ["compare/targets", "models/recent", "runForm/stepsEdit", "window/splitter"], said
+    settings.setValue("runForm/state", json.dumps({"batch_size": 12, "xla": True, "length": "50"}))
+    state = RunFormState()
+    WindowMemory(settings, state, splitter).restore()
+    assert (state.batch_size, state.xla, state.length) == (RunFormState().batch_size, True, "50")
+    assert [key for key, _ in take_setting_notes()] == ["runForm/state.batch_size"]
 
 
 def test_a_settings_file_that_is_a_named_pipe_is_not_read_and_the_session_goes_on(tmp_path: Path) -> None:

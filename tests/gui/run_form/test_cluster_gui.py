@@ -17,7 +17,8 @@ from core.formatting import format_bytes
 from core.machine.types import DeviceInfo, TpuProbe
 from core.results import RunStatus
 from gui.run_form.cluster_box import ALL_INTERFACES_NOTE, NO_ENVIRONMENT
-from gui.run_form.worker_network import ALLOW_TEXT, ISOLATED
+from gui.run_form.worker_network import ISOLATED
+from gui.state.run_form import ALLOW_NETWORK_WORKERS
 from tests.gui.conftest import RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device, start_and_wait
 
@@ -96,7 +97,7 @@ def test_two_local_workers_train_and_plot_like_one_process(ready_window, qtbot):
 def test_stop_ends_every_worker_process(ready_window, qtbot):
     window = ready_window
     recorder = WorkerRecorder()
-    window.add_run_callback_provider(lambda config: [recorder])
+    window.add_run_hook_provider(lambda config: [recorder])
     set_multi_worker(window, steps=100_000)
     with qtbot.waitSignal(window.run_controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
         qtbot.mouseClick(window.run_panel.start_button, Qt.MouseButton.LeftButton)
@@ -159,7 +160,7 @@ def test_local_workers_that_cannot_be_isolated_need_a_confirmation(ready_window,
     assert f"cannot be isolated from the network here: isolation is switched off ({SWITCH}=off)" in notes.isolation_label.text()
     assert notes.isolation_label.isVisibleTo(panel) and notes.allow_check.isVisibleTo(panel)
     assert not panel.is_start_enabled()
-    assert ALLOW_TEXT in panel.hint_label.text()
+    assert ALLOW_NETWORK_WORKERS in panel.hint_label.text()
     qtbot.waitUntil(lambda: notes.allow_check.height() > 0, timeout=5000)
 
     for answer, allowed in ((QMessageBox.StandardButton.No, False), (QMessageBox.StandardButton.Yes, True)):
@@ -211,7 +212,7 @@ def test_read_from_environment_fills_the_cluster_from_tf_config(ready_window, qt
     with qtbot.waitSignal(box.environment_read, timeout=60_000) as nothing:
         qtbot.mouseClick(box.read_env_button, Qt.MouseButton.LeftButton)
     assert nothing.args[0] is None and box.env_label.text() == NO_ENVIRONMENT
-    assert box.hosts() == () and not ready_window.run_panel.is_start_enabled()
+    assert ready_window.run_panel.state.host_list() == () and not ready_window.run_panel.is_start_enabled()
     cluster = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}))
     with qtbot.waitSignal(box.environment_read, timeout=60_000):
