@@ -51,7 +51,6 @@ FLAGS = (  # (a flag as core writes it, the window's control), as a field name (
     (r"--rounds (\d+)", r"Rounds at \1"),
     (r"--target(?![\w-])", "Strategy"),
 )
-FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
 def window_words(text: str) -> str:
@@ -61,8 +60,3 @@ def window_words(text: str) -> str:
     for flag, control in FLAGS:
         text = re.sub(flag, control, text)
     return text
-
-
-def names_a_flag(text: str) -> bool:
-    """Whether `text` still names a command-line flag (`--something`)."""
-    return FLAG.search(text) is not None

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from core.config import RunConfig
 from core.jobs import run_label
 from core.machine.types import DeviceInfo, DeviceReport, TpuProbe
-from core.training.strategies import StrategyChoice, strategy_choices
+from core.training.strategies import strategy_choices
 from core.workloads.workload import is_model_file, model_title
 from gui.job_data import FinishedRun
 from gui.run_form.backend_choice import BackendCombo
@@ -155,9 +155,6 @@ class RunPanel(QWidget):
         """What is wrong with the form, each with what to type ([] when a run can be described)."""
         return self.state.errors()
 
-    def is_start_enabled(self) -> bool:
-        return self.start_button.isEnabled()
-
     def request_start(self) -> None:
         """Start a run if the form is valid and none is running (button, Ctrl+R)."""
         if self._running or not self.start_button.isEnabled():
@@ -191,10 +188,6 @@ class RunPanel(QWidget):
             self.start_button.setEnabled(can_start)
             self.start_enabled_changed.emit(can_start)
         return can_start
-
-    def strategy_choice(self, name: str) -> StrategyChoice:
-        """The menu entry for `name` (available or not, and why)."""
-        return next(choice for choice in self.state.strategies if choice.name == name)
 
     @property
     def tpu_timeout_s(self) -> float:

@@ -55,7 +55,7 @@ def window(qtbot, diagnose_runs) -> Iterator:
 @pytest.fixture
 def ready_window(window, qtbot):
     """The main window once devices are listed and Start is enabled."""
-    qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+    qtbot.waitUntil(window.run_panel.start_button.isEnabled, timeout=DETECTION_TIMEOUT_MS)
     return window
 
 

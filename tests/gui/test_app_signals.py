@@ -38,7 +38,7 @@ state = {"started": False}
 
 def tick():
     windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
-    if windows and not state["started"] and windows[0].run_panel.is_start_enabled():
+    if windows and not state["started"] and windows[0].run_panel.start_button.isEnabled():
         window = windows[0]
         set_one_device(window, "CPU:0", steps=1_000_000)
         window.run_panel.spc_edit.setText(steps_per_call)

@@ -166,7 +166,7 @@ def new_window(qtbot):
         opened.append(window)
         window.show()
         window.start()
-        qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+        qtbot.waitUntil(window.run_panel.start_button.isEnabled, timeout=DETECTION_TIMEOUT_MS)
         return window
 
     yield open_window

@@ -31,7 +31,7 @@ EVIDENCE = "Pipeline alone: 0.4 ms a step; the step's ops: 1.1 ms; between calls
 
 @pytest.fixture
 def window(main_window, qtbot):
-    qtbot.waitUntil(main_window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+    qtbot.waitUntil(main_window.run_panel.start_button.isEnabled, timeout=DETECTION_TIMEOUT_MS)
     return main_window
 
 

@@ -123,7 +123,7 @@ def test_an_old_settings_file_restores_the_form_and_the_device_choices_wait_for_
     assert panel.strategy_combo.currentData() == "one-device" and panel.device_combo.count() == 0
     assert panel.state.device == "CPU:1", "held until the devices are listed"
     panel.set_devices(DeviceReport((CPU0, CPU1), ()))
-    assert panel.device_combo.currentData() == "CPU:1" and panel.is_start_enabled()
+    assert panel.device_combo.currentData() == "CPU:1" and panel.start_button.isEnabled()
     config = panel.config()
     assert (config.model, config.strategy, config.devices, config.batch_size, config.steps) == ("cnn", "one-device", ("CPU:1",), 32, 77)
     assert config.hooks.to_dict() == {"tensorboard": str(tmp_path / "boards"), "profile": "2-4"}

@@ -50,7 +50,7 @@ def running(win):
 
 def step():
     win = window()
-    if win is None or not win.run_panel.is_start_enabled() and state["phase"] == "before":
+    if win is None or not win.run_panel.start_button.isEnabled() and state["phase"] == "before":
         QTimer.singleShot(100, step)
         return
     size = SIZES[state["size"]]
@@ -77,7 +77,7 @@ def step():
             win.findChild(QPushButton, "stopButton").click()
             state["phase"] = "stopping"
     elif phase == "stopping":
-        if not running(win) and win.run_panel.is_start_enabled():
+        if not running(win) and win.run_panel.start_button.isEnabled():
             seen[key]["after"] = geometry(win)
             state["size"] += 1
             state["phase"] = "before"

@@ -104,7 +104,7 @@ def test_widgets_have_object_names(window):
 @pytest.mark.slow
 def test_start_waits_for_devices_and_says_so(window, qtbot):
     assert "Detecting devices" in window.statusBar().currentMessage() or window.device_panel.report.devices
-    qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+    qtbot.waitUntil(window.run_panel.start_button.isEnabled, timeout=DETECTION_TIMEOUT_MS)
     assert window.start_action.isEnabled()
     assert window.run_panel.hint_label.isHidden()
 
@@ -118,7 +118,7 @@ from gui.main_window import MainWindow
 
 def close_when_ready():
     windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
-    if windows and windows[0].run_panel.is_start_enabled():
+    if windows and windows[0].run_panel.start_button.isEnabled():
         windows[0].close()
     else:
         QTimer.singleShot(100, close_when_ready)

@@ -132,7 +132,7 @@ def test_a_device_tensorflow_does_not_have_fails_readably(ready_window, qtbot):
 
 def test_mirrored_on_two_logical_cpus(ready_window, qtbot):
     panel = ready_window.run_panel
-    assert panel.strategy_choice("mirrored").available
+    assert next(c for c in panel.state.strategies if c.name == "mirrored").available
     choose(panel.strategy_combo, "mirrored")
     assert panel.config().devices == ("CPU:0", "CPU:1")
     panel.steps_edit.setText("12")

@@ -35,7 +35,7 @@ ONE_CPU = DeviceReport((DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30,
 
 @pytest.fixture
 def window(main_window, qtbot):
-    qtbot.waitUntil(main_window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+    qtbot.waitUntil(main_window.run_panel.start_button.isEnabled, timeout=DETECTION_TIMEOUT_MS)
     yield main_window
     main_window.resize(1400, 900)
 
@@ -140,7 +140,7 @@ def test_with_a_smaller_desktop_font_the_form_s_notes_are_whole_at_both_sizes(ma
         opened = opened_main_window(diagnose=False, size=(1024, 700))
         window = next(opened)
         try:
-            qtbot.waitUntil(window.run_panel.is_start_enabled, timeout=DETECTION_TIMEOUT_MS)
+            qtbot.waitUntil(window.run_panel.start_button.isEnabled, timeout=DETECTION_TIMEOUT_MS)
             for size in SIZES:  # opened at 1024x700, made 1400x900 before any strategy is chosen: then 1024x700 again
                 resize(window, qtbot, size)
                 walk_the_form(window, qtbot, f"{SMALL_FONT_PT} pt, {size}")
@@ -251,7 +251,9 @@ def test_the_strategy_note_names_the_device_settings_menu_that_exists(window, qt
     try:
         note = panel.strategy_reason.text()
         assert LOGICAL_CPUS_PATH in note and "Settings >" not in note and not names_a_flag(note)
-        assert not names_a_flag(panel.strategy_choice("mirrored").reason), "the menu entry's tooltip and the hint too"
+        assert not names_a_flag(next(c for c in panel.state.strategies if c.name == "mirrored").reason), (
+            "the menu entry's tooltip and the hint too"
+        )
     finally:
         panel.set_devices(detected)
     menu_title, entry = DEVICE_SETTINGS

@@ -49,12 +49,12 @@ def test_two_targets_side_by_side_with_speedup_chart_and_history(compare_window,
     messages: list[str] = []
     panel.message.connect(messages.append)
     busy: list[bool] = []
-    panel.running_changed.connect(lambda running: busy.append(window.run_panel.is_start_enabled()))
+    panel.running_changed.connect(lambda running: busy.append(window.run_panel.start_button.isEnabled()))
 
     comparison = run_comparison(qtbot, panel)
 
     assert busy[0] is False, "Start stayed enabled while the comparison ran"
-    assert window.run_panel.is_start_enabled() and panel.compare_button.isEnabled()
+    assert window.run_panel.start_button.isEnabled() and panel.compare_button.isEnabled()
     assert any("run 1 of 2: CPU:0" in m for m in messages) and any(f"run 2 of 2: {MIRRORED}" in m for m in messages)
     assert [row.status for row in comparison.rows] == ["completed", "completed"], [r.result.message for r in comparison.rows]
     assert panel.table.rowCount() == 2

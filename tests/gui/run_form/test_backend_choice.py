@@ -22,7 +22,7 @@ def test_the_backend_choice_lists_every_backend_and_puts_the_chosen_one_in_the_r
     assert panel.config().backend == "tensorflow"
     combo.setCurrentIndex(combo.findData("jax"))
     config = panel.config()
-    assert config.backend == "jax" and panel.is_start_enabled() and "· JAX" in run_label(config)
+    assert config.backend == "jax" and panel.start_button.isEnabled() and "· JAX" in run_label(config)
     torch_index = combo.findData("torch")
     enabled = bool(combo.model().item(torch_index).flags() & Qt.ItemFlag.ItemIsEnabled)
     assert enabled == (importlib.util.find_spec("torch") is not None)

@@ -24,4 +24,4 @@ def test_a_text_vectorization_model_cannot_start_on_jax_and_says_to_pick_tensorf
     [error] = [error for error in panel.errors() if error.startswith("Backend:")]
     assert "TextVectorization" in error and "pick Backend TensorFlow" in error
     panel.validate()
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()

@@ -127,7 +127,7 @@ def test_cluster_box_shows_the_command_for_each_other_host(ready_window, qtbot):
     qtbot.mouseClick(box.hosts_radio, Qt.MouseButton.LeftButton)
     assert box.warning_label.isVisibleTo(panel), "a real cluster keeps the warning about its open ports"
     assert not box.local_notes.isVisibleTo(panel)
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
     assert "list one host:port per worker" in panel.hint_label.text()
     box.hosts_edit.setPlainText("127.0.0.1:2222\nnode-2")
     assert "'node-2' is not host:port" in panel.hint_label.text()
@@ -135,7 +135,7 @@ def test_cluster_box_shows_the_command_for_each_other_host(ready_window, qtbot):
     box.timeout_spin.setValue(60)
     config = panel.config()
     assert (config.cluster_hosts, config.workers, config.cluster_timeout_s) == (("127.0.0.1:2222", "node-2:2223"), 2, 60)
-    assert panel.is_start_enabled()
+    assert panel.start_button.isEnabled()
     assert not box.workers_spin.isVisibleTo(panel) and box.commands_view.isVisibleTo(panel)
     [command] = worker_commands(config)
     assert box.commands_view.isReadOnly()
@@ -159,7 +159,7 @@ def test_local_workers_that_cannot_be_isolated_need_a_confirmation(ready_window,
     set_multi_worker(ready_window, steps=20)
     assert f"cannot be isolated from the network here: isolation is switched off ({SWITCH}=off)" in notes.isolation_label.text()
     assert notes.isolation_label.isVisibleTo(panel) and notes.allow_check.isVisibleTo(panel)
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
     assert ALLOW_NETWORK_WORKERS in panel.hint_label.text()
     qtbot.waitUntil(lambda: notes.allow_check.height() > 0, timeout=5000)
 
@@ -172,13 +172,13 @@ def test_local_workers_that_cannot_be_isolated_need_a_confirmation(ready_window,
         qtbot.waitUntil(lambda: notes.confirm_dialog is None, timeout=5000)
         assert notes.allow_check.isChecked() is allowed
         assert panel.cluster_box.allow_network_workers() is allowed
-        assert panel.is_start_enabled() is allowed
+        assert panel.start_button.isEnabled() is allowed
         if allowed:
             assert panel.config().allow_network_workers is True
 
     qtbot.mouseClick(notes.allow_check, Qt.MouseButton.LeftButton)
     assert notes.confirm_dialog is None and not panel.cluster_box.allow_network_workers(), "unticking needs no question"
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
 
 
 def test_local_workers_show_whether_they_are_isolated_and_crowded(ready_window, qtbot, monkeypatch):
@@ -189,10 +189,10 @@ def test_local_workers_show_whether_they_are_isolated_and_crowded(ready_window, 
     problem = isolation_problem()
     qtbot.waitUntil(lambda: notes.isolation_label.text() != "" and "Checking" not in notes.isolation_label.text(), timeout=30_000)
     if problem:
-        assert problem in notes.isolation_label.text() and not panel.is_start_enabled()
+        assert problem in notes.isolation_label.text() and not panel.start_button.isEnabled()
     else:
         assert notes.isolation_label.text() == ISOLATED and not notes.allow_check.isVisibleTo(panel)
-        assert panel.is_start_enabled()
+        assert panel.start_button.isEnabled()
     assert not notes.crowding_label.isVisibleTo(panel)
     cores = usable_cores()
     panel.workers_spin.setValue(64)
@@ -212,7 +212,7 @@ def test_read_from_environment_fills_the_cluster_from_tf_config(ready_window, qt
     with qtbot.waitSignal(box.environment_read, timeout=60_000) as nothing:
         qtbot.mouseClick(box.read_env_button, Qt.MouseButton.LeftButton)
     assert nothing.args[0] is None and box.env_label.text() == NO_ENVIRONMENT
-    assert ready_window.run_panel.state.host_list() == () and not ready_window.run_panel.is_start_enabled()
+    assert ready_window.run_panel.state.host_list() == () and not ready_window.run_panel.start_button.isEnabled()
     cluster = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2222"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}))
     with qtbot.waitSignal(box.environment_read, timeout=60_000):
@@ -239,7 +239,7 @@ def test_bogus_tpu_address_fails_in_time_and_the_app_stays_usable(ready_window, 
     assert not probe.ok
     assert panel.tpu_status.text().startswith("Not connected")
     assert "within 6 s" in panel.tpu_status.text()
-    assert not panel.strategy_choice("tpu").available
+    assert not next(c for c in panel.state.strategies if c.name == "tpu").available
     assert not [d for d in window.device_panel.devices() if d.kind == "TPU" and d.available]
     qtbot.waitUntil(panel.tpu_connect_button.isEnabled, timeout=5000)
     set_one_device(window, steps=10)
@@ -263,7 +263,7 @@ def test_connected_tpu_lists_its_cores_and_offers_tpu_strategy(ready_window, qtb
     details = window.device_panel.details
     shown = {details.item(r, 0).text(): details.item(r, 1).text() for r in range(details.rowCount())}
     assert shown["Cores"] == "8" and shown["Memory per core"] == "16 GiB (spec)"
-    assert panel.strategy_choice("tpu").available
+    assert next(c for c in panel.state.strategies if c.name == "tpu").available
     assert panel.spc_edit.text() == "1"
     choose(panel.strategy_combo, "tpu")
     assert panel.spc_edit.text() == "100", "TPU runs default to many steps per call"
@@ -285,4 +285,4 @@ def test_connected_tpu_lists_its_cores_and_offers_tpu_strategy(ready_window, qtb
     with qtbot.waitSignal(window.device_panel.devices_changed, timeout=10_000):
         qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)
     assert not [d for d in window.device_panel.devices() if d.kind == "TPU"]
-    assert not panel.strategy_choice("tpu").available and panel.config().strategy == "default"
+    assert not next(c for c in panel.state.strategies if c.name == "tpu").available and panel.config().strategy == "default"

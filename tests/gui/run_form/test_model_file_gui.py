@@ -84,7 +84,7 @@ def test_open_a_two_input_model_file_and_train_it_from_the_window(ready_window, 
     panel = ready_window.run_panel
     path = str(model_files.two_io)
     panel.open_model_file(path)
-    assert panel.model_choice.pending().startswith("Opening two_io.keras") and not panel.is_start_enabled()
+    assert panel.model_choice.pending().startswith("Opening two_io.keras") and not panel.start_button.isEnabled()
     assert panel.model_choice.model_busy.isVisibleTo(panel)
     wait_opened(qtbot, panel)
     details = panel.model_info.text()
@@ -181,7 +181,7 @@ def test_a_corrupt_model_file_is_one_message_and_the_previous_model_stays(qtbot,
         error = panel.model_choice.model_error
         assert error.isVisibleTo(panel) and f"Could not open {bad.name}: " in error.text() and reason in error.text()
         assert panel.model_combo.currentData() == "cnn" and panel.config().model == "cnn"
-        assert panel.is_start_enabled()
+        assert panel.start_button.isEnabled()
     choose(panel.model_combo, "mlp")
     assert not panel.model_choice.model_error.isVisibleTo(panel), "picking another model clears the message"
 
@@ -296,7 +296,7 @@ def test_integer_ids_that_feed_no_embedding_ask_for_the_vocabulary(qtbot, tmp_pa
     wait_opened(qtbot, panel)
     vocab = panel.model_choice.vocab_edit
     assert vocab.isVisibleTo(panel)
-    assert panel.config() is None and not panel.is_start_enabled()
+    assert panel.config() is None and not panel.start_button.isEnabled()
     assert any("Vocabulary: input 'tokens' takes integer ids that feed no Embedding" in e for e in panel.errors())
     qtbot.keyClicks(vocab, "7")
     config = panel.config()

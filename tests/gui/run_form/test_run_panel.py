@@ -32,7 +32,7 @@ def test_defaults_train_the_mlp_on_digits_with_the_same_settings_as_the_cli(qtbo
     """The form and `main.py run` take their defaults from one source, RunConfig: the window and `run --help` agree."""
     panel = make_panel(qtbot)
     config = panel.config()
-    assert config is not None and panel.is_start_enabled()
+    assert config is not None and panel.start_button.isEnabled()
     assert (config.model, config.dataset, config.strategy) == ("mlp", "digits", "default")
     help_text = subprocess.run([sys.executable, "main.py", "run", "--help"], capture_output=True, text=True, check=True).stdout
     shown = {
@@ -47,19 +47,19 @@ def test_defaults_train_the_mlp_on_digits_with_the_same_settings_as_the_cli(qtbo
 def test_start_is_disabled_until_devices_are_known(qtbot):
     panel = RunPanel()
     qtbot.addWidget(panel)
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
     assert "Detecting devices" in panel.warning_label.text()
 
 
 def test_batch_size_zero_is_refused_with_a_reason(qtbot):
     panel = make_panel(qtbot)
     panel.batch_edit.setText("0")
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
     assert not panel.batch_edit.hasAcceptableInput()
     assert "Batch size: 0 is out of range; use a whole number from 1" in panel.hint_label.text()
     assert not panel.hint_label.isHidden()
     panel.batch_edit.setText("32")
-    assert panel.is_start_enabled() and panel.hint_label.isHidden()
+    assert panel.start_button.isEnabled() and panel.hint_label.isHidden()
 
 
 def test_learning_rate_that_is_not_a_number_is_refused(qtbot):
@@ -68,11 +68,11 @@ def test_learning_rate_that_is_not_a_number_is_refused(qtbot):
     qtbot.keyClicks(panel.lr_edit, "abc")
     assert panel.lr_edit.text() == "abc", "the field should show what was typed, to explain it"
     assert "Learning rate: 'abc' is not a number; use e.g. 0.001" in panel.hint_label.text()
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
     assert panel.config() is None
     panel.request_start()  # refused quietly: nothing is emitted
     panel.lr_edit.setText("1e-2")
-    assert panel.is_start_enabled() and panel.config().learning_rate == 0.01
+    assert panel.start_button.isEnabled() and panel.config().learning_rate == 0.01
 
 
 def test_start_click_emits_a_validated_config(qtbot):
@@ -100,7 +100,7 @@ def test_config_error_from_run_config_is_shown(qtbot):
     choose(panel.strategy_combo, "mirrored")
     for row in range(panel.device_list.count()):
         panel.device_list.item(row).setCheckState(Qt.CheckState.Checked)
-    assert panel.config() is None and not panel.is_start_enabled()
+    assert panel.config() is None and not panel.start_button.isEnabled()
     assert panel.hint_label.text().startswith("Settings rejected: devices:")
     assert "devices of one kind for mirrored" in panel.hint_label.text()
 
@@ -124,7 +124,7 @@ def test_mirrored_offers_a_checkable_device_list(qtbot):
     assert panel.device_list.isVisibleTo(panel) and not panel.device_combo.isVisibleTo(panel)
     assert panel.config().devices == ("CPU:0", "CPU:1")
     panel.device_list.item(1).setCheckState(Qt.CheckState.Unchecked)
-    assert not panel.is_start_enabled()
+    assert not panel.start_button.isEnabled()
     assert "two or more devices" in panel.hint_label.text()
 
 
@@ -157,7 +157,7 @@ def test_tpu_connect_probes_in_the_background_and_reports_failure(qtbot, silent_
     assert not blocker.args[0].ok
     assert panel.tpu_status.text().startswith("Not connected")
     assert "within 3 s" in panel.tpu_status.text(), "the probe gives up at its time limit and says so"
-    assert not panel.strategy_choice("tpu").available
+    assert not next(c for c in panel.state.strategies if c.name == "tpu").available
     qtbot.waitUntil(panel.tpu_connect_button.isEnabled, timeout=5000)
 
 
@@ -171,7 +171,7 @@ def test_a_connected_tpu_makes_the_tpu_strategy_available(qtbot, monkeypatch):
     with qtbot.waitSignal(panel.tpu_probed, timeout=10_000):
         qtbot.mouseClick(panel.tpu_connect_button, Qt.MouseButton.LeftButton)
     assert panel.tpu_status.text().startswith("Connected")
-    assert panel.strategy_choice("tpu").available
+    assert next(c for c in panel.state.strategies if c.name == "tpu").available
     choose(panel.strategy_combo, "tpu")
     assert panel.config().tpu_address == "local"
 
@@ -202,8 +202,8 @@ def test_before_the_devices_are_listed_nothing_is_red_and_after_they_are_a_real_
     assert panel.strategy_combo.currentData() == "one-device"
     assert panel.hint_label.isHidden(), f"red before detection ended: {panel.hint_label.text()}"
     warning = panel.controls.warning_label.text()
-    assert warning.startswith("Detecting devices…") and "No device is usable" in warning and not panel.is_start_enabled()
+    assert warning.startswith("Detecting devices…") and "No device is usable" in warning and not panel.start_button.isEnabled()
     panel.set_devices(DeviceReport((CPU0,), ()))
-    assert panel.hint_label.isHidden() and panel.is_start_enabled()
+    assert panel.hint_label.isHidden() and panel.start_button.isEnabled()
     panel.batch_edit.setText("x")
     assert panel.hint_label.isVisible() and "Batch" in panel.hint_label.text(), "once listed, a real problem is red"
