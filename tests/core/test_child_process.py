@@ -72,7 +72,8 @@ def test_a_child_that_hangs_is_killed_at_its_time_limit_and_says_what_it_was_doi
 
     assert end.how == TIMEOUT and end.returncode < 0 and end.doing == "waiting for a TPU"
     assert time.monotonic() - started < 1.0 + 10, "killed at its limit, not when it woke up"
-    assert child.describe_end() == "probing the TPU did not finish within 1 s while waiting for a TPU"
+    said = child.describe_end()
+    assert said.startswith(child.what) and "within 1 s" in said and said.endswith(f"while {end.doing}")
 
 
 @posix_only
@@ -196,9 +197,9 @@ def test_a_crash_is_described_by_what_the_child_was_doing_and_its_code_not_by_lo
     end = child.wait(DEADLINE_S)
 
     assert end.how == EXITED and end.returncode == 3 and not end.ok
-    assert child.describe_end() == (
-        "describing model.py exited with code 3 while calling build_model(): ValueError: the model needs an input shape"
-    )
+    said = child.describe_end()
+    assert said.startswith(child.what) and "code 3" in said and f"while {end.doing}" in said
+    assert said.endswith("ValueError: the model needs an input shape") and "TensorFlow binary" not in said  # its last words, not noise
 
 
 @posix_only
@@ -223,7 +224,8 @@ def test_a_poll_that_answers_kills_the_child_with_its_reason():
     end = child.wait(DEADLINE_S)
 
     assert end.how == "over the memory budget" and end.returncode < 0 and polls
-    assert child.describe_end() == "the test child was stopped (over the memory budget) while allocating"
+    said = child.describe_end()
+    assert end.how in said and said.endswith(f"while {end.doing}")  # the poll's reason and what it was doing
 
 
 def test_on_message_and_on_end_hear_everything_in_order():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.cli.output import format_result
-from core.config import RunConfig
+from core.config import PROFILE_FIELD, RunConfig
 from core.history.store import RunStore
 from core.results import FIGURES, RunResult, RunStatus
 
@@ -99,7 +99,8 @@ def test_steps_and_epochs_together_and_a_profile_past_the_steps_are_refused(cli_
     out = cli(["run", "--model", "mlp", "--steps", "5", "--epochs", "2"], cli_env)  # --epochs once overrode --steps silently
     assert out.returncode == 2 and "argument --epochs: not allowed with argument --steps" in out.stderr
     out = cli(["run", "--model", "mlp", "--profile", "1000-2000"], cli_env)  # once refused only after TensorFlow started
-    assert out.returncode == 2 and out.stderr.strip() == "error: profile_steps: got (1000, 2000); allowed: steps within the run's 100 steps"
+    (line,) = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and line.startswith(f"error: {PROFILE_FIELD}: got (1000, 2000)") and "the run's 100 steps" in line
 
 
 @pytest.mark.slow
@@ -286,7 +287,7 @@ def test_tensorboard_and_profile_from_the_cli_write_event_files_and_report_the_t
     assert out.returncode == 0, out.stderr[-2000:]
     (run_dir,) = [path for path in boards.iterdir() if path.is_dir()]
     assert list(run_dir.glob("events.out.tfevents.*")), "the run's event files, from the hooks its config asked for"
-    assert f"Profile of steps 2–3 saved under {run_dir / 'plugins' / 'profile'}" in out.stderr
+    assert "steps 2–3" in out.stderr and str(run_dir / "plugins" / "profile") in out.stderr  # which steps, and where
     assert list((run_dir / "plugins" / "profile").rglob("*.xplane.pb"))
     assert json.loads(out.stdout)["hooks"] == {"tensorboard": str(boards), "profile": "2-3"}
 

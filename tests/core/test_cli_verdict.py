@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.cli.machine_commands import format_peaks
+from core.diagnosis.verdict import NOISY_ADVICE, TOO_NOISY
 from core.formatting import format_si
 from core.history.store import RunStore
 from core.machine import peaks
@@ -66,7 +67,7 @@ def test_a_small_mlp_batch_is_overhead_bound_and_the_history_keeps_the_verdict(c
     expected = "unknown" if noisy else "overhead"
     assert result["bound"] == expected, result["bound_evidence"]
     if noisy:
-        assert result["bound_evidence"].startswith("Too noisy to judge") and result["advice"].startswith("Re-run on a quiet machine")
+        assert result["bound_evidence"].startswith(TOO_NOISY) and result["advice"] == NOISY_ADVICE
     else:
         assert "fixed cost" in result["bound_evidence"] and result["advice"].startswith("Raise")
     assert result["pct_of_measured_peak"] == pytest.approx(100 * result["achieved_flops"] / FLOAT32)

@@ -18,7 +18,8 @@ from core.workloads.models import MODELS
 from gui.job_data import FinishedRun
 from gui.qt_threads import running_threads
 from gui.remembered import remember_model
-from gui.run_form.outcome import RESULT_LINK
+from gui.run_form.controls import STOPPING
+from gui.run_form.outcome import RESULT_LINK, starting_text
 from gui.tuning.tuning_box import FORM_PROBLEM
 from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS
 from tests.gui.helpers import choose, set_one_device
@@ -55,7 +56,7 @@ def test_start_stop_and_the_status_bar_stay_put_whatever_a_run_ends_with(window,
     with qtbot.waitSignal(window.run_controller.progress, timeout=RUN_TIMEOUT_MS):
         qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
         # before the first step the bar shows (not only holds) the first call's elapsed time
-        assert panel.progress_bar.text().startswith("Starting: building the model and compiling the step… 0")
+        assert panel.progress_bar.text().startswith(starting_text(0))
     seen["running"] = places(window)
     with qtbot.waitSignal(window.run_controller.run_finished, timeout=RUN_TIMEOUT_MS):
         qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
@@ -280,5 +281,5 @@ def test_the_first_stop_says_stopping_at_once_on_the_bar(ready_window, qtbot):
         qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: panel.progress_bar.maximum() == 1_000_000, timeout=RUN_TIMEOUT_MS)  # steps have come in
         qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
-        assert panel.progress_bar.text().startswith("Stopping after the call in flight…")
+        assert panel.progress_bar.text().startswith(STOPPING)
         assert ready_window.statusBar().currentMessage() == "Stopping after the step in flight…"

@@ -7,8 +7,9 @@ import html
 import pytest
 
 from core.diagnosis.ceilings import peaks_path
+from core.diagnosis.readout import memory_estimate_text, peak_text
 from core.diagnosis.run_verdict import STOPPED
-from core.formatting import format_si
+from core.formatting import format_bytes, format_si
 from core.history.store import RunStore
 from core.machine.peaks import PeaksReport
 from core.results import RunResult, RunStatus
@@ -92,15 +93,13 @@ def test_the_result_line_gives_verdict_and_advice_the_result_tab_the_evidence_an
         environment={"peak_flops": 150e9, "peak_flops_how": "2 cores x 2.45 GHz x 32"},
     )
     shown = result_html(FinishedRun(result, 7))
-    assert "Verdict: Overhead-bound" in shown and "Try</b>: Raise steps per call" in shown and "Result tab" in shown
-    assert "fixed cost" not in shown, "the form's line stays short: the evidence is in the Result tab"
+    assert "Verdict: Overhead-bound" in shown and f"Try</b>: {result.advice}" in shown and "Result tab" in shown
+    assert result.bound_evidence not in shown, "the form's line stays short: the evidence is in the Result tab"
     report = report_html(FinishedRun(result, 7))
-    assert report.index("Try: Raise steps per call") < report.index("Verdict: Overhead-bound") < report.index("fixed cost")
-    assert "2.5% of the measured 60.00 GFLOP/s ceiling (datasheet/ISA estimate 150.00 GFLOP/s: 1.0%)" in report
-    assert (
-        "peak memory 600.0 MiB (host process RSS peak), estimate 4.0 KiB (weights 1.0 KiB + gradients 1.0 KiB + optimizer state 2.0 KiB)"
-        in report
-    )
+    assert report.index(f"Try: {result.advice}") < report.index("Verdict: Overhead-bound") < report.index(result.bound_evidence)
+    assert peak_text(result) in report  # % of the measured ceiling, the estimate beside
+    peak = f"peak memory {format_bytes(result.peak_memory_bytes)} ({result.peak_memory_source})"
+    assert f"{peak}, estimate {memory_estimate_text(result.memory_estimate)}" in report  # measured, then estimated
 
 
 def test_a_run_too_noisy_to_judge_is_headed_so_not_as_no_single_limit_found():

@@ -285,7 +285,8 @@ def test_clean_comparison_has_no_warnings():
 
 def test_warns_about_a_stopped_run():
     warnings = compare_results([("CPU:0", _result()), ("CPU:1", _result(status=RunStatus.STOPPED, steps=40))]).warnings
-    assert warnings == ("CPU:1 stopped early, after 40 of 100 steps: its figures rest on fewer steps than the others'.",)
+    (stopped,) = warnings
+    assert stopped.startswith("CPU:1 stopped early") and "40 of 100 steps" in stopped
 
 
 def test_warns_about_float16_on_cpu():
@@ -298,17 +299,17 @@ def test_warns_about_a_wide_spread_with_its_value():
     warnings = compare_results(
         [("CPU:0", _result()), ("GPU:0", _result(devices=("GPU:0",), spread=0.45, median_ms=20.0))], model_params=5_000_000
     ).warnings
-    assert warnings == ("GPU:0: step times vary by 45% (p10–p90 / median); re-run with more steps.",)
+    (spread,) = warnings
+    assert spread.startswith("GPU:0:") and "45%" in spread and "re-run with more steps" in spread
 
 
 def test_warns_that_a_small_model_cannot_load_a_gpu():
     # A recorded GPU run (no GPU here): the warning reads only the row's figures.
     rows = [("CPU:0", _result()), ("GPU:0", _result(devices=("GPU:0",), median_ms=0.4))]
     warnings = compare_results(rows, model_params=50_826).warnings
-    assert warnings == (
-        "GPU:0: the MLP is too small to load a GPU (50,826 parameters, 0.40 ms per step): per-step overhead dominates, "
-        "so speed-ups understate the GPU. Try the ResNet or Transformer, or a larger batch.",
-    )
+    (small,) = warnings
+    assert small.startswith("GPU:0:") and "too small to load a GPU" in small and "50,826 parameters" in small and "0.40 ms" in small
+    assert "Try the ResNet or Transformer" in small  # what to do about it
 
 
 def test_warns_about_too_few_steady_state_steps_and_failures_and_mismatches():
@@ -347,7 +348,8 @@ def test_a_run_that_counted_its_own_flops_shows_its_own_flop_rate_beside_a_run_c
     tf_row, jax_row = comparison.rows
     assert tf_row.achieved_flops == pytest.approx(2.0e7 * 1000.0 / 64)
     assert jax_row.achieved_flops == pytest.approx(1.8e7 * 2000.0 / 64)  # its own count, as the run shows alone
-    assert comparison.flops_method == "TensorFlow's graph count; jax:CPU:0 counted its own: 1.8e+07 (XLA's cost analysis)"
+    said = comparison.flops_method
+    assert said.startswith(tensorflow.flops_method) and "jax:CPU:0 counted its own: 1.8e+07" in said and jax.flops_method in said
 
 
 def test_table_shows_dashes_for_missing_figures():

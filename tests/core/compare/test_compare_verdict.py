@@ -48,7 +48,7 @@ def test_rows_are_judged_against_the_measured_ceiling_with_the_estimate_beside(t
     assert row.result.bound == "unknown" and "no probe runs" in row.result.bound_evidence
 
     text = format_table(comparison)
-    assert "% of estimate" in text.splitlines()[0] and "% of peak: measured float32 matmul on test CPU" in text
+    assert "% of estimate" in text.splitlines()[0] and f"% of peak: {row.peak_flops_how}" in text
     document = json.loads(write_comparison(comparison, tmp_path / "c.json").read_text())
     assert document["rows"][0]["bound"] == "unknown" and document["rows"][0]["pct_of_measured_peak"] > 0
     assert any("measured float32 matmul" in line for line in document["ceilings"])
@@ -81,10 +81,7 @@ def test_local_multi_worker_shares_the_cores_and_efficiency_over_100_percent_is_
     workers = _run(median_ms=28.0, replicas=2, strategy="multi-worker")
     comparison = compare_results([("CPU:0", single), ("multi-worker:2", workers)], baseline_index=1)
     cpu, multi = comparison.rows
-    assert any(
-        w.startswith("multi-worker:2: its 2 worker processes run on this one machine and share the same physical cores")
-        for w in comparison.warnings
-    )
+    assert any(w.startswith("multi-worker:2:") and "share the same physical cores" in w for w in comparison.warnings)
     assert cpu.scaling_efficiency == pytest.approx(5.6 * 2)
     flagged = [w for w in comparison.warnings if w.startswith("CPU:0: efficiency")]
     assert len(flagged) == 1 and "not better-than-linear scaling" in flagged[0] and "one-device baseline" in flagged[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from core.diagnosis.verdict import Bound, Evidence, Point, verdict
+from core.diagnosis.verdict import NOISY_ADVICE, TOO_NOISY, Bound, Evidence, Point, verdict
 from core.training.noise import Interval
 
 RUN = Point(batch_size=64, steps_per_call=1, step_s=0.010)
@@ -66,8 +66,8 @@ def test_too_noisy_to_judge_instead_of_a_bound():
         run=RUN, other_batches=(_batch_point(0.0095, SLOWER),), noisy="the run was measured while other processes used 63% of the CPU"
     )
     found = verdict(evidence)
-    assert found.bound is Bound.UNKNOWN and found.bound_evidence.startswith("Too noisy to judge: the run was measured while")
-    assert found.advice.startswith("Re-run on a quiet machine")
+    assert found.bound is Bound.UNKNOWN and found.bound_evidence.startswith(TOO_NOISY) and evidence.noisy in found.bound_evidence
+    assert found.advice == NOISY_ADVICE
 
 
 def test_compute_bound_advice_marks_xla_as_not_measured_and_bfloat16_only_from_measured_ceilings():
@@ -75,4 +75,4 @@ def test_compute_bound_advice_marks_xla_as_not_measured_and_bfloat16_only_from_m
     found = verdict(Evidence(**compute, ceilings_by_precision={"float32": 1e12, "bfloat16": 0.5e12}))
     assert found.bound is Bound.COMPUTE and "bfloat16" not in found.advice and "Not measured here: try XLA" in found.advice
     faster_bf16 = verdict(Evidence(**compute, ceilings_by_precision={"float32": 1e12, "bfloat16": 2e12}))
-    assert "bfloat16 (its matmul measures 2.0x float32's here)" in faster_bf16.advice
+    assert "bfloat16" in faster_bf16.advice and "2.0x" in faster_bf16.advice  # the gain measured on this machine

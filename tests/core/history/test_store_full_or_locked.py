@@ -193,5 +193,5 @@ def test_a_history_on_a_disk_that_filled_up_is_read_and_written_again_once_space
     assert (made["runs"], made["read_only"], "error" in made) == (1, "", False)
     assert full["runs"] == 1, "its runs are still listed"
     assert "is full (" in full["read_only"] and " free)" in full["read_only"] and "damaged" not in full["notice"]
-    assert "can only be read" in full["error"] and "is full (" in full["error"]
+    assert "can only be read" in full["error"] and full["read_only"] in full["error"]  # refused, saying why
     assert (freed["runs"], freed["read_only"], "error" in freed) == (2, "", False), "written again once space is freed"

@@ -86,7 +86,8 @@ def test_stop_ends_the_run_without_a_verdict_and_hooks_see_every_call(two_cpus, 
 
 
 def test_without_a_store_the_reason_comes_back_and_nothing_is_written(two_cpus) -> None:
-    recorded = run_job(CONFIG, None, JobOptions(unsaved_reason="The run history could not be opened: test."))
+    reason = "The run history could not be opened: test."
+    recorded = run_job(CONFIG, None, JobOptions(unsaved_reason=reason))
     assert recorded.result.status == RunStatus.COMPLETED and recorded.run_id is None
-    assert recorded.history_error == "The run history could not be opened: test."
+    assert recorded.history_error == reason
     assert run_job(CONFIG, None).history_error == ""

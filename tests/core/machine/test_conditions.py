@@ -40,9 +40,8 @@ def test_other_processes_share_is_the_machines_busy_time_less_this_processes():
     assert found.other_cpu_share == pytest.approx(0.5) and found.steal_share == pytest.approx(0.1)
     assert found.cpu_pressure == pytest.approx(0.5) and found.window_s == 2.0
     assert found.contended and found.reason == "other processes used 50% of the CPU"
-    assert contention_warning(found) == (
-        "measured while other processes used 50% of the CPU: figures are low and noisy; re-run on a quiet machine"
-    )
+    warning = contention_warning(found)
+    assert found.reason in warning and "re-run on a quiet machine" in warning  # why, and what to do
 
 
 def test_under_the_threshold_is_not_contended_and_the_record_reads_back_identically():

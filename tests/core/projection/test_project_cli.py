@@ -17,6 +17,7 @@ import pytest
 
 from core.projection.catalogue import device_names
 from core.projection.model import COMPUTE, FIXED, MEMORY
+from core.projection.project import LABEL
 from tests.hidden_packages import env_without_tensorflow_and_qt
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,7 +32,7 @@ def project(args: list[str], data_dir: Path, env: dict[str, str] | None = None, 
 
 
 def check_document(document: dict, batch: int) -> None:
-    assert document["projection"] is True and document["label"].startswith("PROJECTION, not a measurement")
+    assert document["projection"] is True and document["label"].startswith(LABEL)
     assert [row["batch"] for row in document["rows"]][0] == batch and len(document["rows"]) >= 2
     for row in document["rows"]:
         for figure in ("step_s", "samples_per_s"):
@@ -101,7 +102,7 @@ def test_a_sample_projects_as_text_without_tensorflow_labelled_a_projection_with
         ["--model", "mlp", "--device", "tpu-v5e", "--backend", "jax", "--precision", "bfloat16"], tmp_path, env_without_tensorflow_and_qt()
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("PROJECTION, not a measurement") and "(nothing is recorded)" in done.stdout
+    assert done.stdout.startswith(LABEL) and "(nothing is recorded)" in done.stdout
     assert "calibrated on" in done.stdout and "18,896 samples/s measured" in done.stdout
     assert "no TPU point" in done.stdout and "points all ran in float32" in done.stdout
 

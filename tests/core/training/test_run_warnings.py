@@ -14,6 +14,7 @@ from core.machine.conditions import Conditions, contention_warning
 from core.results import RunResult, RunStatus
 from core.runner import run_training
 from core.training.metrics import call_size, noise_warning
+from core.workloads.data import DATASETS
 from tests.step_hooks import StepsTo
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +41,7 @@ def test_batch_larger_than_the_data_set_trains_and_warns(two_cpus):
     result = run_training(RunConfig(model="mlp", dataset="digits", batch_size=2 * DIGITS_EXAMPLES, steps=3))
     assert result.status == RunStatus.COMPLETED, result.message
     [warning] = setup_warnings(result)
-    assert "larger than the Digits 8x8 (shipped) data set (1,797 examples)" in warning
+    assert "larger than" in warning and DATASETS["digits"].title in warning and f"{DIGITS_EXAMPLES:,} examples" in warning
     assert "about 2.0 times" in warning and "at most 1,797" in warning
 
 

@@ -138,6 +138,6 @@ def test_the_divergence_message_names_ids_past_a_table_when_the_run_noted_them()
     assert "training diverged" in plain and "Lower the learning rate (now 0.001)" in plain
     note = f"{IDS_PAST_TABLE}input 'ids' holds ids up to 1500 (the data's), past the 1000 rows of the table it feeds"
     said = divergence_message(records, config, [note])
-    assert said.startswith("The loss became nan at step 1 because the data holds ids past an embedding table: input 'ids'")
+    assert said.startswith("The loss became nan at step 1") and IDS_PAST_TABLE in said and note.removeprefix(IDS_PAST_TABLE) in said
     assert "diverged" not in said and "Lower the learning rate" not in said
     assert divergence_message([StepRecord(1, 0.5, 0.01, True)], config, [note]) == ""
