@@ -46,6 +46,7 @@ BENCHMARKS = (
     "rounds_cost",
     "time_to_loss",
     "projection_error",
+    "worker_threads",
 )
 
 

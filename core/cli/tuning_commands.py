@@ -327,7 +327,9 @@ def format_autotune(result: AutotuneResult) -> str:
             f"time to your settings' loss {result.target_loss:.4g} (steady seconds, in the rounds): {_times(result.time_to_target_gain)} "
             f"as fast (objective: {result.objective})"
         )
-    lines.append(f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)")
+    lines.append(
+        f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most): {result.ending()}"
+    )
     lines += [f"left out {format_setting('precision', value)}: {reason}" for value, reason in result.left_out]
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

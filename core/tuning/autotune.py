@@ -1,11 +1,11 @@
 """Find the fastest settings: `autotune(config, budget_s) -> AutotuneResult`.
 
-A coordinate search within a time budget, at the user's global batch so the
-learning problem stays the same: first the precisions this target runs
+A coordinate search, at the user's global batch so the learning problem stays
+the same: first the precisions this target runs
 usefully (`core.tuning.sweep_plan.plan_sweep` leaves out float16 on a CPU and
 bfloat16 on CPUs without AVX-512/AMX; precision moves the step time most, and
-the call sizes worth trying depend on it), then steps per call (1, 4, 16, 64;
-only call sizes that keep one call under MAX_CALL_S), then XLA; with
+the call sizes worth trying depend on it), then every steps per call of 1, 4,
+16 and 64 that keeps one call under MAX_CALL_S, then XLA; with
 `allow_batch_change`, then larger batches (doubling, bounded by the largest
 batch that fits). Each stage keeps the fastest point so far; a setting takes
 over only when it is faster beyond noise: the 95% block-bootstrap interval of
@@ -17,10 +17,21 @@ float32, no XLA) are measured too, so the gain over both is known.
 Those points ran one after another, and a load that changed between them can
 fake a winner. So the search keeps CONFIRM_SHARE of the budget for a last check:
 the start, the best and the runner-up again, in interleaved rounds
-(`core.jobs.rounds`: every round runs each for a turn of the same seconds, in a
-new random order). The best is adopted only when it is faster than the start
-beyond noise over those rounds; otherwise the start stays, and the result says
-it could not tell. The reported figures and "how sure" come from the rounds.
+(`core.jobs.rounds`: every round runs each for a turn as long as TURN_CALLS of
+the slowest one's calls, in a new random order). The best is adopted only when
+it is faster than the start beyond noise over those rounds; otherwise the start
+stays, and the result says it could not tell (one round claims nothing:
+`rounds` 1 runs none). The reported figures and "how sure" come from the rounds.
+
+The search ends when its space is searched and its choice checked, not when the
+budget is spent: each point is timed until its samples/s is known
+(`core.tuning.point_clock`), MEASURE_S at most (a point plainly slower than the
+best, under SLOW_SHARE of its samples/s, stops after its first steady calls),
+each turn of the rounds lasts a few calls, and the budget only bounds them.
+`stopped_because` says what ended it: SEARCHED (every point of its space
+measured or ruled out, the rounds run in full), BUDGET (a point skipped or cut
+short, or shorter turns or fewer rounds, for time), STOPPED, ABANDONED or
+FAILED (the start did not run).
 
 Faster is not enough: a setting must also learn as well (`objective` "loss", the
 default). In the rounds every candidate trains from the same weights on the same
@@ -40,9 +51,9 @@ that used the fewest is adopted only where its per-round ratio to the start's is
 beyond noise (`energy_ratio`) and it learns no worse, as for "loss"; where no energy
 counter exists the CLI refuses the objective before anything runs.
 
-Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once it
-has timed its share of the budget in steady state (the first call, tracing
-and compilation, is warm-up). The start point (the baseline) always runs; any
+Every point is an ordinary run (`core.jobs.run_job`, not recorded) stopped once
+its steady-state samples/s is known (the first call, tracing and compilation,
+is warm-up). The start point (the baseline) always runs; any
 other is launched only when its set-up, warm-up and shortest measurement fit
 in the time left (estimated from the points so far). A running point stops
 after its call in flight when the budget runs out or Stop is pressed (a timer
@@ -61,7 +72,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -83,12 +94,18 @@ MAX_BUDGET_S = 86_400.0
 CALL_SIZES = (1, 4, 16, 64)
 MAX_CALL_S = 1.0
 """Larger call sizes are tried only while one call stays under a second: Stop and the budget act between calls."""
-MIN_MEASURE_S = 1.0
-MAX_MEASURE_S = 8.0
+MEASURE_S = 1.0
+"""Steady seconds a search point is timed at the most, whatever the budget: it stops sooner once its samples/s is known
+(`core.tuning.point_clock`); enough to rank it, the rounds decide."""
+SLOW_SHARE = 0.5
+"""A search point under this share of the best's samples/s stops after its first steady calls: it cannot become the best."""
 CONFIRM_SHARE = 0.3
 """The share of the budget kept for the last check: the start, the best and the runner-up again, in interleaved rounds."""
-MIN_TURN_S = 0.3
-"""The shortest turn of the last check's rounds: a few calls of steady steps."""
+TURN_CALLS = 4
+"""Each turn of the last check's rounds lasts as long as this many calls of its slowest candidate (from the search's
+figures), whatever the budget: MIN_TURN_S at least, MAX_TURN_S at most (a turn always ends with a whole call)."""
+MIN_TURN_S = 0.1
+MAX_TURN_S = 0.3
 GAIN_THRESHOLD = 0.02
 SETUP_GUESS_S = 2.0
 """Set-up and warm-up of a point before any was timed (XLA: XLA_SETUP_GUESS_S, compilation is slower)."""
@@ -101,6 +118,9 @@ OBJECTIVES = ("loss", "samples", "energy")
 TUNED = ("steps_per_call", "precision", "xla", "batch_size", "backend")
 KERAS_DEFAULTS = {"steps_per_call": 1, "precision": "off", "xla": False}
 BUDGET_FIELD = "--budget-s"
+SEARCHED, BUDGET, STOPPED, ABANDONED, FAILED = "searched", "budget", "stopped", "abandoned", "failed"
+"""Why autotune ended (`stopped_because`): its space searched and its choice checked in the rounds asked for; the
+budget cut a point or the rounds; Stop; a call that outlived the budget's slack; the start did not run."""
 
 OnPoint = Callable[["TunePoint"], None]
 Runner = Callable[..., RecordedRun]
@@ -180,6 +200,7 @@ class AutotuneResult:
     # why time to target_loss decided nothing (core.training.to_target.UNDECIDED); "" when it decided or was not checked
     target_undecided: str = ""
     energy_interval: Interval | None = None  # objective "energy": the adopted setting's joules per sample over the start's, in the rounds
+    stopped_because: str = SEARCHED  # why it ended: SEARCHED, BUDGET, STOPPED, ABANDONED or FAILED
 
     @property
     def measured(self) -> bool:
@@ -187,8 +208,25 @@ class AutotuneResult:
         return any(point.status == "measured" for point in self.points)
 
     @property
+    def points_searched(self) -> int:
+        """The search's measured points (the last check's rounds not counted)."""
+        return sum(point.status == "measured" and not point.in_rounds for point in self.points)
+
+    @property
     def gain(self) -> float | None:
         return _ratio(self.samples_per_s, self.baseline_samples_per_s)
+
+    def ending(self) -> str:
+        """Why it ended, in words: "its space searched (5 points) and its choice checked in 6 interleaved rounds"."""
+        rounds = next((p.rounds for p in self.points if p.in_rounds and p.rounds), None)
+        checked = f"its choice checked in {rounds} interleaved rounds" if rounds else "no choice to check in rounds"
+        return {
+            SEARCHED: f"its space searched ({self.points_searched} points) and {checked}",
+            BUDGET: f"the {self.budget_s:g} s budget ran out first: a point or a round was cut for time; give it a larger --budget-s",
+            STOPPED: "stopped",
+            ABANDONED: f"a call was still running {BUDGET_SLACK_S:g} s after the deadline",
+            FAILED: "the start did not run",
+        }[self.stopped_because]
 
     @property
     def gain_over_keras_defaults(self) -> float | None:
@@ -232,6 +270,8 @@ class AutotuneResult:
             "energy_ratio": self.energy_interval.ratio if self.energy_interval is not None else None,
             "energy_ratio_ci": self.energy_interval.to_list() if self.energy_interval is not None else None,
             "energy_beyond_noise": self.energy_interval.beyond_noise if self.energy_interval is not None else None,
+            "stopped_because": self.stopped_because,
+            "points_searched": self.points_searched,
         }
 
 
@@ -294,7 +334,6 @@ def autotune(
     tuner = _Tuner(config, (started, budget_s), stop_event or threading.Event(), on_point, run)
     tuner.backends = other_backends(config.backend, backends)
     tuner.objective = objective
-    tuner.plan(len(precisions) + len(tuner.backends), allow_batch_change)
     start = tuner.measure(settings_of(config), "start")
     if start.status == "measured":
         tuner.search(precisions)
@@ -317,8 +356,8 @@ class _Tuner:
         self.run = run
         self.points: list[TunePoint] = []
         self.overheads: dict[tuple[str, bool], float] = {}
-        self.measure_s = MIN_MEASURE_S
         self.notes: list[str] = []
+        self.cut_for_time = False  # a point was skipped or cut short, or the rounds shortened or left out, for the budget
         self.abandoned = False  # a point's call outlived the deadline plus the slack: nothing more runs
         self.backends: tuple[str, ...] = ()
         self.search_deadline = self.started + self.budget_s * (1 - CONFIRM_SHARE)  # the rest is the interleaved check's
@@ -330,12 +369,6 @@ class _Tuner:
         self.target_loss: float | None = None
         self.time_to_target_gain: float | None = None
         self.target_undecided = ""
-
-    def plan(self, precisions: int, allow_batch_change: bool) -> None:
-        """Share the budget among the points the search expects to run."""
-        expected = 1 + 1 + (len(CALL_SIZES) - 1) + (precisions - 1) + 1 + (3 if allow_batch_change else 0)
-        search_s = self.budget_s * (1 - CONFIRM_SHARE)
-        self.measure_s = min(MAX_MEASURE_S, max(MIN_MEASURE_S, search_s / expected - SETUP_GUESS_S))
 
     def measure(self, settings: dict[str, Any], stage: str) -> TunePoint:
         """Run one point (or skip it when it cannot finish in time) and record it."""
@@ -353,15 +386,15 @@ class _Tuner:
             return TunePoint(stage, settings, "skipped", message="not run: an earlier point's call outlived the budget")
         if not self.points:
             late = time.monotonic() - self.deadline
-            return (
-                TunePoint(stage, settings, "skipped", message=f"not started: the budget ran out {late:.1f} s before it")
-                if late > 0
-                else None
-            )
+            if late <= 0:
+                return None
+            self.cut_for_time = True
+            return TunePoint(stage, settings, "skipped", message=f"not started: the budget ran out {late:.1f} s before it")
         key = setup_key(settings, self.config.backend)
-        needed = self.overheads.get(key, setup_guess(key, XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S)) + MIN_MEASURE_S
+        needed = self.overheads.get(key, setup_guess(key, XLA_SETUP_GUESS_S if settings["xla"] else SETUP_GUESS_S)) + MEASURE_S
         left = self.search_deadline - time.monotonic()
         if left < needed + END_RESERVE_S:
+            self.cut_for_time = True
             return TunePoint(stage, settings, "skipped", message=f"not enough time left ({left:.1f} s; it needs about {needed:.1f} s)")
         return None
 
@@ -372,7 +405,8 @@ class _Tuner:
             return TunePoint(stage, settings, "failed", message=str(exc))
         point_stop = threading.Event()
         deadline = (self.search_deadline if self.points else self.deadline) - END_RESERVE_S  # the start point may use the whole budget
-        clock = PointClock(point_stop, self.stop_event, self.measure_s, deadline)
+        best_rate = self.rate(self.best()) if self.points else None
+        clock = PointClock(point_stop, self.stop_event, MEASURE_S, deadline, best_rate * SLOW_SHARE if best_rate else None)
         began = time.monotonic()
         result = bounded_run(
             lambda: self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result,
@@ -388,7 +422,13 @@ class _Tuner:
             return TunePoint(stage, settings, "stopped", seconds=seconds, message=message)
         steady_s = time.monotonic() - clock.steady_since if clock.steady_since is not None else 0.0
         self.overheads[setup_key(settings, self.config.backend)] = seconds - steady_s  # the latest: start-up included
-        return self._point_of(settings, stage, result, seconds)
+        if not clock.finished and not self.stop_event.is_set() and time.monotonic() >= clock.deadline:
+            self.cut_for_time = True  # the deadline ended it before it had timed MEASURE_S
+        point = self._point_of(settings, stage, result, seconds)
+        if clock.gave_up and point.status == "measured":
+            note = f"stopped after {clock.steady_calls} steady call(s): under {SLOW_SHARE:.0%} of the best's samples/s"
+            point = replace(point, message="; ".join(filter(None, (point.message, note))))
+        return point
 
     def _point_of(self, settings: dict[str, Any], stage: str, result: RunResult | None, seconds: float | None = None) -> TunePoint:
         """The point a run of `settings` makes: measured with its figures, or why not."""
@@ -489,9 +529,20 @@ class _Tuner:
         candidates = [start, *(self.at_learning_rates(best) if best != start else []), *(self.at_learning_rates(r)[0] for r in rivals)]
         if len(candidates) < 2:
             return
+        if rounds < 2:
+            self.confirmed, self.chosen = False, start
+            self.notes.append(
+                f"not adopted: one interleaved round claims nothing beyond noise, so {settings_text(candidates[1])} was not "
+                "measured against the start again: could not tell a gain; give it --rounds 2 or more"
+            )
+            return
         setups = sum(self.overheads.get(setup_key(c, self.config.backend), SETUP_GUESS_S) for c in candidates)
         left = self.deadline - time.monotonic() - END_RESERVE_S - setups
-        rounds = min(rounds, max(int(left / (len(candidates) * MIN_TURN_S)), 0))
+        turn_s = self._turn_s(candidates)
+        if left < rounds * len(candidates) * turn_s:  # shorter turns first, then fewer rounds
+            self.cut_for_time = True
+            turn_s = max(left / (rounds * len(candidates)), MIN_TURN_S)
+            rounds = min(rounds, max(int(left / (len(candidates) * turn_s)), 0))
         if rounds < 2:
             self.confirmed = False
             self.chosen = start
@@ -500,7 +551,6 @@ class _Tuner:
                 f"interleaved rounds ({max(left, 0):.1f} s): could not tell a gain; give it a larger --budget-s"
             )
             return
-        turn_s = min(left / (rounds * len(candidates)), MAX_MEASURE_S)
         results = self._rounds(candidates, rounds, turn_s)
         if results is None:
             self.abandoned, self.confirmed, self.chosen = True, False, start
@@ -632,29 +682,42 @@ class _Tuner:
 
             return start
 
-        return bounded_run(
+        results = bounded_run(
             lambda: run_in_rounds([starter(c) for c in candidates], rounds, rounds_stop, turn_s=turn_s),
             rounds_stop,
             self.deadline,
             self.hard_deadline,
             self.stop_event,
         )
+        if rounds_stop.is_set() and not self.stop_event.is_set():
+            self.cut_for_time = True  # the deadline ended the rounds
+        return results
+
+    def _turn_s(self, candidates: list[dict[str, Any]]) -> float:
+        """A turn of the rounds: TURN_CALLS calls of the candidate whose calls the search timed longest (MAX_TURN_S
+        where one was not timed), from MIN_TURN_S to MAX_TURN_S."""
+        calls = []
+        for settings in candidates:
+            searched = {name: value for name, value in settings.items() if name != "learning_rate"}
+            rate = self.rate(searched)
+            calls.append(searched["batch_size"] / rate * searched["steps_per_call"] if rate else MAX_TURN_S)
+        return min(max(TURN_CALLS * max(calls), MIN_TURN_S), MAX_TURN_S)
 
     def learning_rate_for(self, settings: dict[str, Any]) -> float:
         """The learning rate `settings` would be adopted with: the start's, scaled by the linear rule at another batch."""
         return self.config.learning_rate * settings["batch_size"] / self.config.batch_size
 
     def _call_sizes(self) -> None:
-        """Steps per call, upwards from 1, while a call stays under MAX_CALL_S and larger calls keep gaining."""
-        step_ms = next((p.step_time_ms for p in self.points if p.step_time_ms), None)
+        """Every call size, upwards from 1, while a call stays under MAX_CALL_S (a short point that did not gain beyond
+        noise prunes nothing: the sizes are few, and a load that came and went may have hidden a gain). A call's length:
+        the best's mean step so far times the size."""
         for size in CALL_SIZES:
-            if step_ms is not None and size > 1 and step_ms * size / 1e3 > MAX_CALL_S:
+            best = self.best()
+            rate = self.rate(best)
+            if rate and size > 1 and best["batch_size"] / rate * size > MAX_CALL_S:
                 break
-            current = self.best()["steps_per_call"]
-            if self.tried({**self.best(), "steps_per_call": size}):
-                continue
-            if not self.try_point({"steps_per_call": size}, "steps per call") and size > current:
-                break  # larger calls stopped paying
+            if not self.tried({**best, "steps_per_call": size}):
+                self.try_point({"steps_per_call": size}, "steps per call")
 
     def batches(self, max_batch: int | None, memory_limit: int | None) -> None:
         """Double the batch while it gains, up to `max_batch`; without it, while twice the last peak stays under `memory_limit`.
@@ -718,7 +781,18 @@ class _Tuner:
             target_loss=self.target_loss,
             time_to_target_gain=self.time_to_target_gain,
             target_undecided=self.target_undecided,
+            stopped_because=self.stopped_because(error),
         )
+
+    def stopped_because(self, error: str) -> str:
+        """Why the search ended (SEARCHED, BUDGET, STOPPED, ABANDONED, FAILED), `error` the result's."""
+        if self.abandoned:
+            return ABANDONED
+        if self.stop_event.is_set():
+            return STOPPED
+        if self.cut_for_time:
+            return BUDGET
+        return FAILED if error else SEARCHED
 
 
 @dataclass(frozen=True)

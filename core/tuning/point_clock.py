@@ -1,55 +1,134 @@
-"""One autotune point's clock: stopped once it has timed its share of the budget, at the deadline, or on Stop; abandoned past the slack.
+"""One autotune point's clock: stopped once its samples/s is known, once it is plainly slower than the best so far,
+at the deadline, or on Stop; abandoned past the slack.
 
-`PointClock` is the point's hook (it sets the point's stop event between calls);
-`bounded_run` runs a point (or the last check's rounds) in its own thread, sets
-its stop at the deadline or on the user's Stop (a TPU being probed stops too)
-and gives up on it, returning None, at the hard deadline: a call still in
-flight then is left to finish in its thread, so the command ends within its
-budget plus the slack.
+`PointClock` is the point's hook (it sets the point's stop event between calls).
+A point is known once its steady calls give its samples/s within
+±PRECISION (a 95% t-interval over BATCHES contiguous batches of its calls,
+batch means: neighbouring calls are correlated), after MIN_STEADY_CALLS calls
+and MIN_POINT_S; at `measure_s` at the latest. So a point of millisecond steps
+is timed for a tenth of a second and one of long, noisy calls for longer. A
+point reading under `floor_rate` samples/s (a share of the best's) after
+GIVE_UP_AFTER_S of steady calls stops there: it cannot become the best, and
+its slow calls (an XLA compilation's ten-times-slower steps on a CPU) would
+cost the most of any point. `bounded_run` runs a point (or the last check's
+rounds) in its own thread, sets its stop at the deadline or on the user's Stop
+(a TPU being probed stops too) and gives up on it, returning None, at the hard
+deadline: a call still in flight then is left to finish in its thread, so the
+command ends within its budget plus the slack.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+import numpy as np
+
 from core.results import StepRecord
 from core.training.callbacks import RunCallback, RunContext
 
 MIN_STEADY_CALLS = 3
+MIN_POINT_S = 0.1
+"""Steady seconds (of its calls' step times) a point is timed at the least, however steady its calls."""
+PRECISION = 0.05
+"""A point's samples/s is known once its 95% interval lies within this share of it, either side."""
+BATCHES = 8
+"""Contiguous batches of calls the interval is taken over (fewer when there are fewer calls)."""
+_CHECK_GROWTH = 1.1
+"""The interval is worked out again once the calls have grown by this factor (a point of short calls makes thousands)."""
+GIVE_UP_AFTER_S = 0.25
+"""Steady seconds a point runs before its samples/s may stop it as plainly slower (one call at least)."""
 _POLL_S = 0.1
 """How often `bounded_run` looks at the clock and the user's Stop while the work runs."""
 T = TypeVar("T")
 
 
-class PointClock(RunCallback):
-    """Stops a point once it has timed `measure_s` of steady state (MIN_STEADY_CALLS calls at least), at the deadline, or on Stop."""
+def relative_half_width(seconds: Sequence[float], steps: Sequence[int]) -> float | None:
+    """The 95% interval's half-width of a run's steps per second over its mean, from its steady calls (seconds, steps each),
+    by batch means: the calls in up to BATCHES contiguous batches, a t-interval over the batches' rates. None under
+    MIN_STEADY_CALLS calls."""
+    if len(seconds) < MIN_STEADY_CALLS:
+        return None
+    from scipy.special import stdtrit
 
-    def __init__(self, point_stop: threading.Event, user_stop: threading.Event, measure_s: float, deadline: float):
+    groups = min(BATCHES, len(seconds))
+    rates = np.array(
+        [
+            step.sum() / second.sum()
+            for second, step in zip(np.array_split(np.asarray(seconds), groups), np.array_split(np.asarray(steps), groups), strict=True)
+        ]
+    )
+    spread = float(np.std(rates, ddof=1)) / math.sqrt(groups)
+    return float(stdtrit(groups - 1, 0.975)) * spread / float(np.mean(rates))
+
+
+class PointClock(RunCallback):
+    """Stops a point once its samples/s is known (see the module docstring) or it has timed `measure_s` of steady state,
+    once its steady samples/s fall under `floor_rate` (None: never), at the deadline, or on Stop; `gave_up` says the
+    floor stopped it, `finished` that it was not cut short."""
+
+    def __init__(
+        self, point_stop: threading.Event, user_stop: threading.Event, measure_s: float, deadline: float, floor_rate: float | None = None
+    ):
         self.point_stop = point_stop
         self.user_stop = user_stop
         self.measure_s = measure_s
         self.deadline = deadline
+        self.floor_rate = floor_rate
         self.steady_since: float | None = None
-        self.steady_calls = 0
+        self.gave_up = False
+        self.finished = False  # its samples/s known, or timed measure_s, or gave up as plainly slower: not cut short
+        self._batch_size = 0
+        self._call_seconds: list[float] = []
+        self._call_steps: list[int] = []
+        self._steady_seconds = 0.0
+        self._steady_steps = 0
+        self._next_check = MIN_STEADY_CALLS
+
+    @property
+    def steady_calls(self) -> int:
+        return len(self._call_seconds)
 
     def on_run_start(self, context: RunContext) -> None:
+        self._batch_size = context.config.batch_size
         self._check(time.monotonic())
 
     def on_step_records(self, records: Sequence[StepRecord]) -> None:
         now = time.monotonic()
         if self.steady_since is None:
             self.steady_since = now  # the warm-up call just ended
-        else:
-            self.steady_calls += 1
+        elif records:
+            self._call_seconds.append(sum(record.step_time_s for record in records))
+            self._call_steps.append(len(records))
+            self._steady_seconds += self._call_seconds[-1]
+            self._steady_steps += len(records)
         self._check(now)
 
     def _check(self, now: float) -> None:
-        measured = self.steady_since is not None and now - self.steady_since >= self.measure_s and self.steady_calls >= MIN_STEADY_CALLS
-        if measured or now >= self.deadline or self.user_stop.is_set():
+        if not self.finished and self._plainly_slower():
+            self.gave_up = self.finished = True
+        self.finished = self.finished or self._known(now)
+        if self.finished or now >= self.deadline or self.user_stop.is_set():
             self.point_stop.set()
+
+    def _known(self, now: float) -> bool:
+        if self.steady_since is None or self.steady_calls < MIN_STEADY_CALLS:
+            return False
+        if now - self.steady_since >= self.measure_s:
+            return True
+        if self._steady_seconds < MIN_POINT_S or self.steady_calls < self._next_check:
+            return False
+        self._next_check = math.ceil(self.steady_calls * _CHECK_GROWTH)
+        width = relative_half_width(self._call_seconds, self._call_steps)
+        return width is not None and width <= PRECISION
+
+    def _plainly_slower(self) -> bool:
+        if self.floor_rate is None or self._steady_seconds < GIVE_UP_AFTER_S or not self._steady_steps:
+            return False
+        return self._steady_steps * self._batch_size / self._steady_seconds < self.floor_rate
 
 
 def bounded_run(
