@@ -87,18 +87,18 @@ def _job(model: str, k: int, steps: int) -> dict:
     """The app's JAX job, timed where its steps arrive; with its reported figure and the same span's outside rate."""
     from core.config import RunConfig
     from core.runner import run_training
-    from core.training.callbacks import RunCallback
+    from core.training.hooks import RunHook
 
     arrivals: list[float] = []
     sizes: list[int] = []
 
-    class Arrivals(RunCallback):
+    class Arrivals(RunHook):
         def on_step_records(self, records) -> None:
             arrivals.append(time.perf_counter())
             sizes.append(len(records))
 
     config = RunConfig(model=model, backend="jax", dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)
-    result = run_training(config, callbacks=[Arrivals()])
+    result = run_training(config, hooks=[Arrivals()])
     if not result.ok:
         raise harness.BenchmarkError(f"JAX job {result.status}: {result.message}")
     steady = sum(sizes[1:])

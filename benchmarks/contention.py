@@ -74,9 +74,9 @@ def _child(argv: list[str]) -> dict:
         for kind in ("quiet", "busy"):
             if kind == "busy":
                 with busy_cores(limit_s=120):
-                    result = run_training(job, callbacks=[ConditionsHook()])
+                    result = run_training(job, hooks=[ConditionsHook()])
             else:
-                result = run_training(job, callbacks=[ConditionsHook()])
+                result = run_training(job, hooks=[ConditionsHook()])
             found[kind].append(result.contended)
             found[f"{kind}_shares"].append(result.conditions.get("other_cpu_share") or 0.0)
     return {**found, "bootstrap_ms": _bootstrap_ms()}

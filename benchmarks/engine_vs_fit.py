@@ -8,7 +8,7 @@ process, several processes per case with the order swapped in every other one:
 runs of the same job in different processes differ by up to ±20% here (thread
 pools, memory layout), so only pairs from one process are compared. Both are
 timed the same way from outside: the start time of every call
-(RunCallback.on_call_begin / Callback.on_train_batch_begin), samples/s over
+(RunHook.on_call_begin / Callback.on_train_batch_begin), samples/s over
 whole call cycles after the first call and the first 10% of calls. Figure:
 median over all pairs of engine samples/s / fit samples/s.
 """

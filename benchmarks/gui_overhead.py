@@ -8,7 +8,7 @@ with live plots showing), alternating (ABAB...) inside one app process. Runs in
 different processes of the same job differ by up to ±20% here (thread pools,
 memory layout), far more than the GUI's cost, so A and B share a process and
 only the pairs are compared. Several such processes are started. Both sides
-are timed the same way from outside: a RunCallback added to run_training
+are timed the same way from outside: a RunHook added to run_training
 records when each call starts; samples/s over whole call cycles after the first
 10% of calls. Figure: median over all pairs of window / headless.
 
@@ -84,7 +84,7 @@ def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
 
     config = RunConfig(model=MODEL, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=STEPS_PER_CALL)
     with open(os.devnull, "w") as devnull:
-        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull))])
+        result = run_training(config, hooks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull))])
     return _rate(result, _started_job_clock(clocks, result, steps))
 
 
@@ -105,9 +105,9 @@ def timed_engine() -> list[harness.CallClock]:
     clocks: list[harness.CallClock] = []
     engine = core.runner.run_training
 
-    def run_training(config, stop_event=None, callbacks=()):
+    def run_training(config, stop_event=None, hooks=()):
         clocks.append(harness.CallClock())
-        return engine(config, stop_event, [*callbacks, clocks[-1]])
+        return engine(config, stop_event, [*hooks, clocks[-1]])
 
     core.runner.run_training = run_training
     core.jobs.service.run_training = run_training

@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_MARK = "BENCH-RESULT "
@@ -182,7 +182,7 @@ def spread_text(values: Sequence[float], fmt: str = ".3f") -> str:
     return "[" + ", ".join(format(v, fmt) for v in values) + "]"
 
 
-class CallClock(RunCallback):
+class CallClock(RunHook):
     """Outside timing of an engine run: perf_counter at the start and at the end of every call.
 
     Bound to the one run it timed: `config` is that run's (from its start) and
@@ -388,7 +388,7 @@ def engine_rate(model: str, steps: int, batch_size: int, **settings: object) -> 
 
     clock = CallClock()
     config = RunConfig(model=model, dataset="synthetic", steps=steps, batch_size=batch_size, **settings)
-    result = run_training(config, callbacks=[clock])
+    result = run_training(config, hooks=[clock])
     if not result.ok:
         raise BenchmarkError(f"engine run {result.status}: {result.message}")
     return cycle_rate(clock.begins, clock.steps, batch_size)

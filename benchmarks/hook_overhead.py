@@ -85,7 +85,7 @@ def _train(hooks: str, steps: int) -> dict:
     config = RunConfig(model="mlp", dataset="digits", batch_size=BATCH_SIZE, steps=steps, steps_per_call=1)
     clock = harness.CallClock()
     cpu_start = time.process_time()
-    result = run_training(config, callbacks=[clock, *callbacks])
+    result = run_training(config, hooks=[clock, *callbacks])
     cpu_us_per_step = (time.process_time() - cpu_start) / steps * 1e6  # this process, every thread (the writer's too)
     if not result.ok:
         raise harness.BenchmarkError(f"{hooks} run {result.status}: {result.message}")

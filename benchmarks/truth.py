@@ -1,7 +1,7 @@
 """truth: is the samples/s the app reports what a stopwatch outside the engine sees?
 
 Runs the engine as `main.py run` does (core.runner.run_training with the CLI's
-progress printer as a hook) in a fresh process, with a RunCallback recording
+progress printer as a hook) in a fresh process, with a RunHook recording
 time.perf_counter when each call starts and when its steps are handed out. The
 outside figure covers the same steady steps the app reports on (every call after
 the first): batch x those steps / (end of the last call - start of the second
@@ -55,7 +55,7 @@ def _child(argv: list[str]) -> dict:
     config = RunConfig(model=model, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=k)
     clock = harness.CallClock()
     with open(os.devnull, "w") as devnull:
-        result = run_training(config, callbacks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull)), clock])
+        result = run_training(config, hooks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull)), clock])
     if not result.ok:
         raise harness.BenchmarkError(f"run {result.status}: {result.message}")
     steady_steps = sum(clock.steps[1:])

@@ -34,7 +34,7 @@ from core.formatting import format_duration
 from core.machine.runtime import RuntimeSettings
 from core.machine.types import DeviceReport
 from core.results import RunStatus
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 from gui.dialogs.about import AboutDialog
 from gui.dialogs.help import HelpDialog
 from gui.dialogs.settings import RESTART_NOTE, SettingsDialog
@@ -74,7 +74,7 @@ class MainWindow(QMainWindow):
         charts_later: bool = False,
     ):
         super().__init__(parent)
-        self._hook_providers: list[Callable[[RunConfig], list[RunCallback]]] = []
+        self._hook_providers: list[Callable[[RunConfig], list[RunHook]]] = []
         self._run_config: RunConfig | None = None
         self.setObjectName("mainWindow")
         self.setWindowTitle("Device Lab")
@@ -200,7 +200,7 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         self.device_panel.devices_changed.connect(self._on_devices)
         self.run_panel.tpu_probed.connect(self.device_panel.show_tpu_probe)
-        self.add_run_hook_provider(self.run_panel.cluster_box.run_callbacks)
+        self.add_run_hook_provider(self.run_panel.cluster_box.run_hooks_of)
         self.device_panel.detection_failed.connect(lambda text: self.statusBar().showMessage(text))
         self.run_panel.start_requested.connect(self._start_run)
         self.run_panel.stop_requested.connect(self._stop_run)
@@ -309,7 +309,7 @@ class MainWindow(QMainWindow):
         gc.collect()
         gc.freeze()
 
-    def add_run_hook_provider(self, provider: Callable[[RunConfig], list[RunCallback]]) -> None:
+    def add_run_hook_provider(self, provider: Callable[[RunConfig], list[RunHook]]) -> None:
         """Register a function giving a view's own hooks for each run (the cluster box's watcher of the workers).
 
         The run's standard hooks (TensorBoard, profiler, GPU use, …) are not a view's: the job service builds them from

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from core.results import StepRecord
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 
-class StepsTo(RunCallback):
+class StepsTo(RunHook):
     """Hands each call's step records to `function`."""
 
     def __init__(self, function: Callable[[Sequence[StepRecord]], None]):

@@ -1,4 +1,4 @@
-"""`run_in_backend_child(config, stop_event, callbacks) -> RunResult`: a JAX or PyTorch run, from the parent's side.
+"""`run_in_backend_child(config, stop_event, hooks) -> RunResult`: a JAX or PyTorch run, from the parent's side.
 
 The job trains in `python -m core.backends.child_job` (started through
 `core.child_process.Child`: its own process group, ended with the app). Its
@@ -30,8 +30,8 @@ from core.config import RunConfig
 from core.formatting import utc_now
 from core.job_messages import Ended, Go, Started, Steps, Turn, decode, decode_as, tell
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result, end_run, granted_turn
 from core.training.failures import divergence_message
+from core.training.hooks import RunContext, RunHook, amended_result, end_run, granted_turn
 from core.training.metrics import Measured, measured_result
 from core.training.parent_turns import TAKES_TURNS
 from core.workloads.file_optimizer import with_learning_rate_used
@@ -74,7 +74,7 @@ class _Tally:
 def run_in_backend_child(
     config: RunConfig,
     stop_event: threading.Event | None = None,
-    callbacks: Sequence[RunCallback] = (),
+    hooks: Sequence[RunHook] = (),
 ) -> RunResult:
     """Train `config` on its backend in a child process, streaming step records to the hooks.
 
@@ -83,7 +83,7 @@ def run_in_backend_child(
     `stop_event` ends it with status "stopped" after the call in flight.
     """
     stop_event = stop_event or threading.Event()
-    listeners = list(callbacks)
+    listeners = list(hooks)
     started_at, start = utc_now(), time.perf_counter()
     tally = _Tally(config)
     status, message = RunStatus.COMPLETED, ""
@@ -97,7 +97,7 @@ def run_in_backend_child(
     return result
 
 
-def _follow_child(tally: _Tally, stop_event: threading.Event, listeners: list[RunCallback]) -> tuple[RunStatus, str]:
+def _follow_child(tally: _Tally, stop_event: threading.Event, listeners: list[RunHook]) -> tuple[RunStatus, str]:
     """The job's child with the run's config and initial weights (see `_watch_child`)."""
     config = tally.config
     title = backend_title(config.backend)
@@ -109,7 +109,7 @@ def _follow_child(tally: _Tally, stop_event: threading.Event, listeners: list[Ru
         return _watch_child(tally, argv, stop_event, listeners)
 
 
-def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, listeners: list[RunCallback]) -> tuple[RunStatus, str]:
+def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, listeners: list[RunHook]) -> tuple[RunStatus, str]:
     """Start the job's child with `argv`, hand on its messages until it ends, and say how the run ended."""
     title = backend_title(tally.config.backend)
     turns = {TAKES_TURNS: "1"} if any(listener.takes_turns for listener in listeners) else {}
@@ -145,7 +145,7 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, li
     return RunStatus.COMPLETED, ""
 
 
-def _started(tally: _Tally, message: Started, listeners: Sequence[RunCallback]) -> None:
+def _started(tally: _Tally, message: Started, listeners: Sequence[RunHook]) -> None:
     """The job is set up: note what it said and tell the hooks (no model object: it lives in the child)."""
     tally.total_steps = message.total_steps
     tally.replicas = message.replicas

@@ -27,7 +27,7 @@ def first_call_text(elapsed_s: float, stopping: bool = False) -> str:
 
 
 class ProgressPrinter:
-    """An `on_step_records` callback printing one progress line to stderr at most every `interval_s` (twice a second)."""
+    """An `on_step_records` function printing one progress line to stderr at most every `interval_s` (twice a second)."""
 
     def __init__(self, total_steps: int, batch_size: int, stream=None, interval_s: float | None = None):
         self.total_steps = total_steps

@@ -25,11 +25,11 @@ from core.cli.exits import EXIT_OK, EXIT_RUN_FAILED
 from core.cli.job_options import CliHistory, configure_tensorflow, job_config
 from core.cli.output import ProgressPrinter, format_result, stdout_to_stderr
 from core.cli.signals import run_interruptibly, stop_on_signals
-from core.cluster.topology import ClusterCallback, WorkerInfo
+from core.cluster.topology import ClusterHook, WorkerInfo
 from core.config import ConfigError, RunConfig, parse_step_range
 from core.jobs import JobListener, RecordedRun, RunHooks, run_label
 from core.results import RunStatus, StepRecord
-from core.training.callbacks import RunContext
+from core.training.hooks import RunContext
 from core.training.to_target import reach, to_target_text
 
 NOT_STARTED = "stopped before the run started; nothing was recorded"
@@ -252,7 +252,7 @@ def announce_cluster(config: RunConfig) -> None:
         _warn(crowding)
 
 
-class JoinProgress(ClusterCallback):
+class JoinProgress(ClusterHook):
     """Prints, on stderr, the workers starting and how long they have been joining, until the run starts."""
 
     def __init__(self, stream=None):

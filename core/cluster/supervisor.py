@@ -26,7 +26,7 @@ from core.cluster.isolation import ISOLATED_NOTE, PrivateNetwork, exposed_note, 
 from core.cluster.topology import (
     GRPC_WARNING,
     LOCALHOST,
-    ClusterCallback,
+    ClusterHook,
     WorkerInfo,
     local_gpu_shares,
     local_worker_argv,
@@ -38,7 +38,7 @@ from core.formatting import utc_now
 from core.job_messages import CallBegun, Failed, Go, Result, Started, Steps, Turn, decode, tell
 from core.ports import free_ports
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result, end_run, granted_turn
+from core.training.hooks import RunContext, RunHook, amended_result, end_run, granted_turn
 from core.training.metrics import summarize
 from core.training.parent_turns import TAKES_TURNS
 from core.workloads.model_file import ModelFileError, check_model_path
@@ -53,7 +53,7 @@ MESSAGE_TAIL_LINES = 6
 def run_local_cluster(
     config: RunConfig,
     stop_event: threading.Event | None = None,
-    callbacks: Sequence[RunCallback] = (),
+    hooks: Sequence[RunHook] = (),
 ) -> RunResult:
     """Run `config` on a cluster of worker processes and return the chief's result.
 
@@ -73,7 +73,7 @@ def run_local_cluster(
         cluster = [f"{LOCALHOST}:{port}" for port in free_ports(config.workers)]
         local = list(range(config.workers))
     network, exposed_because = open_worker_network(config) if private_workers(config) else (None, "")
-    supervisor = Supervisor(config, cluster, local, stop_event or threading.Event(), callbacks, network, exposed_because)
+    supervisor = Supervisor(config, cluster, local, stop_event or threading.Event(), hooks, network, exposed_because)
     try:
         return supervisor.run()
     finally:
@@ -110,7 +110,7 @@ class Supervisor:
         cluster: Sequence[str],
         local: Sequence[int],
         stop_event: threading.Event,
-        callbacks: Sequence[RunCallback],
+        hooks: Sequence[RunHook],
         network: PrivateNetwork | None = None,
         exposed_because: str = "",
     ):
@@ -122,7 +122,7 @@ class Supervisor:
         self._workers = [_Worker(i, address) for i, address in enumerate(cluster)]
         self._local = [self._workers[i] for i in local]
         self._stop_event = stop_event
-        self._listeners = list(callbacks)
+        self._listeners = list(hooks)
         self._events: queue.Queue[tuple[int, dict[str, Any] | ChildEnd]] = queue.Queue()  # a worker's messages, then how it ended
         self._start_event: Started | None = None
         self._records: list[StepRecord] = []
@@ -378,8 +378,8 @@ class Supervisor:
             warnings=tuple(self._config.warnings(has_accelerator=any(not d.startswith("CPU") for d in devices))),
         )
 
-    def _cluster_listeners(self) -> list[ClusterCallback]:
-        return [listener for listener in self._listeners if isinstance(listener, ClusterCallback)]
+    def _cluster_listeners(self) -> list[ClusterHook]:
+        return [listener for listener in self._listeners if isinstance(listener, ClusterHook)]
 
 
 def with_model_hash(config: RunConfig) -> RunConfig:

@@ -29,7 +29,7 @@ import psutil
 
 from core.cluster.isolation import loopback_cluster
 from core.formatting import format_bytes
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 if TYPE_CHECKING:
     from core.config import RunConfig
@@ -51,8 +51,8 @@ class WorkerInfo:
     exit_code: int | None = None
 
 
-class ClusterCallback(RunCallback):
-    """A RunCallback that also hears about the worker processes of a cluster run."""
+class ClusterHook(RunHook):
+    """A RunHook that also hears about the worker processes of a cluster run."""
 
     def on_workers_started(self, workers: Sequence[WorkerInfo]) -> None:
         """The processes started here are running; none has joined the cluster yet."""

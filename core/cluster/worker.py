@@ -43,7 +43,7 @@ from core.cluster.topology import GRPC_WARNING, tf_config
 from core.config import ConfigError, RunConfig, normalize_address
 from core.job_messages import CallBegun, Failed, JobMessage, Result, Started, Steps, decode, send
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 from core.training.parent_turns import TAKES_TURNS, ParentTurns, takes_turns
 from core.workloads.model_file import ModelFileError
 
@@ -72,7 +72,7 @@ def main(args: list[str]) -> int:
         return attend(cluster, options.task_index, options.config_json, options.allow_network_workers)
     os.environ["TF_CONFIG"] = tf_config(cluster, options.task_index)
     stop = threading.Event()
-    hooks: list[RunCallback] = []
+    hooks: list[RunHook] = []
     reporter = EventReporter(options.task_index == 0, stop)
     end_with_parent()  # killed by the kernel with the app, even while TensorFlow's cluster set-up holds the GIL
     listen_to_parent(stop, ORPHAN_EXIT_S)
@@ -225,7 +225,7 @@ def _say(text: str) -> None:
         pass
 
 
-def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, hooks: Sequence[RunCallback] = ()) -> int:
+def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, hooks: Sequence[RunHook] = ()) -> int:
     from core.hooks.conditions import ConditionsHook
     from core.machine.runtime import RuntimeSettings, configure_runtime
     from core.training.engine import train_in_this_process
@@ -250,7 +250,7 @@ def _train(config: RunConfig, stop: threading.Event, reporter: EventReporter, ho
     return 1 if result.status == RunStatus.FAILED else 0
 
 
-class EventReporter(RunCallback):
+class EventReporter(RunHook):
     """Sends the run's messages to the supervisor: all of them on the chief; elsewhere the start (its size only) and the outcome."""
 
     def __init__(self, chief: bool, stop: threading.Event):

@@ -108,7 +108,7 @@ def run_probes(
     def probe(changed: RunConfig, what: str) -> None:
         if announce is not None:
             announce(f"probe run {len(made) + 1}: {what}, {changed.steps} steps")
-        made.append(run_training(changed, stop_event=stop_event, callbacks=[ConditionsHook()]))  # a noisy probe is said in the verdict
+        made.append(run_training(changed, stop_event=stop_event, hooks=[ConditionsHook()]))  # a noisy probe is said in the verdict
 
     if not matching_points(result, others, "batch_size"):
         smaller = smaller_batch_config(config, result.replicas, step_s)

@@ -19,8 +19,8 @@ from core.diagnosis.probes import diagnose
 from core.diagnosis.verdict import Verdict
 from core.machine.peaks import PeaksReport
 from core.results import RunResult, RunStatus
-from core.training.callbacks import RunCallback, RunContext
 from core.training.flops import FlopsCounter
+from core.training.hooks import RunContext, RunHook
 
 NO_PROBES = {
     "multi-worker": (
@@ -74,7 +74,7 @@ def _warned(result: RunResult, warning: str) -> RunResult:
     return replace(result, warnings=(*result.warnings, warning))
 
 
-class VerdictHook(RunCallback):
+class VerdictHook(RunHook):
     """Diagnoses a completed run as it ends: `amend_result` adds the verdict (short probe runs, not recorded).
 
     Counts the model's FLOPs when the run starts (for the achieved FLOP/s).

@@ -1,6 +1,6 @@
 """Record a run in the history while it trains, so a crash loses at most the last second.
 
-`HistoryRecorder` is a `RunCallback`: `begin()` records the run as "running" before
+`HistoryRecorder` is a `RunHook`: `begin()` records the run as "running" before
 it starts, `on_step_records` appends the steps in one transaction at most every
 `flush_interval_s`, and `finish(result)` writes the result, once (the job
 service, `core.jobs`, calls it with the final result, its verdict included). After a crash or `kill -9`
@@ -29,7 +29,7 @@ from core.config import RunConfig
 from core.history import database
 from core.history.store import RunStore, StoreError
 from core.results import RunResult, StepRecord
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 FLUSH_INTERVAL_S = 1.0
 FLUSH_WAIT_S = 0.05
@@ -41,7 +41,7 @@ _T = TypeVar("_T")
 _LOCKED = object()  # `_attempt`'s answer when another process's lock kept the write out
 
 
-class HistoryRecorder(RunCallback):
+class HistoryRecorder(RunHook):
     """Writes one run to `store` as it happens: begun, steps appended about once a second, finished.
 
     `store` may be None when the history could not be opened: pass `error`

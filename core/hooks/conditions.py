@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from core.machine.conditions import ConditionsSampler, contention_warning, gpu_conditions, own_pids
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 from core.training.metrics import noise_warning
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _run_gpus(device_names: Sequence[str]) -> tuple[Any, list[tuple[str, Any]]]:
     return (nvml, run_gpu_handles(nvml, device_names)) if nvml is not None else (None, [])
 
 
-class ConditionsHook(RunCallback):
+class ConditionsHook(RunHook):
     """Snapshots the machine's counters at the run's start, after its warm-up call and after its last call."""
 
     def __init__(self, nvml: Any = None, find_gpus: FindGpus | None = None) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 from core.machine.gpu import load_nvml, run_gpu_handles
 from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView
 from core.machine.types import try_read
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 
 if TYPE_CHECKING:
     from core.config import RunConfig
@@ -45,7 +45,7 @@ class DeviceUseSeries:
     memory_pct: np.ndarray
 
 
-class DeviceUseHook(RunCallback):
+class DeviceUseHook(RunHook):
     """Samples the run's GPUs from `on_run_start` to the run's end; inactive when the run has none NVML knows."""
 
     def __init__(self, nvml: Any, find_gpus: FindGpus | None = None, interval_s: float = SAMPLE_INTERVAL_S) -> None:

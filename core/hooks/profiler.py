@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from core.config import PROFILE_FIELD, ConfigError, RunConfig, check_step_range
 from core.hooks.tensorboard import RunDirectory, TensorBoardWriter, as_run_directory
 from core.hooks.trace_summary import TraceUnreadable, format_top_ops, summarize_trace
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 from core.training.metrics import StepRange, summarize
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def check_profile_steps(first_step: int, last_step: int, total_steps: int | None
         raise ConfigError(PROFILE_FIELD, (first_step, last_step), f"steps within the run's {total_steps} steps")
 
 
-class ProfilerCapture(RunCallback):
+class ProfilerCapture(RunHook):
     """Runs the TensorFlow profiler over steps `first_step`..`last_step` (rounded out to whole calls).
 
     Always stops the profiler when the run ends, also after a failure or a stop.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from core.child_process import Child
 from core.hooks.event_file import EventFileThread
 from core.ports import free_ports
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 
 if TYPE_CHECKING:
     from core.results import RunResult, StepRecord
@@ -44,7 +44,7 @@ class TensorBoardMissing(RuntimeError):
 class RunDirectory:
     """The folder of one run under a base log folder: `<base>/<started>-<model>-<strategy>`.
 
-    Named once when the run starts; callbacks that share an instance (scalars
+    Named once when the run starts; hooks that share an instance (scalars
     and a profiler trace) write into the same folder, which TensorBoard shows
     as one run.
     """
@@ -82,7 +82,7 @@ def as_run_directory(logdir: str | Path | RunDirectory) -> RunDirectory:
     return logdir if isinstance(logdir, RunDirectory) else RunDirectory(logdir)
 
 
-class TensorBoardWriter(RunCallback):
+class TensorBoardWriter(RunHook):
     """Writes loss, step time and samples/s per step, and memory now and then, as TensorBoard scalars.
 
     Tags: "loss", "step_time_ms", "samples_per_s" (global batch / step time)

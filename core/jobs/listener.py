@@ -1,6 +1,6 @@
 """`JobListener`: the one channel through which a job tells its caller how it goes.
 
-A listener is a hook (`RunCallback`: the run's start, each call's steps, its
+A listener is a hook (`RunHook`: the run's start, each call's steps, its
 end, in the thread that trains) with the job's own events added: the run's
 hooks once they are built, which run of a comparison or sweep starts, that a
 completed run is being diagnosed, and where each run ended up (a
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from core.jobs.rounds import WARMUP_ROUND, OnTurn
 from core.results import RunResult
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 if TYPE_CHECKING:
     from core.jobs.run_hooks import RunHooks
@@ -33,8 +33,8 @@ class RecordedRun:
     started: bool = True
 
 
-class JobListener(RunCallback):
-    """Follows a job: what every hook hears (`RunCallback`), plus its run's hooks once built, the job's start, diagnosis and end of each run."""
+class JobListener(RunHook):
+    """Follows a job: what every hook hears (`RunHook`), plus its run's hooks once built, the job's start, diagnosis and end of each run."""
 
     def on_run_hooks(self, hooks: RunHooks) -> None:
         """The run's hooks are built, before it starts: a view may follow one (`hooks.device_use`), a report read one after

@@ -8,7 +8,7 @@ random order, and the comparison is made across rounds (`core.training.noise.
 between_runs`).
 
 `run_in_rounds` starts each job in a thread of its own, with a `RoundGate` among
-its hooks. The gate holds the run before each call (`RunCallback.wait_turn`,
+its hooks. The gate holds the run before each call (`RunHook.wait_turn`,
 left out of the run's clock) until the coordinator gives it the turn. The jobs
 are set up one at a time (building and tracing are never timed against
 another's steps), then each runs its warm-up call alone, then `rounds` rounds:
@@ -42,8 +42,8 @@ from typing import Any, Protocol
 
 from core.machine.conditions import between, snapshot
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext
 from core.training.failures import explain_failure
+from core.training.hooks import RunContext, RunHook
 
 DEFAULT_ROUNDS = 6
 """Rounds a comparison, a sweep and autotune's last check measure by default: enough for a t-interval over rounds that
@@ -94,7 +94,7 @@ class TurnWatcher(Protocol):
     def turn_began(self) -> None: ...
 
 
-class RoundGate(RunCallback):
+class RoundGate(RunHook):
     """One job's side of the rounds: holds its run until the coordinator gives it a turn, notes what each turn measured."""
 
     takes_turns = True

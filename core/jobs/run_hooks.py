@@ -1,7 +1,7 @@
 """The run's hooks: every standard hook a job's run carries, built from its config in one place, and all of them ended.
 
 As Keras's `fit` makes its own `CallbackList` (its History, its progress bar)
-and adds the caller's callbacks to it, `RunHooks` is a run's own list of hooks:
+and adds the caller's hooks to it, `RunHooks` is a run's own list of hooks:
 the caller's listener and hooks, then the standard hooks, each built here from
 the config and the job's options:
 
@@ -38,9 +38,9 @@ from core.hooks.profiler import ProfilerCapture, logging_hooks
 from core.hooks.tensorboard import TensorBoardWriter
 from core.jobs.rounds import RoundGate
 from core.results import RunResult
-from core.training.callbacks import RunCallback, end_run
 from core.training.energy import EnergyHook
 from core.training.flops import FlopsCounter
+from core.training.hooks import RunHook, end_run
 
 
 class RunHooks:
@@ -59,7 +59,7 @@ class RunHooks:
         self,
         config: RunConfig,
         stop_event: threading.Event,
-        own: Sequence[RunCallback] = (),
+        own: Sequence[RunHook] = (),
         diagnose: bool = False,
         announce: Callable[[str], None] | None = None,
     ) -> None:
@@ -82,14 +82,14 @@ class RunHooks:
             self.verdict = VerdictHook(config, stop_event, announce)
         self._end = _EndSeen()
         standard = (self.tensorboard, self.profiler, self.device_use, self.energy, self.flops, self.verdict)
-        self._hooks: list[RunCallback] = [
+        self._hooks: list[RunHook] = [
             *([self.conditions] if self.conditions is not None else []),
             *own,
             *(hook for hook in standard if hook is not None),
             self._end,
         ]
 
-    def __iter__(self) -> Iterator[RunCallback]:
+    def __iter__(self) -> Iterator[RunHook]:
         return iter(self._hooks)
 
     def close(self, result: RunResult) -> None:
@@ -98,7 +98,7 @@ class RunHooks:
             end_run(self._hooks, result)
 
 
-class _EndSeen(RunCallback):
+class _EndSeen(RunHook):
     """The last of a run's hooks: whether the run ended them (an engine ends every hook it is given, in order: `end_run`)."""
 
     def __init__(self) -> None:

@@ -24,7 +24,7 @@ from core.jobs.listener import JobListener, RecordedRun
 from core.jobs.run_hooks import RunHooks
 from core.results import RunResult, RunStatus
 from core.runner import run_training
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 from core.workloads.workload import check_workload, model_title
 
 if TYPE_CHECKING:  # the history and the diagnosis load when a job needs them: the CLI checks its input first
@@ -52,7 +52,7 @@ class JobOptions:
     label: str = ""
     group: str = ""
     diagnose: bool = False
-    hooks: tuple[RunCallback, ...] = ()
+    hooks: tuple[RunHook, ...] = ()
     listener: JobListener | None = None
     raise_config_error: bool = False
     unsaved_reason: str = ""
@@ -126,7 +126,7 @@ def run_job(
 def _trained(config: RunConfig, hooks: RunHooks, stop_event: threading.Event) -> RunResult:
     """`config` trained with `hooks`, every one of them ended whatever happens (a run that fails before its first step ends none)."""
     try:
-        result = run_training(config, stop_event=stop_event, callbacks=list(hooks))
+        result = run_training(config, stop_event=stop_event, hooks=list(hooks))
     except BaseException as exc:
         hooks.close(_failed(config, exc))
         raise

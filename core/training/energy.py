@@ -25,7 +25,7 @@ from typing import Any
 
 from core.machine.energy import EnergyCounter, Reading, gpu_counters, joules_between, powercap_counters, read_all
 from core.results import RunResult, StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 
 READ_EVERY_S = 0.05
 """Between two readings at least: RAPL updates about every millisecond, NVML's energy every few; a read costs tens of µs."""
@@ -56,7 +56,7 @@ def energy_unavailable(device_names: Sequence[str]) -> str:
     return "" if counters else reason or "no energy counter"
 
 
-class EnergyHook(RunCallback):
+class EnergyHook(RunHook):
     """Measures the joules of the run's steady window; in interleaved rounds `in_rounds` (the gate tells it each turn's end and start)."""
 
     def __init__(self, in_rounds: bool = False, counters_for: CountersFor = run_counters) -> None:

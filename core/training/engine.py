@@ -1,4 +1,4 @@
-"""The training engine: `train_in_this_process(config, stop_event, callbacks) -> RunResult`.
+"""The training engine: `train_in_this_process(config, stop_event, hooks) -> RunResult`.
 
 One engine for every strategy: a custom training loop in which a
 `tf.function` runs `steps_per_call` steps per call, each step through
@@ -49,8 +49,8 @@ from core.machine.cpu import cpu_model
 from core.machine.peak_estimates import run_peak_environment
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunCallback, RunContext, amended_result, end_run, waited_for_turn
 from core.training.failures import NonFiniteLoss, divergence_message, explain_failure
+from core.training.hooks import RunContext, RunHook, amended_result, end_run, waited_for_turn
 from core.training.metrics import Measured, call_size, measured_result
 from core.training.strategies import SetupStopped, check_mirrored_devices, make_strategy
 from core.workloads.data import batch_warning
@@ -85,9 +85,9 @@ class _Session:
 def train_in_this_process(
     config: RunConfig,
     stop_event: threading.Event | None = None,
-    callbacks: Sequence[RunCallback] = (),
+    hooks: Sequence[RunHook] = (),
 ) -> RunResult:
-    """Train `config` here, passing each call's step records to the hooks in `callbacks`.
+    """Train `config` here, passing each call's step records to the hooks in `hooks`.
 
     `core.runner.run_training` calls this for every strategy but a local
     multi-worker run. Raises ConfigError when the config does not fit this
@@ -106,7 +106,7 @@ def train_in_this_process(
     """
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
-    listeners = list(callbacks)
+    listeners = list(hooks)
     started_at = utc_now()
     start = time.perf_counter()
     tally = _Tally(MemoryTracker(), config)
@@ -163,7 +163,7 @@ class _Tally:
         return records
 
 
-def _start_run(session: _Session, tally: _Tally, listeners: Sequence[RunCallback]) -> None:
+def _start_run(session: _Session, tally: _Tally, listeners: Sequence[RunHook]) -> None:
     """Note the replicas and devices, start the memory tracker, and tell the hooks the run is set up."""
     tally.replicas = session.strategy.num_replicas_in_sync
     tally.device_names = session.device_names
@@ -177,7 +177,7 @@ def _run_calls(
     session: _Session,
     tally: _Tally,
     stop_event: threading.Event,
-    listeners: Sequence[RunCallback],
+    listeners: Sequence[RunHook],
 ) -> None:
     """Call the compiled function until every step ran or `stop_event` is set.
 

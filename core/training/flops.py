@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 from core.workloads.model_signature import dict_keys
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def partial_warning(uncounted: tuple[str, ...]) -> str:
     return f"FLOPs are partial: not counted in {', '.join(uncounted)}. Achieved FLOP/s and % of peak are lower bounds."
 
 
-class FlopsCounter(RunCallback):
+class FlopsCounter(RunHook):
     """Counts the model's training FLOPs per step when a run starts (before any step is timed), and adds them to the result.
 
     Keeps the first count it makes, so one counter can serve every run of a

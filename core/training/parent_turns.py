@@ -6,7 +6,7 @@ the child has sent the steps of its earlier calls, sends `Turn(next_step)`
 and waits on its control pipe for `Go(until_step=N)` (calls starting at that
 step at most) or `Go(seconds=S)` (of training), messages of `core.job_messages`;
 the parent waits in its hooks' `wait_turn` on the child's behalf meanwhile
-(`callbacks.granted_turn`). Used by backend jobs (`core.backends.call_timer`,
+(`hooks.granted_turn`). Used by backend jobs (`core.backends.call_timer`,
 which first reads the calls in flight) and by a cluster's chief worker (as a hook of
 the TensorFlow engine, which leaves the wait out of the run's clock).
 """
@@ -18,7 +18,7 @@ import threading
 import time
 
 from core.job_messages import Go, MessageError, Send, Turn, heard
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 TAKES_TURNS = "DEVICE_LAB_TAKES_TURNS"
 
@@ -28,7 +28,7 @@ def takes_turns() -> bool:
     return bool(os.environ.get(TAKES_TURNS))
 
 
-class ParentTurns(RunCallback):
+class ParentTurns(RunHook):
     """The child's side: whether a call may start inside the turn granted, and asking the parent for the next one."""
 
     def __init__(self, send: Send, stop: threading.Event) -> None:

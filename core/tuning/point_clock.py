@@ -28,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from core.results import StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 
 MIN_STEADY_CALLS = 3
 MIN_POINT_S = 0.1
@@ -65,7 +65,7 @@ def relative_half_width(seconds: Sequence[float], steps: Sequence[int]) -> float
     return float(stdtrit(groups - 1, 0.975)) * spread / float(np.mean(rates))
 
 
-class PointClock(RunCallback):
+class PointClock(RunHook):
     """Stops a point once its samples/s is known (see the module docstring) or it has timed `measure_s` of steady state,
     once its steady samples/s fall under `floor_rate` (None: never), at the deadline, or on Stop; `gave_up` says the
     floor stopped it, `finished` that it was not cut short."""
@@ -108,9 +108,10 @@ class PointClock(RunCallback):
         self._check(now)
 
     def _check(self, now: float) -> None:
-        if not self.finished and self._plainly_slower():
-            self.gave_up = self.finished = True
-        self.finished = self.finished or self._known(now)
+        if not self.finished:
+            known = self._known(now)
+            self.gave_up = self._plainly_slower(settled=known)
+            self.finished = known or self.gave_up
         if self.finished or now >= self.deadline or self.user_stop.is_set():
             self.point_stop.set()
 
@@ -125,8 +126,9 @@ class PointClock(RunCallback):
         width = relative_half_width(self._call_seconds, self._call_steps)
         return width is not None and width <= PRECISION
 
-    def _plainly_slower(self) -> bool:
-        if self.floor_rate is None or self._steady_seconds < GIVE_UP_AFTER_S or not self._steady_steps:
+    def _plainly_slower(self, settled: bool) -> bool:
+        """Under the floor, once GIVE_UP_AFTER_S of steady calls or a settled rate says so (a fast point settles sooner)."""
+        if self.floor_rate is None or not self._steady_steps or not (settled or self._steady_seconds >= GIVE_UP_AFTER_S):
             return False
         return self._steady_steps * self._batch_size / self._steady_seconds < self.floor_rate
 

@@ -24,7 +24,7 @@ from core.jobs import JobListener, JobOptions, RecordedRun
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepArrays, StepBuffer
 from core.results import StepRecord
-from core.training.callbacks import RunContext
+from core.training.hooks import RunContext
 from gui.controllers.base import JobController
 from gui.controllers.history import JobHistory
 from gui.job_data import CompareJob, FinishedRun, SavedTarget

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from core.config import RunConfig
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepBuffer
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 from gui.controllers.base import JobController
 from gui.controllers.training_worker import TrainingWorker
 from gui.job_data import FinishedRun, Progress
@@ -55,7 +55,7 @@ class RunController(JobController):
         """The plot key of the run in flight (or the last one)."""
         return self._key
 
-    def start(self, config: RunConfig, label: str, listeners: Sequence[RunCallback] = ()) -> bool:
+    def start(self, config: RunConfig, label: str, listeners: Sequence[RunHook] = ()) -> bool:
         """Start `config` in a training thread; False (and nothing happens) while a run is in flight.
 
         `listeners` (a view's own hooks: the cluster watcher) run in the training thread; the run's standard hooks

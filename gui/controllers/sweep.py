@@ -19,7 +19,7 @@ from core.jobs import JobOptions
 from core.live.rate_limit import RateLimit
 from core.live.step_buffer import StepBuffer
 from core.results import StepRecord
-from core.training.callbacks import RunContext
+from core.training.hooks import RunContext
 from core.tuning.sweep import SweepListener, SweepRow, run_sweep
 from core.tuning.sweep_plan import next_sweep_group, plan_sweep
 from gui.controllers.base import JobController

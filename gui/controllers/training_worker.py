@@ -16,7 +16,7 @@ from core.config import RunConfig
 from core.jobs import JobListener, JobOptions, RunHooks, run_job
 from core.live.step_buffer import StepBuffer
 from core.results import StepRecord
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 from gui.controllers.history import JobHistory
 from gui.job_data import FinishedRun
 from gui.qt_threads import Worker
@@ -44,7 +44,7 @@ class TrainingWorker(Worker):
         label: str,
         buffer: StepBuffer,
         stop_event: threading.Event,
-        listeners: Sequence[RunCallback] = (),
+        listeners: Sequence[RunHook] = (),
         diagnose: bool = True,
     ):
         super().__init__()

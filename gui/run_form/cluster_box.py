@@ -31,9 +31,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.cluster.topology import GRPC_WARNING, ClusterCallback, WorkerInfo, cluster_from_environment, worker_commands
+from core.cluster.topology import GRPC_WARNING, ClusterHook, WorkerInfo, cluster_from_environment, worker_commands
 from core.config import MAX_CLUSTER_TIMEOUT_S, MAX_WORKERS, MIN_CLUSTER_TIMEOUT_S, RunConfig
-from core.training.callbacks import RunCallback, RunContext
+from core.training.hooks import RunContext, RunHook
 from gui.qt_threads import run_in_background
 from gui.run_form.bindings import bind_plain_text, bind_spin
 from gui.run_form.note_label import NoteLabel
@@ -119,8 +119,8 @@ class ClusterBox(QGroupBox):
             self.commands_view.setPlainText(text)
         self.copy_button.setEnabled(len(config.cluster_hosts) > 1)
 
-    def run_callbacks(self, config: RunConfig) -> list[RunCallback]:
-        """Callback provider for the main window: a watcher for multi-worker runs."""
+    def run_hooks_of(self, config: RunConfig) -> list[RunHook]:
+        """The window's own hooks for `config`: a watcher for multi-worker runs."""
         return [ClusterWatcher(self)] if config.strategy == "multi-worker" else []
 
     def close_down(self) -> None:
@@ -353,7 +353,7 @@ def _lines_height(edit: QPlainTextEdit, lines: int) -> int:
     return edit.fontMetrics().lineSpacing() * lines + 2 * round(edit.document().documentMargin()) + margins.top() + margins.bottom()
 
 
-class ClusterWatcher(ClusterCallback):
+class ClusterWatcher(ClusterHook):
     """Relays a cluster run's worker events to a `ClusterBox` (runs in the training thread).
 
     It only emits the box's signals: the box lives in the GUI thread, so Qt

@@ -13,8 +13,8 @@ def test_each_clock_is_bound_to_its_own_run_and_a_result_finds_only_its_clock() 
     clocks = [harness.CallClock(), harness.CallClock()]
     job = RunConfig(model="mlp", dataset="synthetic", batch_size=16, steps=6)
     probe = RunConfig(model="mlp", dataset="synthetic", batch_size=16, steps=8, steps_per_call=4)
-    started = run_training(job, callbacks=[clocks[0]])
-    later = run_training(probe, callbacks=[clocks[1]])  # a probe run after it, as the window's diagnosis makes
+    started = run_training(job, hooks=[clocks[0]])
+    later = run_training(probe, hooks=[clocks[1]])  # a probe run after it, as the window's diagnosis makes
     assert harness.clock_of(clocks, started) is clocks[0] and clocks[0].config.steps_per_call == 1
     assert harness.clock_of(clocks, later) is clocks[1]
     with pytest.raises(harness.BenchmarkError, match="expected exactly one"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
@@ -60,3 +62,11 @@ def tick_labels(chart) -> list[str]:
     """The labels a BarChart draws under its bars (elided to fit): its bottom axis's fixed ticks."""
     levels = chart.getPlotItem().getAxis("bottom")._tickLevels  # pyqtgraph keeps setTicks' ticks here, with no getter
     return [label for _, label in levels[0]] if levels else []
+
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def names_a_flag(text: str) -> bool:
+    """Whether `text` names a command-line flag (`--something`): the window says its controls' names instead."""
+    return FLAG.search(text) is not None

@@ -20,9 +20,9 @@ from gui.dialogs.settings import SettingsDialog
 from gui.qt_threads import running_threads
 from gui.run_form.model_choice import DEFAULT_DATASET
 from gui.tuning.sweep_panel import ROWS_IN_VIEW
-from gui.window_words import DEVICE_SETTINGS, LOGICAL_CPUS, LOGICAL_CPUS_PATH, names_a_flag
+from gui.window_words import DEVICE_SETTINGS, LOGICAL_CPUS, LOGICAL_CPUS_PATH
 from tests.gui.conftest import DETECTION_TIMEOUT_MS, RUN_TIMEOUT_MS, opened_main_window
-from tests.gui.helpers import choose, set_one_device
+from tests.gui.helpers import choose, names_a_flag, set_one_device
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_folders")]  # every test shares the module's window and folders
 

@@ -7,8 +7,6 @@ widgets that show it.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QToolButton
@@ -24,6 +22,7 @@ from gui.controllers.tuning import TuningController
 from gui.tuning.sweep_axes import SweepAxesBox
 from gui.tuning.tuning_box import NO_SEARCH_YET, TuningBox
 from gui.window_words import LOGICAL_CPUS_PATH, MEMORY_BUDGET, TIME_BUDGET, window_words
+from tests.gui.helpers import names_a_flag
 
 SEARCH_TIMEOUT_MS = 60_000
 
@@ -45,14 +44,6 @@ def test_core_messages_name_the_window_s_control_not_a_flag(said: str, control: 
     shown = window_words(said)
     assert not names_a_flag(shown) and control in shown
     assert "Settings >" not in shown, "no menu the window lacks"
-
-
-FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
-
-
-def names_a_flag(text: str) -> bool:
-    """Whether `text` names a command-line flag (`--something`)."""
-    return FLAG.search(text) is not None
 
 
 def test_a_budget_refused_in_the_box_names_its_field(qtbot) -> None:

@@ -13,13 +13,13 @@ import pytest
 
 from core import RunConfig, RunStatus, run_training
 from core.hooks.conditions import ConditionsHook
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 from tests.step_hooks import StepsTo
 
 pytestmark = pytest.mark.slow
 
 
-class Heard(RunCallback):
+class Heard(RunHook):
     """What the hooks hear, as the history recorder and the live plots would."""
 
     def __init__(self) -> None:
@@ -52,7 +52,7 @@ def test_a_jax_job_trains_in_a_child_without_tensorflow_and_streams_every_step()
             libraries.extend(_job_libraries())
 
     hooks = [ConditionsHook(), heard, StepsTo(on_step_records)]  # the conditions hook, as the job service gives every run one
-    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), callbacks=hooks)
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=24, steps_per_call=4), hooks=hooks)
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.environment["tensorflow_imported"] is False  # checked in the child at the end of the job
     assert any("jax" in path for path in libraries) and not any("tensorflow" in path for path in libraries)

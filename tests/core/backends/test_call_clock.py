@@ -88,7 +88,7 @@ def test_a_jax_run_over_several_epochs_reports_every_step_once_with_a_time_and_t
     The warm-up is the first call and the second fit's first 8 calls (its set-up, and slower calls as a fit starts).
     """
     seen: list = []
-    result = run_training(RunConfig(model="mlp", backend="jax", steps=200, steps_per_call=1), callbacks=[StepsTo(seen.extend)])
+    result = run_training(RunConfig(model="mlp", backend="jax", steps=200, steps_per_call=1), hooks=[StepsTo(seen.extend)])
     assert result.ok, result.message
     assert [r.step for r in seen] == list(range(1, 201))
     assert all(r.step_time_s > 0 for r in seen[1:]) and [r.warmup for r in seen[:10]] == [True] * 9 + [False]

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from core.cluster.topology import (
-    ClusterCallback,
+    ClusterHook,
     WorkerInfo,
     cluster_from_environment,
     local_gpu_shares,
@@ -40,7 +40,7 @@ def cluster_config(steps: int, **changes) -> RunConfig:
     return RunConfig(**{**settings, **changes})
 
 
-class Recorder(ClusterCallback):
+class Recorder(ClusterHook):
     """Records what the supervisor reports; `act` runs on each batch of streamed steps."""
 
     def __init__(self, act=None):
@@ -110,7 +110,7 @@ def test_two_local_workers_train_stream_steps_and_exit_cleanly(lambda_keras):
     recorder = Recorder()
     streamed = []
     config = cluster_config(24, model=str(lambda_keras), dataset="synthetic", trust=True)  # the user's own model file
-    result = run_training(config, callbacks=[recorder, StepsTo(streamed.extend)])
+    result = run_training(config, hooks=[recorder, StepsTo(streamed.extend)])
 
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.config["model_sha256"] == file_sha256(lambda_keras)  # recorded by the supervisor, checked by each worker
@@ -130,7 +130,7 @@ def test_two_local_workers_train_stream_steps_and_exit_cleanly(lambda_keras):
 def test_a_worker_whose_model_file_differs_fails_the_run_naming_the_file(lambda_keras):
     recorder = Recorder()
     config = cluster_config(4, model=str(lambda_keras), dataset="synthetic", trust=True, workers=1, model_sha256="0" * 64)
-    result = run_training(config, callbacks=[recorder])
+    result = run_training(config, hooks=[recorder])
 
     assert result.status == RunStatus.FAILED and result.steps_done == 0
     assert result.message.startswith("Worker 0 (the chief, "), result.message  # the worker's own words, relayed
@@ -153,7 +153,7 @@ def test_killing_a_worker_fails_the_run_naming_it_and_ends_the_others(victim):
             killed_at.append(time.monotonic())
 
     recorder = Recorder(kill_victim)
-    result = run_training(cluster_config(LONG_RUN), callbacks=[recorder])
+    result = run_training(cluster_config(LONG_RUN), hooks=[recorder])
     returned_after = time.monotonic() - killed_at[0]
 
     assert result.status == RunStatus.FAILED
@@ -171,7 +171,7 @@ def test_killing_a_worker_fails_the_run_naming_it_and_ends_the_others(victim):
 @pytest.mark.timeout(120)
 def test_an_error_inside_the_workers_fails_the_run_with_their_message():
     recorder = Recorder()
-    result = run_training(cluster_config(20, batch_size=15), callbacks=[recorder])
+    result = run_training(cluster_config(20, batch_size=15), hooks=[recorder])
 
     assert result.status == RunStatus.FAILED
     assert "batch_size" in result.message and "2 replicas" in result.message, result.message
@@ -190,7 +190,7 @@ def test_stop_ends_every_worker_with_the_partial_statistics():
             stop.set()
 
     recorder = Recorder(stop_after_five)
-    result = run_training(cluster_config(LONG_RUN), stop_event=stop, callbacks=[recorder])
+    result = run_training(cluster_config(LONG_RUN), stop_event=stop, hooks=[recorder])
 
     assert result.status == RunStatus.STOPPED, result.message
     assert "Stopped" in result.message
@@ -220,7 +220,7 @@ def test_cluster_chief_trains_with_a_worker_started_from_the_shown_command():
             )
 
     recorder = StartsWorker1()
-    result = run_training(config, callbacks=[recorder])
+    result = run_training(config, hooks=[recorder])
     worker_1_stderr = remote["process"].communicate(timeout=60)[1]
 
     assert result.status == RunStatus.COMPLETED, result.message
@@ -237,7 +237,7 @@ def test_cluster_chief_trains_with_a_worker_started_from_the_shown_command():
 def test_cluster_worker_that_never_connects_times_out_naming_its_address():
     hosts = tuple(f"127.0.0.1:{port}" for port in free_ports(2))
     recorder = Recorder()
-    result = run_training(cluster_config(20, cluster_hosts=hosts, cluster_timeout_s=8), callbacks=[recorder])
+    result = run_training(cluster_config(20, cluster_hosts=hosts, cluster_timeout_s=8), hooks=[recorder])
 
     assert result.status == RunStatus.FAILED
     assert f"Worker 1 at {hosts[1]} did not connect within 8 s" in result.message, result.message

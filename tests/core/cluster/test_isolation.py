@@ -16,7 +16,7 @@ import pytest
 from core.child_process import MARKER, MESSAGE
 from core.cluster import netns
 from core.cluster.isolation import ISOLATED_NOTE, SWITCH, check_worker_isolation, isolation_problem
-from core.cluster.topology import GRPC_WARNING, ClusterCallback, oversubscription_warning, usable_cores
+from core.cluster.topology import GRPC_WARNING, ClusterHook, oversubscription_warning, usable_cores
 from core.config import ConfigError, RunConfig
 from core.results import RunStatus
 from core.runner import run_training
@@ -74,7 +74,7 @@ def connects(host: str, port: int) -> bool:
         return False
 
 
-class SocketSnapshot(ClusterCallback):
+class SocketSnapshot(ClusterHook):
     """While the workers train (their first streamed steps), reads their namespaces' socket tables and interfaces."""
 
     def __init__(self):
@@ -120,7 +120,7 @@ def test_local_workers_listen_only_inside_their_private_network(monkeypatch):
         assert "--allow-network-workers" in str(refused.value)
         return
     snapshot = SocketSnapshot()
-    result = run_training(local_config(), callbacks=[snapshot])
+    result = run_training(local_config(), hooks=[snapshot])
 
     assert result.status == RunStatus.COMPLETED, result.message
     assert len(snapshot.sockets) == 2
@@ -167,7 +167,7 @@ def test_without_isolation_a_local_run_is_refused_before_any_worker_starts(monke
 def test_allowed_without_isolation_the_workers_run_on_this_network_and_the_result_says_so(monkeypatch):
     monkeypatch.setenv(SWITCH, "off")
     snapshot = SocketSnapshot()
-    result = run_training(local_config(allow_network_workers=True), callbacks=[snapshot])
+    result = run_training(local_config(allow_network_workers=True), hooks=[snapshot])
 
     assert result.status == RunStatus.COMPLETED, result.message
     assert set(snapshot.namespaces.values()) == {os.readlink("/proc/self/ns/net")}

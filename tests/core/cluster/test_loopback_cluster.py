@@ -247,7 +247,7 @@ def test_a_loopback_cluster_and_the_worker_from_its_command_train_in_one_private
                 seen["namespaces"] = {os.readlink(f"/proc/{pid}/ns/net") for pid in (self.pid(0), trainer.pid)}
 
     recorder = StartsWorker1()
-    result = run_training(config, callbacks=[recorder])
+    result = run_training(config, hooks=[recorder])
     code, _, stderr = seen["worker"].finish()
 
     assert result.status == RunStatus.COMPLETED and result.steps_done == 20, result.message

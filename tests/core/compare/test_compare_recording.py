@@ -13,7 +13,7 @@ from core.config import RunConfig
 from core.history.store import RunStore
 from core.jobs import JobListener, JobOptions
 from core.results import RunStatus
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def store(tmp_path: Path):
         yield opened
 
 
-class StoreWatcher(RunCallback):
+class StoreWatcher(RunHook):
     """What the history holds while a target trains: the run's status at its start, and its stored steps before each call."""
 
     def __init__(self, store: RunStore):

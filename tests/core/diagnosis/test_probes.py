@@ -21,7 +21,7 @@ SLEEP_S = 0.02  # per batch, in the deliberately slow pipeline
 
 def _run_and_diagnose(config: RunConfig):
     counter = FlopsCounter()
-    result = run_training(config, callbacks=[counter])
+    result = run_training(config, hooks=[counter])
     assert result.ok, result.message
     found, probe_runs = probes.diagnose(config, result, counter=counter)
     return result, found, probe_runs

@@ -7,7 +7,7 @@ from core.hooks.profiler import ProfilerCapture, check_profile_steps, logging_ho
 from core.hooks.tensorboard import TensorBoardWriter
 from core.results import RunStatus
 from core.runner import run_training
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 
 def _assert_profiler_stopped():
@@ -21,7 +21,7 @@ def _assert_profiler_stopped():
 @pytest.mark.parametrize(("steps_per_call", "captured"), [(1, (3, 5)), (2, (3, 6))])
 def test_profile_of_steps_3_to_5_writes_a_trace(tmp_path, two_cpus, steps_per_call, captured):
     capture = ProfilerCapture(tmp_path, 3, 5)
-    result = run_training(RunConfig(model="mlp", steps=8, batch_size=16, steps_per_call=steps_per_call), callbacks=[capture])
+    result = run_training(RunConfig(model="mlp", steps=8, batch_size=16, steps_per_call=steps_per_call), hooks=[capture])
     assert result.status == RunStatus.COMPLETED, result.message
     assert capture.captured == captured
     assert capture.trace_dir == capture.directory.path / "plugins" / "profile"
@@ -34,7 +34,7 @@ def test_profile_of_steps_3_to_5_writes_a_trace(tmp_path, two_cpus, steps_per_ca
     assert ("whole calls" in text) == (steps_per_call > 1)
 
 
-class FailAtStep(RunCallback):
+class FailAtStep(RunHook):
     def __init__(self, step: int):
         self.step = step
 
@@ -46,7 +46,7 @@ class FailAtStep(RunCallback):
 @pytest.mark.slow
 def test_a_run_that_fails_inside_the_range_still_stops_the_profiler(tmp_path, two_cpus):
     capture = ProfilerCapture(tmp_path, 3, 5)
-    result = run_training(RunConfig(model="mlp", steps=8, batch_size=16), callbacks=[capture, FailAtStep(4)])
+    result = run_training(RunConfig(model="mlp", steps=8, batch_size=16), hooks=[capture, FailAtStep(4)])
     assert result.status == RunStatus.FAILED and "planned failure at step 4" in result.message
     assert capture.captured == (3, 4)
     assert list(capture.trace_dir.rglob("*.xplane.pb"))
@@ -54,7 +54,7 @@ def test_a_run_that_fails_inside_the_range_still_stops_the_profiler(tmp_path, tw
 
 
 def test_a_range_past_the_run_fails_the_run_before_any_step(tmp_path, two_cpus):
-    result = run_training(RunConfig(model="mlp", steps=4, batch_size=16), callbacks=[ProfilerCapture(tmp_path, 3, 9)])
+    result = run_training(RunConfig(model="mlp", steps=4, batch_size=16), hooks=[ProfilerCapture(tmp_path, 3, 9)])
     assert result.status == RunStatus.FAILED and result.steps_done == 0
     assert "profile_steps" in result.message and "4 steps" in result.message
     _assert_profiler_stopped()

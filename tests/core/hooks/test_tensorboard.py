@@ -25,7 +25,7 @@ from core.hooks.tensorboard import (
 )
 from core.results import RunStatus, StepRecord
 from core.runner import run_training
-from core.training.callbacks import RunContext
+from core.training.hooks import RunContext
 from tests.waiting import wait_until
 
 
@@ -46,7 +46,7 @@ def _get(url: str, timeout: float = 10) -> bytes:
 def test_a_real_run_writes_every_step_and_memory_at_each_flush(tmp_path, two_cpus):
     writer = TensorBoardWriter(tmp_path)
     config = RunConfig(model="mlp", steps=10, batch_size=16, steps_per_call=2)
-    result = run_training(config, callbacks=[writer])
+    result = run_training(config, hooks=[writer])
     assert result.status == RunStatus.COMPLETED, result.message
 
     assert writer.run_dir.parent == tmp_path

@@ -13,7 +13,7 @@ from core.hooks.trace_summary import TraceUnreadable, format_top_ops, summarize_
 from core.machine.gpu_sampler import memory_lines
 from core.results import RunStatus
 from core.runner import run_training
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 from core.training.metrics import summarize
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 from tests.fakes.xplane_trace import write_trace
@@ -22,7 +22,7 @@ STEPS, BATCH = 8, 16
 STEADY_USE = 64.0
 
 
-class WarmupOver(RunCallback):
+class WarmupOver(RunHook):
     """Turns the fake GPU busy once the warm-up call has ended (before the device-use hook hears of it)."""
 
     def __init__(self, phase: dict[str, float]):
@@ -40,7 +40,7 @@ def profiled_run(tmp_path_factory, two_cpus):
     device_use = DeviceUseHook(nvml, find_gpus=lambda driver, names: [("GPU:0", driver.gpus[0])], interval_s=0.01)
     capture = ProfilerCapture(tmp_path_factory.mktemp("profile"), 3, 5)
     config = RunConfig(model="mlp", steps=STEPS, batch_size=BATCH)
-    result = run_training(config, callbacks=[capture, WarmupOver(phase), device_use])
+    result = run_training(config, hooks=[capture, WarmupOver(phase), device_use])
     assert result.status == RunStatus.COMPLETED, result.message
     return result, capture, device_use
 

@@ -14,7 +14,7 @@ from core.config import RunConfig
 from core.jobs import JobListener, JobOptions, run_job
 from core.jobs.rounds import WARMUP_ROUND, balanced_orders, check_rounds, rounds_measured, run_in_rounds
 from core.results import RunResult, RunStatus
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 from core.training.noise import between_runs, rounds_ratio
 
 JOB = RunConfig(model="mlp", dataset="digits", steps=25, batch_size=32)
@@ -37,7 +37,7 @@ class Order(JobListener):
             self.holder = index
 
 
-class StepsOf(RunCallback):
+class StepsOf(RunHook):
     """One job's hook: notes its steps under the shared order, and whether another job trained at the same time."""
 
     def __init__(self, order: Order, index: int) -> None:
@@ -112,7 +112,7 @@ def test_the_same_seed_gives_the_same_order_of_turns():
 
 @pytest.mark.slow
 def test_the_time_a_hook_holds_a_run_for_its_turn_is_no_steps_time():
-    class Holds(RunCallback):
+    class Holds(RunHook):
         def wait_turn(self, next_step: int) -> None:
             if next_step == 10:
                 time.sleep(0.5)

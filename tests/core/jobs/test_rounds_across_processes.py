@@ -14,7 +14,7 @@ from core.child_process import Child
 from core.jobs import JobOptions, run_job
 from core.jobs.rounds import WARMUP_ROUND, RoundGate, _Turns, rounds_measured, run_in_rounds
 from core.results import RunStatus
-from core.training.callbacks import granted_turn
+from core.training.hooks import granted_turn
 from tests.core.jobs.test_rounds import JOB, Order, StepsOf
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -17,8 +17,8 @@ from core.hooks import device_use
 from core.hooks.conditions import ConditionsHook
 from core.jobs import JobListener, JobOptions, RunHooks, run_job
 from core.results import RunStatus
-from core.training.callbacks import RunCallback
 from core.training.flops import FlopsCounter
+from core.training.hooks import RunHook
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,7 +50,7 @@ class Heard(JobListener):
         self.ended.append(result)
 
 
-class InterruptAt(RunCallback):
+class InterruptAt(RunHook):
     """Raises KeyboardInterrupt as `step` ends, as Ctrl-C in the training thread does: past the engine, which catches Exception only."""
 
     def __init__(self, step: int) -> None:
@@ -85,7 +85,7 @@ def _writer_threads() -> list[threading.Thread]:
 
 
 def test_the_standard_hooks_come_from_the_config_in_the_order_they_are_called(tmp_path, one_fake_gpu) -> None:
-    listener, own = Heard(), RunCallback()
+    listener, own = Heard(), RunHook()
     hooks = RunHooks(RunConfig(steps=10).with_hooks(tmp_path, (2, 4)), threading.Event(), [listener, own])
     assert hooks.tensorboard is not None and hooks.profiler is not None and hooks.device_use is not None
     assert hooks.tensorboard.directory is hooks.profiler.directory, "scalars and trace in one run folder"

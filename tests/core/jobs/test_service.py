@@ -11,7 +11,7 @@ from core.config import ConfigError, RunConfig
 from core.history.store import RunStore
 from core.jobs import JobListener, JobOptions, run_job
 from core.results import RunStatus
-from core.training.callbacks import RunCallback
+from core.training.hooks import RunHook
 
 CONFIG = RunConfig(model="mlp", dataset="digits", steps=6, batch_size=32)
 
@@ -71,7 +71,7 @@ def test_a_config_this_machine_cannot_run_is_a_failed_recorded_run_or_raised_and
 def test_stop_ends_the_run_without_a_verdict_and_hooks_see_every_call(two_cpus, store: RunStore) -> None:
     stop = threading.Event()
 
-    class StopAfterThree(RunCallback):
+    class StopAfterThree(RunHook):
         calls = 0
 
         def on_step_records(self, records) -> None:

@@ -17,8 +17,8 @@ from core.hooks.conditions import ConditionsHook
 from core.hooks.device_use import DeviceUseHook
 from core.machine import gpu as gpu_info
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunContext
 from core.training.failures import explain_failure
+from core.training.hooks import RunContext
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 
 

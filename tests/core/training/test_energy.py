@@ -14,8 +14,8 @@ from core.config import RunConfig
 from core.machine.energy import powercap_counters
 from core.results import RunResult, RunStatus, StepRecord
 from core.training import energy
-from core.training.callbacks import RunContext
 from core.training.energy import EnergyHook
+from core.training.hooks import RunContext
 from tests.fakes.fake_powercap import FakePowercap
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,8 +11,8 @@ import pytest
 
 from core.config import RunConfig
 from core.results import RunResult, RunStatus
-from core.training.callbacks import RunContext
 from core.training.flops import FlopsCounter, count_forward, forward_flops, training_flops_per_step
+from core.training.hooks import RunContext
 from core.workloads.models import MODELS
 
 # The MLP on 8x8x1 inputs: Dense 64->256, 256->128, 128->10; a multiply-add is 2 FLOPs.

@@ -55,9 +55,7 @@ def test_synthetic_data_and_a_batch_that_fits_give_no_batch_warning(two_cpus):
 
 def test_a_call_as_long_as_the_run_is_halved_so_steady_steps_remain(two_cpus):
     calls = []
-    result = run_training(
-        RunConfig(model="mlp", steps=20, steps_per_call=50), callbacks=[StepsTo(lambda records: calls.append(len(records)))]
-    )
+    result = run_training(RunConfig(model="mlp", steps=20, steps_per_call=50), hooks=[StepsTo(lambda records: calls.append(len(records)))])
     assert result.status == RunStatus.COMPLETED, result.message
     assert calls == [10, 10]
     assert result.config["steps_per_call"] == 10, "the result records the call size it really used"

@@ -9,11 +9,11 @@ from tensorflow.python.framework.func_graph import FuncGraph
 
 from core.config import RunConfig
 from core.runner import run_training
-from core.training.callbacks import RunCallback
 from core.training.engine import custom_gradient_names, forget_custom_gradients
+from core.training.hooks import RunHook
 
 
-class GraphsOfTheRun(RunCallback):
+class GraphsOfTheRun(RunHook):
     """After the first call (traced by then), weak references to every FuncGraph that did not exist before the run."""
 
     def __init__(self) -> None:
@@ -31,7 +31,7 @@ def _graphs_left_by(config: RunConfig) -> tuple[list[str], list[str], set[str]]:
     """Names of the graphs the run traced, of those still alive after it and a collection, and its gradients left registered."""
     registered_before = set(ops.gradient_registry.list())
     graphs = GraphsOfTheRun()
-    result = run_training(config, callbacks=[graphs])
+    result = run_training(config, hooks=[graphs])
     assert result.ok, result.message
     gc.collect()
     alive = [ref().name for ref in graphs.graphs if ref() is not None]

@@ -16,7 +16,7 @@ from tests.step_hooks import StepsTo
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_every_sample_model_trains_on_synthetic_data(model, two_cpus):
     streamed = []
-    result = run_training(RunConfig(model=model, steps=4, batch_size=8), callbacks=[StepsTo(streamed.extend)])
+    result = run_training(RunConfig(model=model, steps=4, batch_size=8), hooks=[StepsTo(streamed.extend)])
     assert result.status == RunStatus.COMPLETED, result.message
     assert result.steps_done == 4
     assert [r.step for r in streamed] == [1, 2, 3, 4]
@@ -38,7 +38,7 @@ def test_mirrored_on_two_logical_cpus_reports_true_per_step_losses(two_cpus):
     streamed = []
     mirrored = run_training(
         RunConfig(model="mlp", dataset="digits", strategy="mirrored", devices=tuple(two_cpus), steps=12, steps_per_call=4),
-        callbacks=[StepsTo(lambda records: streamed.append([r.step for r in records]))],
+        hooks=[StepsTo(lambda records: streamed.append([r.step for r in records]))],
     )
     assert mirrored.status == RunStatus.COMPLETED, mirrored.message
     assert mirrored.replicas == 2
@@ -61,7 +61,7 @@ def test_stop_event_ends_run_within_one_call_with_partial_statistics(two_cpus):
         if len(calls) == 3:
             stop.set()
 
-    result = run_training(RunConfig(model="mlp", steps=1000, steps_per_call=5), stop_event=stop, callbacks=[StepsTo(on_step_records)])
+    result = run_training(RunConfig(model="mlp", steps=1000, steps_per_call=5), stop_event=stop, hooks=[StepsTo(on_step_records)])
     assert result.status == RunStatus.STOPPED
     assert result.steps_done == 15
     assert "15 of 1000" in result.message

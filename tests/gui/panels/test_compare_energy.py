@@ -10,6 +10,7 @@ from core.config import RunConfig
 from core.results import RunResult, RunStatus
 from gui.panels.compare_table import ROLE_VALUE, CompareTable, column_index
 from tests.fakes.fake_powercap import energy_record
+from tests.gui.helpers import bar_heights
 
 
 def _run(samples_per_s: float, joules_per_sample: float | None, reason: str = "") -> RunResult:
@@ -46,4 +47,4 @@ def test_the_energy_chart_shows_only_where_a_row_measured_energy(ready_window, q
     assert not panel.energy_chart.isVisibleTo(panel)
     panel.show_comparison(compare_results([("CPU:0", _run(1000.0, 0.0005)), ("jax:CPU:0", _run(2000.0, 0.00025))]))
     assert panel.energy_chart.isVisibleTo(panel)
-    assert panel.energy_chart._values == pytest.approx((0.5, 0.25))
+    assert bar_heights(panel.energy_chart) == pytest.approx([0.5, 0.25])

@@ -13,7 +13,7 @@ from core.config import RunConfig
 from core.hooks import device_use
 from core.jobs import RunHooks
 from core.results import RunResult, RunStatus, StepRecord
-from core.training.callbacks import RunContext
+from core.training.hooks import RunContext
 from gui.plotting.device_use_plot import DeviceUsePlot
 from gui.plotting.plots import PlotsWidget
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml

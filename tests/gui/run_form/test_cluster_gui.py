@@ -12,7 +12,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
 from core.cluster.isolation import SWITCH, isolation_problem
-from core.cluster.topology import GRPC_WARNING, ClusterCallback, usable_cores, worker_commands
+from core.cluster.topology import GRPC_WARNING, ClusterHook, usable_cores, worker_commands
 from core.formatting import format_bytes
 from core.machine.types import DeviceInfo, TpuProbe
 from core.results import RunStatus
@@ -29,7 +29,7 @@ TPU_CORES = 8
 TPU_HBM_PER_CORE = 16 << 30
 
 
-class WorkerRecorder(ClusterCallback):
+class WorkerRecorder(ClusterHook):
     """Notes the worker processes of a cluster run (called in the training thread)."""
 
     def __init__(self):

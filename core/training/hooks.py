@@ -1,7 +1,7 @@
-"""The hook API into a run, in the spirit of Keras callbacks: `RunCallback`, a hook.
+"""The hook API into a run, in the spirit of Keras callbacks: `RunHook`, a hook.
 
 Hooks are called in the thread that trains, between calls of the compiled
-training function, so they never slow a step down. Subclass `RunCallback` and
+training function, so they never slow a step down. Subclass `RunHook` and
 override what you need; all methods default to doing nothing. A hook that
 measured something of its own (device use) or disturbed some steps on purpose
 (the profiler) says so in `amend_result`, before any hook sees the result.
@@ -41,7 +41,7 @@ class RunContext:
     input_shapes: tuple[tuple[int | None, ...], ...] = ()  # the data's shape per example of each model input (in model.inputs order)
 
 
-class RunCallback:
+class RunHook:
     """Base class: override any of the hooks below.
 
     `takes_turns`: the hook holds the run in `wait_turn` (a gate of interleaved rounds); a run in
@@ -78,7 +78,7 @@ class RunCallback:
         """The run ended (completed, stopped or failed); called even after a failure."""
 
 
-def waited_for_turn(listeners: Sequence[RunCallback], next_step: int) -> float:
+def waited_for_turn(listeners: Sequence[RunHook], next_step: int) -> float:
     """Let every hook hold the run before the call starting at `next_step`; the seconds they held it (left out of step times)."""
     start = time.perf_counter()
     for listener in listeners:
@@ -86,7 +86,7 @@ def waited_for_turn(listeners: Sequence[RunCallback], next_step: int) -> float:
     return time.perf_counter() - start
 
 
-def granted_turn(listeners: Sequence[RunCallback], next_step: int) -> dict[str, float]:
+def granted_turn(listeners: Sequence[RunHook], next_step: int) -> dict[str, float]:
     """For a run in another process: let every hook hold it before the call at `next_step`, then the turn they grant
     (the narrowest of their grants; {} for no limit)."""
     waited_for_turn(listeners, next_step)
@@ -97,7 +97,7 @@ def granted_turn(listeners: Sequence[RunCallback], next_step: int) -> dict[str, 
     return grant
 
 
-def amended_result(result: RunResult, listeners: Sequence[RunCallback]) -> RunResult:
+def amended_result(result: RunResult, listeners: Sequence[RunHook]) -> RunResult:
     """`result` passed through every hook's `amend_result`, in order; a hook that fails leaves it as it was."""
     for listener in listeners:
         try:
@@ -107,7 +107,7 @@ def amended_result(result: RunResult, listeners: Sequence[RunCallback]) -> RunRe
     return result
 
 
-def end_run(listeners: Sequence[RunCallback], result: RunResult) -> None:
+def end_run(listeners: Sequence[RunHook], result: RunResult) -> None:
     """Tell every hook the run ended (`on_run_end`); one that fails is logged, and the others still end."""
     for listener in listeners:
         try:
