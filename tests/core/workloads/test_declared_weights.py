@@ -41,7 +41,7 @@ def test_the_count_from_the_config_is_keras_own_for_dense_embedding_convolution_
     inner_input = keras.Input((6,))
     inner = keras.Model(inner_input, keras.layers.Dense(7)(inner_input), name="inner")
     recurrent = [
-        keras.layers.LSTM(4)(keras.layers.Embedding(100, 6)(ids)),
+        keras.layers.LSTM(4)(keras.layers.Embedding(100, 6, name="embedding")(ids)),
         keras.layers.GRU(3)(series),
         keras.layers.GRU(3, reset_after=False)(series),
         keras.layers.SimpleRNN(2, use_bias=False)(series),
