@@ -2,8 +2,8 @@
 
 The same run (MLP, synthetic data, batch 64, one step per call: the fastest
 steps, so the most GUI traffic per second) is done headless, as `main.py run`
-does it (the engine called in the main thread, progress printed, the window
-idle), and from the real window (offscreen Qt, Start pressed, the Training tab
+does it (the job service called in the main thread with the run's standard hooks
+and its verdict, progress printed, the window idle), and from the real window (offscreen Qt, Start pressed, the Training tab
 with live plots showing), alternating (ABAB...) inside one app process. Runs in
 different processes of the same job differ by up to ±20% here (thread pools,
 memory layout), far more than the GUI's cost, so A and B share a process and
@@ -80,11 +80,12 @@ def _headless(steps: int, clocks: list[harness.CallClock]) -> float:
     from core.cli.output import ProgressPrinter
     from core.cli.training_commands import RunProgress
     from core.config import RunConfig
-    from core.runner import run_training
+    from core.jobs.service import JobOptions, run_job
 
     config = RunConfig(model=MODEL, dataset="synthetic", batch_size=BATCH_SIZE, steps=steps, steps_per_call=STEPS_PER_CALL)
     with open(os.devnull, "w") as devnull:
-        result = run_training(config, hooks=[RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull))])
+        progress = RunProgress(ProgressPrinter(steps, BATCH_SIZE, stream=devnull))
+        result = run_job(config, None, JobOptions(listener=progress, diagnose=True)).result  # the standard hooks, as the window's
     return _rate(result, _started_job_clock(clocks, result, steps))
 
 
