@@ -129,7 +129,7 @@ class RunResult:
     flops_uncounted: tuple[str, ...] = ()  # layers whose FLOPs the count could not include: then FLOP/s is a lower bound
     flops_method: str = ""  # which counter counted flops_per_step (TF graph count, XLA cost analysis), or why none did
     rounds: dict[str, Any] = field(default_factory=dict)  # the interleaved rounds it was measured in (core.jobs.rounds); {} alone
-    energy: dict[str, Any] | None = None  # the steady window's measured energy (core.training.energy); None: not measured
+    energy: dict[str, Any] | None = None  # the steady window's measured energy (core.hooks.energy); None: not measured
     energy_reason: str = ""  # why `energy` is None ("no powercap (RAPL) counters: ...")
 
     def __post_init__(self) -> None:

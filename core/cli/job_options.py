@@ -207,8 +207,8 @@ def job_config(args: argparse.Namespace, target: CompareTarget | None = None, **
 
 def check_energy_counter(config: RunConfig) -> None:
     """ConfigError for an energy objective where the job's devices keep no energy counter (said before anything runs)."""
+    from core.hooks.energy import energy_unavailable
     from core.machine.gpu import driver_gpu_count
-    from core.training.energy import energy_unavailable
 
     devices = list(config.devices) or (["GPU:0"] if driver_gpu_count() else ["CPU:0"])  # an unnamed device: a GPU where there is one
     reason = energy_unavailable(devices)

@@ -12,8 +12,8 @@ from typing import Any
 
 from core.diagnosis.readout import conditions_text, memory_estimate_text, peak_text
 from core.formatting import NA, format_bytes, format_elapsed, format_value
+from core.hooks.energy import energy_text
 from core.results import FIGURES, Figure, RunResult, StepRecord
-from core.training.energy import energy_text
 
 PROGRESS_INTERVAL_S = 0.5  # the default time between progress lines (benchmarks/crash_loss.py sets 0: every call)
 TICK_S = 1.0  # the elapsed time of the first call, said this often while it blocks

@@ -20,12 +20,12 @@ from core.compare.table import Comparison, check_baseline, compare_results
 from core.compare.targets import TARGET_FORMS, CompareTarget, sweep_targets
 from core.config import ConfigError, RunConfig
 from core.history.database import StoreError
+from core.hooks.flops import FlopsCounter
 from core.jobs import PLAIN, JobOptions, RecordedRun, record_unrun, run_job
 from core.jobs.listener import announcing
 from core.jobs.rounds import DEFAULT_ROUNDS, RoundGate, crashed_result, run_in_rounds
 from core.machine.types import short_name
 from core.results import RunResult, RunStatus
-from core.training.flops import FlopsCounter
 from core.workloads.workload import model_title
 
 if TYPE_CHECKING:

@@ -20,10 +20,10 @@ from core.config import MAX_STEPS_PER_CALL, RunConfig
 from core.diagnosis.evidence import evidence_from_runs, matching_points, model_only_step_s, point
 from core.diagnosis.verdict import INPUT_MODERATE_SHARE, OVERHEAD_CALL_SHARE, Verdict, fixed_share, verdict
 from core.hooks.conditions import ConditionsHook
+from core.hooks.flops import FlopsCounter
 from core.machine.peaks import PeaksReport
 from core.results import RunResult
 from core.runner import run_training
-from core.training.flops import FlopsCounter
 from core.workloads.workload import open_workload
 
 _log = logging.getLogger(__name__)

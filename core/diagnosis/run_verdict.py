@@ -17,9 +17,9 @@ from core.config import RunConfig
 from core.diagnosis.ceilings import cached_peaks
 from core.diagnosis.probes import diagnose
 from core.diagnosis.verdict import Verdict
+from core.hooks.flops import FlopsCounter
 from core.machine.peaks import PeaksReport
 from core.results import RunResult, RunStatus
-from core.training.flops import FlopsCounter
 from core.training.hooks import RunContext, RunHook
 
 NO_PROBES = {

@@ -12,7 +12,7 @@ the config and the job's options:
 - device use (`core.hooks.device_use`): the run's GPUs sampled where NVML sees
   them; not for a multi-worker run, nor in interleaved rounds (the GPU serves
   the other jobs' turns too)
-- energy (`core.training.energy`): the joules of the steady window
+- energy (`core.hooks.energy`): the joules of the steady window
 - FLOPs per step (`core.training.flops`), unless the caller brought its own
   counter (a comparison: one for all its targets) or the verdict counts them
 - the verdict (`core.diagnosis.run_verdict`) when the job is diagnosed: last, so
@@ -34,12 +34,12 @@ from collections.abc import Callable, Iterator, Sequence
 from core.config import RunConfig
 from core.hooks.conditions import ConditionsHook
 from core.hooks.device_use import DeviceUseHook, device_use_hook_for
+from core.hooks.energy import EnergyHook
+from core.hooks.flops import FlopsCounter
 from core.hooks.profiler import ProfilerCapture, logging_hooks
 from core.hooks.tensorboard import TensorBoardWriter
 from core.jobs.rounds import RoundGate
 from core.results import RunResult
-from core.training.energy import EnergyHook
-from core.training.flops import FlopsCounter
 from core.training.hooks import RunHook, end_run
 
 

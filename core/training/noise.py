@@ -217,7 +217,7 @@ def rounds_ratio(a: object, b: object) -> Interval | None:
 
 def energy_ratio(a: object, b: object) -> Interval | None:
     """B's joules per sample over A's from the interleaved rounds both measured (`energy["rounds_joules_per_sample"]`,
-    core.training.energy); None without two shared rounds with energy. Below 1: B uses less energy per sample.
+    core.hooks.energy); None without two shared rounds with energy. Below 1: B uses less energy per sample.
 
     The geometric mean of the per-round ratios, with a t-interval over the rounds widened for contended rounds as
     `rounds_ratio`'s is; there is no within-round floor (a round has one energy reading, not one per call).

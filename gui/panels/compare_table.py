@@ -26,8 +26,8 @@ from core.compare.significance import HOLDS_ONE, NO_DIFFERENCE, ONE_ROUND, conte
 from core.compare.table import CompareRow, Comparison, over_linear
 from core.diagnosis.readout import share_of_peak_note, verdict_line
 from core.formatting import format_si, format_value
+from core.hooks.energy import energy_text
 from core.results import FIGURES, Figure, RunStatus
-from core.training.energy import energy_text
 from core.training.to_target import target_how, to_target_text
 from gui.style import FAILED_COLOR, WARNING_COLOR
 

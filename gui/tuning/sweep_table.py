@@ -22,9 +22,9 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 
 from core.compare.significance import CONTENDED_MARK
 from core.formatting import format_value
+from core.hooks.energy import energy_text
 from core.jobs.rounds import rounds_measured
 from core.results import FIGURES_BY_NAME, RunStatus
-from core.training.energy import energy_text
 from core.training.noise import Interval
 from core.training.to_target import ToTarget, to_target_text
 from core.tuning.sweep import BY_SAMPLES, BY_TIME, SweepRow, best_by, row_reach, tied_with_best, versus_best

@@ -60,7 +60,7 @@ class FakePowercap:
 
 
 def energy_record(joules_per_sample: float | None, counter: str = "powercap intel-rapl:0 (package-0)", covers: str = "the CPU packages"):
-    """The `RunResult.energy` a run measured at `joules_per_sample` (30 W) carries, as `core.training.energy` writes it; None for None."""
+    """The `RunResult.energy` a run measured at `joules_per_sample` (30 W) carries, as `core.hooks.energy` writes it; None for None."""
     if joules_per_sample is None:
         return None
     return {

@@ -12,8 +12,8 @@ import pytest
 from core.config import RunConfig
 from core.diagnosis import probes
 from core.diagnosis.verdict import Bound, Evidence, Point, verdict
+from core.hooks.flops import FlopsCounter
 from core.runner import run_training
-from core.training.flops import FlopsCounter
 from core.workloads.models import MODELS
 
 SLEEP_S = 0.02  # per batch, in the deliberately slow pipeline

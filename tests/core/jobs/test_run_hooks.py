@@ -15,9 +15,9 @@ from tensorboard.backend.event_processing import event_accumulator
 from core.config import ConfigError, RunConfig
 from core.hooks import device_use
 from core.hooks.conditions import ConditionsHook
+from core.hooks.flops import FlopsCounter
 from core.jobs import JobListener, JobOptions, RunHooks, run_job
 from core.results import RunStatus
-from core.training.flops import FlopsCounter
 from core.training.hooks import RunHook
 from tests.fakes.fake_nvml import FakeGpu, FakeNvml
 

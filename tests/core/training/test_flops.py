@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from core.config import RunConfig
+from core.hooks.flops import FlopsCounter
 from core.results import RunResult, RunStatus
-from core.training.flops import FlopsCounter, count_forward, forward_flops, training_flops_per_step
+from core.training.flops import count_forward, forward_flops, training_flops_per_step
 from core.training.hooks import RunContext
 from core.workloads.models import MODELS
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from core.config import RunConfig
+from core.hooks import energy
+from core.hooks.energy import EnergyHook
 from core.machine.energy import powercap_counters
 from core.results import RunResult, RunStatus, StepRecord
-from core.training import energy
-from core.training.energy import EnergyHook
 from core.training.hooks import RunContext
 from tests.fakes.fake_powercap import FakePowercap
 
