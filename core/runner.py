@@ -35,9 +35,9 @@ def run_training(
     "failed" and a readable message; setting `stop_event` ends it with status
     "stopped" after the call in flight.
     """
-    listeners = list(hooks)
+    hooks = list(hooks)
     if config.backend != "tensorflow":
-        return run_in_backend_child(config, stop_event, listeners)
+        return run_in_backend_child(config, stop_event, hooks)
     if config.strategy == "multi-worker":
-        return run_local_cluster(config, stop_event, listeners)
-    return train_in_this_process(config, stop_event, listeners)
+        return run_local_cluster(config, stop_event, hooks)
+    return train_in_this_process(config, stop_event, hooks)

@@ -83,7 +83,7 @@ def run_in_backend_child(
     `stop_event` ends it with status "stopped" after the call in flight.
     """
     stop_event = stop_event or threading.Event()
-    listeners = list(hooks)
+    hooks = list(hooks)
     started_at, start = utc_now(), time.perf_counter()
     tally = _Tally(config)
     status, message = RunStatus.COMPLETED, ""
@@ -91,13 +91,13 @@ def run_in_backend_child(
     if not is_installed(config.backend):
         status, message = RunStatus.FAILED, f"{title} is not installed here: pip install 'device-lab[{config.backend}]'."
     else:
-        status, message = _follow_child(tally, stop_event, listeners)
-    result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
-    end_run(listeners, result)
+        status, message = _follow_child(tally, stop_event, hooks)
+    result = amended_result(_make_result(tally, status, message, started_at, start), hooks)
+    end_run(hooks, result)
     return result
 
 
-def _follow_child(tally: _Tally, stop_event: threading.Event, listeners: list[RunHook]) -> tuple[RunStatus, str]:
+def _follow_child(tally: _Tally, stop_event: threading.Event, hooks: list[RunHook]) -> tuple[RunStatus, str]:
     """The job's child with the run's config and initial weights (see `_watch_child`)."""
     config = tally.config
     title = backend_title(config.backend)
@@ -106,24 +106,24 @@ def _follow_child(tally: _Tally, stop_event: threading.Event, listeners: list[Ru
         if weights is None and not is_model_file(config.model):
             tally.notes.append(NOT_SHARED.format(backend=title))
         argv = [json.dumps(config.to_dict()), *([weights] if weights else [])]
-        return _watch_child(tally, argv, stop_event, listeners)
+        return _watch_child(tally, argv, stop_event, hooks)
 
 
-def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, listeners: list[RunHook]) -> tuple[RunStatus, str]:
+def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, hooks: list[RunHook]) -> tuple[RunStatus, str]:
     """Start the job's child with `argv`, hand on its messages until it ends, and say how the run ended."""
     title = backend_title(tally.config.backend)
-    turns = {TAKES_TURNS: "1"} if any(listener.takes_turns for listener in listeners) else {}
+    turns = {TAKES_TURNS: "1"} if any(hook.takes_turns for hook in hooks) else {}
     with Child.start(CHILD_MODULE, argv, what=f"the {title} job", env=turns, stop_event=stop_event, stop_grace_s=STOP_GRACE_S) as child:
         for data in child.messages():
             message = decode(data)
             if isinstance(message, Started):
-                _started(tally, message, listeners)
+                _started(tally, message, hooks)
             elif isinstance(message, Turn):
-                tell(child, Go(**granted_turn(listeners, message.next_step)))
+                tell(child, Go(**granted_turn(hooks, message.next_step)))
             elif isinstance(message, Steps):
                 records = tally.add(message)
-                for listener in listeners:
-                    listener.on_step_records(records)
+                for hook in hooks:
+                    hook.on_step_records(records)
                 if stop_event.is_set() or tally.failure:
                     child.kill()  # the call in flight has ended; steps the child ran past it are not the run's, as in the engine
                     break
@@ -145,7 +145,7 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, li
     return RunStatus.COMPLETED, ""
 
 
-def _started(tally: _Tally, message: Started, listeners: Sequence[RunHook]) -> None:
+def _started(tally: _Tally, message: Started, hooks: Sequence[RunHook]) -> None:
     """The job is set up: note what it said and tell the hooks (no model object: it lives in the child)."""
     tally.total_steps = message.total_steps
     tally.replicas = message.replicas
@@ -159,8 +159,8 @@ def _started(tally: _Tally, message: Started, listeners: Sequence[RunHook]) -> N
         tally.config = tally.config.with_changes(steps_per_call=per_call)
     tally.config = with_learning_rate_used(tally.config, message.learning_rate)  # a file's optimizer brings its own
     context = RunContext(tally.config, tally.total_steps, tally.replicas, tally.devices, None)
-    for listener in listeners:
-        listener.on_run_start(context)
+    for hook in hooks:
+        hook.on_run_start(context)
 
 
 def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str, start: float) -> RunResult:

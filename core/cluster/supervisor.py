@@ -122,7 +122,7 @@ class Supervisor:
         self._workers = [_Worker(i, address) for i, address in enumerate(cluster)]
         self._local = [self._workers[i] for i in local]
         self._stop_event = stop_event
-        self._listeners = list(hooks)
+        self._hooks = list(hooks)
         self._events: queue.Queue[tuple[int, dict[str, Any] | ChildEnd]] = queue.Queue()  # a worker's messages, then how it ended
         self._start_event: Started | None = None
         self._records: list[StepRecord] = []
@@ -143,18 +143,18 @@ class Supervisor:
             self._drain()
         except ModelFileError as exc:  # the model file is gone or unusable: no worker was started
             self._failure = str(exc)
-        except Exception as exc:  # a listener that raised, or a process that could not start
+        except Exception as exc:  # a hook that raised, or a process that could not start
             self._failure = self._failure or f"{type(exc).__name__}: {exc}"
-        result = amended_result(self._result(started_at, time.monotonic() - start), self._listeners)
+        result = amended_result(self._result(started_at, time.monotonic() - start), self._hooks)
         workers = [w.info() for w in self._local]
-        for cluster_listener in self._cluster_listeners():
-            cluster_listener.on_workers_ended(workers)
-        end_run(self._listeners, result)
+        for cluster_hook in self._cluster_hooks():
+            cluster_hook.on_workers_ended(workers)
+        end_run(self._hooks, result)
         return result
 
     def _launch(self) -> None:
         shares = local_gpu_shares(_visible_gpu_ids(), len(self._local)) if len(self._local) > 1 else [None]
-        turns = any(listener.takes_turns for listener in self._listeners)
+        turns = any(hook.takes_turns for hook in self._hooks)
         for worker, gpus in zip(self._local, shares, strict=True):
             argv = local_worker_argv(self._config, self._cluster, worker.index)
             env: dict[str, str | None] = {"TF_CONFIG": None} if gpus is None else {"TF_CONFIG": None, "CUDA_VISIBLE_DEVICES": gpus}
@@ -169,8 +169,8 @@ class Supervisor:
                 on_end=partial(self._post, worker.index),
             )
         workers = [w.info() for w in self._local]
-        for listener in self._cluster_listeners():
-            listener.on_workers_started(workers)
+        for hook in self._cluster_hooks():
+            hook.on_workers_started(workers)
 
     def _post(self, index: int, event: dict[str, Any] | ChildEnd) -> None:
         self._events.put((index, event))
@@ -198,8 +198,8 @@ class Supervisor:
                     self._failure = self._join_timeout_message()
                 elif now >= next_wait_report:
                     next_wait_report = now + 1.0
-                    for listener in self._cluster_listeners():
-                        listener.on_cluster_waiting(now - start, float(self._config.cluster_timeout_s))
+                    for hook in self._cluster_hooks():
+                        hook.on_cluster_waiting(now - start, float(self._config.cluster_timeout_s))
             if end_deadline is not None and now >= end_deadline:
                 return
 
@@ -227,18 +227,18 @@ class Supervisor:
         elif isinstance(message, Started):
             self._start_event = message
             context = RunContext(self._config, message.total_steps, message.replicas, message.devices, None)
-            for listener in self._listeners:
-                listener.on_run_start(context)
+            for hook in self._hooks:
+                hook.on_run_start(context)
         elif isinstance(message, Turn) and worker.process is not None:
-            tell(worker.process, Go(**granted_turn(self._listeners, message.next_step)))
+            tell(worker.process, Go(**granted_turn(self._hooks, message.next_step)))
         elif isinstance(message, CallBegun):
-            for listener in self._listeners:
-                listener.on_call_begin(message.first_step, message.steps)
+            for hook in self._hooks:
+                hook.on_call_begin(message.first_step, message.steps)
         elif isinstance(message, Steps):
             records = list(message.records)
             self._records.extend(records)
-            for listener in self._listeners:
-                listener.on_step_records(records)
+            for hook in self._hooks:
+                hook.on_step_records(records)
 
     def _check_ended(self, worker: _Worker) -> None:
         """A worker that ends without a good outcome fails the run, unless the outcome is already known."""
@@ -378,8 +378,8 @@ class Supervisor:
             warnings=tuple(self._config.warnings(has_accelerator=any(not d.startswith("CPU") for d in devices))),
         )
 
-    def _cluster_listeners(self) -> list[ClusterHook]:
-        return [listener for listener in self._listeners if isinstance(listener, ClusterHook)]
+    def _cluster_hooks(self) -> list[ClusterHook]:
+        return [hook for hook in self._hooks if isinstance(hook, ClusterHook)]
 
 
 def with_model_hash(config: RunConfig) -> RunConfig:

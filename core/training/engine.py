@@ -106,7 +106,7 @@ def train_in_this_process(
     """
     check_against_machine(config)
     stop_event = stop_event or threading.Event()
-    listeners = list(hooks)
+    hooks = list(hooks)
     started_at = utc_now()
     start = time.perf_counter()
     tally = _Tally(MemoryTracker(), config)
@@ -116,8 +116,8 @@ def train_in_this_process(
     try:
         with quiet_native_stderr():
             session = _prepare(config, tally, stop_event)
-        _start_run(session, tally, listeners)
-        _run_calls(session, tally, stop_event, listeners)
+        _start_run(session, tally, hooks)
+        _run_calls(session, tally, stop_event, hooks)
         if stop_event.is_set() and len(tally.losses) < session.total_steps:
             status, message = RunStatus.STOPPED, f"Stopped by the user after {len(tally.losses)} of {session.total_steps} steps."
     except SetupStopped as exc:
@@ -128,8 +128,8 @@ def train_in_this_process(
         if session is not None:
             session.close()
         _set_precision_policy(previous_policy)
-    result = amended_result(_make_result(tally, status, message, started_at, start), listeners)
-    end_run(listeners, result)
+    result = amended_result(_make_result(tally, status, message, started_at, start), hooks)
+    end_run(hooks, result)
     return result
 
 
@@ -163,21 +163,21 @@ class _Tally:
         return records
 
 
-def _start_run(session: _Session, tally: _Tally, listeners: Sequence[RunHook]) -> None:
+def _start_run(session: _Session, tally: _Tally, hooks: Sequence[RunHook]) -> None:
     """Note the replicas and devices, start the memory tracker, and tell the hooks the run is set up."""
     tally.replicas = session.strategy.num_replicas_in_sync
     tally.device_names = session.device_names
     tally.memory.start(tally.device_names)
     context = RunContext(tally.config, session.total_steps, tally.replicas, tally.device_names, session.model, session.input_shapes)
-    for listener in listeners:
-        listener.on_run_start(context)
+    for hook in hooks:
+        hook.on_run_start(context)
 
 
 def _run_calls(
     session: _Session,
     tally: _Tally,
     stop_event: threading.Event,
-    listeners: Sequence[RunHook],
+    hooks: Sequence[RunHook],
 ) -> None:
     """Call the compiled function until every step ran or `stop_event` is set.
 
@@ -192,12 +192,12 @@ def _run_calls(
         raise RuntimeError("the session's compiled function was released before its run")
     previous_end = time.perf_counter()
     while len(tally.losses) < session.total_steps and not stop_event.is_set():
-        previous_end += waited_for_turn(listeners, len(tally.losses) + 1)
+        previous_end += waited_for_turn(hooks, len(tally.losses) + 1)
         if stop_event.is_set():
             break
         count = min(config.steps_per_call, session.total_steps - len(tally.losses))
-        for listener in listeners:
-            listener.on_call_begin(len(tally.losses) + 1, count)
+        for hook in hooks:
+            hook.on_call_begin(len(tally.losses) + 1, count)
         with quiet_native_stderr() if not tally.losses else nullcontext():
             call_losses = train_steps(session.iterator, count).numpy().tolist()
         call_end = time.perf_counter()
@@ -205,8 +205,8 @@ def _run_calls(
         previous_end = call_end
         records = tally.add_call(call_losses, count, per_step)
         tally.memory.sample(call_end)
-        for listener in listeners:
-            listener.on_step_records(records)
+        for hook in hooks:
+            hook.on_step_records(records)
         _check_finite(records, config, tally.notes)
 
 

@@ -78,39 +78,39 @@ class RunHook:
         """The run ended (completed, stopped or failed); called even after a failure."""
 
 
-def waited_for_turn(listeners: Sequence[RunHook], next_step: int) -> float:
+def waited_for_turn(hooks: Sequence[RunHook], next_step: int) -> float:
     """Let every hook hold the run before the call starting at `next_step`; the seconds they held it (left out of step times)."""
     start = time.perf_counter()
-    for listener in listeners:
-        listener.wait_turn(next_step)
+    for hook in hooks:
+        hook.wait_turn(next_step)
     return time.perf_counter() - start
 
 
-def granted_turn(listeners: Sequence[RunHook], next_step: int) -> dict[str, float]:
+def granted_turn(hooks: Sequence[RunHook], next_step: int) -> dict[str, float]:
     """For a run in another process: let every hook hold it before the call at `next_step`, then the turn they grant
     (the narrowest of their grants; {} for no limit)."""
-    waited_for_turn(listeners, next_step)
+    waited_for_turn(hooks, next_step)
     grant: dict[str, float] = {}
-    for listener in listeners:
-        for key, value in (listener.turn_grant() or {}).items():
+    for hook in hooks:
+        for key, value in (hook.turn_grant() or {}).items():
             grant[key] = min(grant.get(key, value), value)
     return grant
 
 
-def amended_result(result: RunResult, listeners: Sequence[RunHook]) -> RunResult:
+def amended_result(result: RunResult, hooks: Sequence[RunHook]) -> RunResult:
     """`result` passed through every hook's `amend_result`, in order; a hook that fails leaves it as it was."""
-    for listener in listeners:
+    for hook in hooks:
         try:
-            result = listener.amend_result(result)
+            result = hook.amend_result(result)
         except Exception:  # a hook's extra figure must not cost the run its result
-            log.exception("%s could not add to the run's result", type(listener).__name__)
+            log.exception("%s could not add to the run's result", type(hook).__name__)
     return result
 
 
-def end_run(listeners: Sequence[RunHook], result: RunResult) -> None:
+def end_run(hooks: Sequence[RunHook], result: RunResult) -> None:
     """Tell every hook the run ended (`on_run_end`); one that fails is logged, and the others still end."""
-    for listener in listeners:
+    for hook in hooks:
         try:
-            listener.on_run_end(result)
+            hook.on_run_end(result)
         except Exception:  # a hook that cannot close must not keep the others open
-            log.exception("%s could not end cleanly", type(listener).__name__)
+            log.exception("%s could not end cleanly", type(hook).__name__)
