@@ -10,10 +10,11 @@ import os
 import socket
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import became_true
 
 LOGICAL_CPUS = 2
 
@@ -42,10 +43,7 @@ def no_thread_left_running():
         return
     from PySide6.QtCore import QCoreApplication
 
-    deadline = time.monotonic() + THREAD_GRACE_S
-    while workers.running_threads() and time.monotonic() < deadline:
-        QCoreApplication.processEvents()
-        time.sleep(0.02)
+    became_true(lambda: not workers.running_threads(), THREAD_GRACE_S, tick=QCoreApplication.processEvents)
     running = [thread.objectName() or "unnamed" for thread in workers.running_threads()]
     if running:
         workers.wait_for_threads(120)

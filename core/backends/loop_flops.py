@@ -38,12 +38,17 @@ class LoopTrips:
         return LoopTrips(self.flops + other.flops, self.uncounted + other.uncounted, self.whiles + other.whiles)
 
 
-def xla_flops(lowered: Any) -> float:
-    """XLA's cost analysis of a lowered function: its FLOPs, each while body counted once."""
+def xla_cost_analysis(lowered: Any) -> dict[str, Any]:
+    """XLA's cost analysis of a lowered function ("flops", "bytes accessed", ...), each while body counted once."""
     analysis = lowered.cost_analysis()
     if isinstance(analysis, (list, tuple)):  # older JAX: one analysis per computation
         analysis = analysis[0] if analysis else {}
-    return float((analysis or {}).get("flops", 0.0))
+    return dict(analysis or {})
+
+
+def xla_flops(lowered: Any) -> float:
+    """XLA's cost analysis of a lowered function: its FLOPs, each while body counted once."""
+    return float(xla_cost_analysis(lowered).get("flops", 0.0))
 
 
 def skipped_trips(jaxpr: Any) -> LoopTrips:

@@ -59,21 +59,31 @@ def step_flops(model: Any, x: Any, y: Any, batch_size: int) -> dict[str, Any]:
     return {"flops_per_step": flops, "method": METHOD}
 
 
-def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> tuple[float, int]:
-    """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values), each scan's
-    body x its trip count, and the number of while loops whose trips stay uncounted (each body counted once)."""
+def traced_train_step(model: Any, x: Any, y: Any, batch_size: int, build: bool = True, donate: bool = False) -> Any:
+    """Keras's JAX `model.train_step` traced for one batch of `batch_size` on abstract values (nothing computed or allocated).
+
+    `build` does first what fit does first (the loss and metrics built, the optimizer's slots made), so the state is
+    complete; `donate` gives the state to the step, as Keras's trainer does (its memory then aliases the outputs).
+    """
     import jax
 
     def batch_of(array: Any) -> Any:
         return jax.ShapeDtypeStruct((batch_size, *array.shape[1:]), jax.dtypes.canonicalize_dtype(array.dtype))
 
     data = jax.tree.map(batch_of, (x, y))
-    model._symbolic_build(data_batch=data)  # what fit does first: the loss and metrics built, so the state is complete
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
+    if build:
+        model._symbolic_build(data_batch=data)
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
     state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True, metrics_variables=True)
     abstract_state = jax.tree.map(lambda value: jax.ShapeDtypeStruct(value.shape, value.dtype), state)
-    traced = jax.jit(model.train_step).trace(abstract_state, data)
+    return jax.jit(model.train_step, donate_argnums=0 if donate else ()).trace(abstract_state, data)
+
+
+def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> tuple[float, int]:
+    """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values), each scan's
+    body x its trip count, and the number of while loops whose trips stay uncounted (each body counted once)."""
+    traced = traced_train_step(model, x, y, batch_size)
     lowered = traced.lower()
     flops = xla_flops(lowered)
     if flops <= 0:

@@ -31,7 +31,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.backends.loop_flops import skipped_trips
+from core.backends.loop_flops import skipped_trips, xla_cost_analysis
+from core.backends.step_flops import traced_train_step
 from core.child_process import STOPPED, TIMEOUT, Child, reply, stage
 from core.config import RunConfig
 
@@ -197,24 +198,9 @@ def step_costs_here(config: RunConfig, batches: list[int]) -> dict[str, Any]:
 
 
 def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[str, Any]:
-    import jax
-
-    def batch_of(array: Any) -> Any:
-        return jax.ShapeDtypeStruct((batch, *array.shape[1:]), jax.dtypes.canonicalize_dtype(array.dtype))
-
-    data = jax.tree.map(batch_of, (x, y))
-    if build:
-        model._symbolic_build(data_batch=data)  # what fit does first (as core.backends.step_flops)
-        if model.optimizer is not None and not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-    state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True, optimizer_variables=True, metrics_variables=True)
-    abstract_state = jax.tree.map(lambda value: jax.ShapeDtypeStruct(value.shape, value.dtype), state)
-    traced = jax.jit(model.train_step, donate_argnums=0).trace(abstract_state, data)
+    traced = traced_train_step(model, x, y, batch, build=build, donate=True)
     lowered = traced.lower()
-    analysis = lowered.cost_analysis()
-    if isinstance(analysis, (list, tuple)):  # older JAX: one analysis per computation
-        analysis = analysis[0] if analysis else {}
-    analysis = analysis or {}
+    analysis = xla_cost_analysis(lowered)
     flops, moved = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
     flops += skipped_trips(traced.jaxpr).flops  # every trip of a recurrent layer's loop, as the run's own count
     if flops <= 0 or moved <= 0:
