@@ -5,7 +5,9 @@
 # numpy, h5py, ml-dtypes, absl-py, rich and packaging, and no network. The check's own process
 # needs nothing more (core's imports on its path are numpy and psutil); its JAX and PyTorch jobs
 # and probes train through Keras 3, which also needs namex and optree (optree's typing-extensions
-# comes with PyTorch). The versions are the ones the tests run here. Pure wheels are "any";
+# comes with PyTorch); the history and the log folder need platformdirs (its absence failed every
+# command on an H200, 2026-11-28; tests/benchmarks/test_gpu_check.py checks pyproject's list
+# against this one). The versions are the ones the tests run here. Pure wheels are "any";
 # optree is built per platform, CPython 3.12 on x86_64: its releases since 0.17 are manylinux_2_28
 # only (glibc 2.28), which the GPU machine has if its PyTorch is 2.6 or newer (built for
 # manylinux_2_28 too); manylinux2014 is asked for as well, should a release still ship it.
@@ -17,7 +19,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 FOLDER=gpu_wheels
-WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0)
+WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 platformdirs==4.14.8)
 LIMIT_BYTES=$((64 * 1024 * 1024))  # everything carried to the GPU machine, the working tree included
 
 PYTHON=${PYTHON:-.venv/bin/python}

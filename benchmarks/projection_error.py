@@ -1,7 +1,7 @@
 """projection_error: how far `main.py project` is off on every GPU measurement the app has recorded, each left out of its own fit.
 
-Leave-one-out over the recorded GPU points (`core.projection.calibration.POINTS`: the H100 records
-in benchmarks/records/, JAX and PyTorch): each point is projected from its step costs (XLA's
+Leave-one-out over the recorded GPU points (`core.projection.calibration.POINTS`: the H100 and H200
+records in benchmarks/records/, JAX and PyTorch): each point is projected from its step costs (XLA's
 count on a CPU, cached in calibration.py with how it was derived) through constants fitted to the
 other points of its backend, with the range a projection shows (`core.projection.validation`).
 One row per point (projected / measured samples/s; passed: inside its range and the range no
@@ -26,7 +26,7 @@ def run(quick: bool) -> list[harness.Result]:
         point = row.point
         results.append(
             harness.Result(
-                f"{NAME} {point.backend} {point.model} b{point.batch}",
+                f"{NAME} {point.name}",
                 row.ratio,
                 "x",
                 "measured inside the range, high/low <= 2",
@@ -59,7 +59,7 @@ def run(quick: bool) -> list[harness.Result]:
             f"of {total['points']}",
             "every measured point inside its range, none wider than 2x",
             total["inside"] == total["points"] and total["widest"] <= 2.0 + 1e-9,
-            ", ".join(f"{row.point.backend} {row.point.model}" for row in rows if not row.inside) + " outside"
+            ", ".join(row.point.name for row in rows if not row.inside) + " outside"
             if total["inside"] < total["points"]
             else "all inside",
         )

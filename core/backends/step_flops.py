@@ -16,6 +16,12 @@ each scan's other trips (a recurrent layer's timesteps) are added from the
 step's jaxpr (`core.backends.loop_flops`); a loop with no trip count before it
 runs leaves the count partial, and says so. PyTorch has no such counter here:
 its runs say so and carry no count.
+
+The step is lowered for the host's CPU whatever device the run trains on: XLA's
+cost analysis of a lowered step is the CPU client's (the GPU's PJRT plugin has
+none: `Lowered.cost_analysis()` returns nothing there, as seen on an H200 with
+JAX 0.11, jax-ml/jax#22713), and the count is of the HLO before any device's
+fusion, the same on every platform.
 """
 
 from __future__ import annotations
@@ -83,11 +89,14 @@ def traced_train_step(model: Any, x: Any, y: Any, batch_size: int, build: bool =
 def _jax_step_flops(model: Any, x: Any, y: Any, batch_size: int) -> tuple[float, int]:
     """XLA's FLOPs of `model.train_step` lowered for one batch (the state and the batch as abstract values), each scan's
     body x its trip count, and the number of while loops whose trips stay uncounted (each body counted once)."""
-    traced = traced_train_step(model, x, y, batch_size)
-    lowered = traced.lower()
-    flops = xla_flops(lowered)
-    if flops <= 0:
-        raise ValueError("XLA's cost analysis of the train step holds no FLOP count")
-    trips = skipped_trips(traced.jaxpr)
+    import jax
+
+    traced = traced_train_step(model, x, y, batch_size)  # builds the model's state where the run keeps it
+    with jax.default_device(jax.devices("cpu")[0]):  # the CPU client counts; a GPU's plugin does not (module docstring)
+        lowered = traced.lower()
+        flops = xla_flops(lowered)
+        if flops <= 0:
+            raise ValueError("XLA's cost analysis of the train step holds no FLOP count")
+        trips = skipped_trips(traced.jaxpr)
     unseen = max(lowered.as_text().count("stablehlo.while") - trips.whiles, 0)  # loops a lowering rule added
     return flops + trips.flops, trips.uncounted + unseen

@@ -48,12 +48,15 @@ def _timed(call: Callable[[], Any], repeats: int) -> float:
 
 
 def _measure_matmul(kernels: Kernels, device: Any, kind: str, precision: str) -> tuple[float, str]:
-    """(FLOP/s, how): calibrate at 1024, then chain full-size products to about TARGET_CALL_S per call.
+    """(FLOP/s, how): calibrate at 1024 to choose the size, time one full-size product, then chain them to about TARGET_CALL_S.
 
-    A call predicted to take LONG_CALL_S or more gets no warm-up call of its
-    own: the calibration warmed the process up, what is left of a first call
-    (graph set-up, ms) is under a few percent of it, and the median of 3
-    drops the slowest call anyway.
+    The chain is sized from the full-size product's own rate, not the 1024 one's: on a GPU a
+    1024 product takes microseconds and its call is all overhead (launch, the scalar read back),
+    so a chain sized from it was one product long, and the H200's bfloat16 ceiling read 48% of
+    its datasheet (2026-11-28) where a long chain reads the units' rate. A call predicted to
+    take LONG_CALL_S or more gets no warm-up call of its own: the single product warmed it up,
+    what is left of a first call (graph set-up, ms) is under a few percent of it, and the
+    median of 3 drops the slowest call anyway.
     """
     small = kernels.matmul_chain(device, CALIBRATION_SIZE, 1, precision)
     float(small())
@@ -61,14 +64,18 @@ def _measure_matmul(kernels: Kernels, device: Any, kind: str, precision: str) ->
     n = MATMUL_SIZE.get(kind, 4096)
     while n > CALIBRATION_SIZE and 2 * n**3 / rate > MAX_CALL_S:
         n //= 2
+    single = kernels.matmul_chain(device, n, 1, precision)
+    if 2 * n**3 / rate < LONG_CALL_S:
+        float(single())  # warm-up: kernel selection, first allocations
+        rate = 2 * n**3 / _timed(single, 2)
     chain = max(1, min(MAX_CHAIN, math.ceil(TARGET_CALL_S * rate / (2 * n**3))))
-    call = kernels.matmul_chain(device, n, chain, precision)
+    call = single if chain == 1 else kernels.matmul_chain(device, n, chain, precision)
     long_call = 2 * n**3 * chain / rate >= LONG_CALL_S
-    if not long_call:
-        float(call())  # warm-up: kernel selection, first allocations
+    if not long_call and chain > 1:
+        float(call())  # warm-up of the chained call
     repeats = 3 if long_call else 5
     seconds = _timed(call, repeats)
-    warm = "after the calibration call" if long_call else "after a warm-up call"
+    warm = "after a warm-up call" if not long_call else "after the calibration call"
     return 2 * n**3 * chain / seconds, f"{precision} matmul: {chain} chained {n}x{n} products per call, median of {repeats} calls {warm}"
 
 

@@ -1,12 +1,14 @@
 """The measurements every projection rests on, their step costs, and the constants fitted from them (computed, never typed in).
 
-The points: every GPU job the app has measured on a lent GPU (benchmarks/records/, `main.py`'s own
-jobs through `benchmarks/gpu_check.py`): one NVIDIA H100 80GB HBM3 (SXM), 2026-11-27, the four
-sample models on synthetic data, batch 64, one step per call, float32, each job 200 steps in a
-child process, samples/s over its steady steps. A test checks each figure against its record;
-a later GPU run adds its points here.
+The points: every GPU job the app has measured on a lent GPU (benchmarks/records/), the four
+sample models on synthetic data, one step per call, float32, samples/s over each job's steady
+steps: one NVIDIA H100 80GB HBM3 (SXM), 2026-11-27, batch 64, 200 steps per job in a child
+process (`benchmarks/gpu_check.py` of that day); one NVIDIA H200, 2026-11-28, batches 64 to
+4,096 (`main.py run` through `benchmarks/gpu_points.py`, 200 steps, and the CNN's batch-64 run
+and PyTorch compare of `benchmarks/gpu_check.py`). A test checks each figure against its
+record; a later GPU run adds its points here.
 
-Their step costs (`CALIBRATION_COSTS`) are what `core.projection.step_costs` counts for those jobs
+Their step costs (`CALIBRATION_COSTS`, per model and batch) are what `core.projection.step_costs` counts for those jobs
 on a CPU (XLA's cost analysis of the JAX train step: no GPU needed); they are kept here so that the
 fit and the leave-one-out benchmark take no compiling, and `derive_calibration_costs()` counts them
 again (a test compares them with the live count on the machine it runs on).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.config import RunConfig
 from core.projection.catalogue import ceiling as device_ceiling
@@ -33,8 +36,11 @@ from core.projection.model import Constants, Costs, Observation, Target, fit
 
 JAX_RECORD = "benchmarks/records/gpu_check-2026-11-27-h100-jax.json"
 TORCH_RECORD = "benchmarks/records/gpu_check-2026-11-27-h100-torch.json"
+H200_POINTS_RECORD = "benchmarks/records/gpu_points-2026-11-28-h200.json"
+H200_CHECK = "benchmarks/records/gpu_check-2026-11-28-h200"
 CALIBRATED_DEVICE = "H100-SXM"
 CALIBRATED_PRECISION = "off"
+H200_DATE = "2026-11-28"
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ class MeasuredPoint:
 
     @property
     def name(self) -> str:
-        return f"{self.backend} {self.model} b{self.batch}"
+        return f"{self.backend} {self.model} b{self.batch} {self.device}"
 
     @property
     def step_s(self) -> float:
@@ -82,44 +88,98 @@ POINTS: tuple[MeasuredPoint, ...] = (
     MeasuredPoint("torch", "cnn", 7_282.162442757373, f"{TORCH_RECORD}: jobs.runs[10] (GPU:0)"),
     MeasuredPoint("torch", "resnet", 1_809.0226562592684, f"{TORCH_RECORD}: jobs.runs[12] (GPU:0)"),
     MeasuredPoint("torch", "transformer", 3_098.320051846971, f"{TORCH_RECORD}: jobs.runs[14] (GPU:0)"),
+    MeasuredPoint("jax", "cnn", 39393.88122535368, f"{H200_CHECK}/run.json: json", "H200", date=H200_DATE),
+    MeasuredPoint("torch", "cnn", 9772.017496781777, f"{H200_CHECK}/compare-torch.json: json[0]", "H200", date=H200_DATE),
+    MeasuredPoint("jax", "cnn", 159473.84693488257, f"{H200_POINTS_RECORD}: points[0]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("jax", "resnet", 74608.42918879827, f"{H200_POINTS_RECORD}: points[1]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("jax", "transformer", 114049.69773424577, f"{H200_POINTS_RECORD}: points[2]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("jax", "mlp", 185678.3440608759, f"{H200_POINTS_RECORD}: points[3]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("jax", "cnn", 356160.6103271505, f"{H200_POINTS_RECORD}: points[4]", "H200", 1024, date=H200_DATE),
+    MeasuredPoint("jax", "resnet", 124652.94277306853, f"{H200_POINTS_RECORD}: points[5]", "H200", 1024, date=H200_DATE),
+    MeasuredPoint("jax", "transformer", 179777.29640684745, f"{H200_POINTS_RECORD}: points[6]", "H200", 1024, date=H200_DATE),
+    MeasuredPoint("jax", "mlp", 630538.2352638947, f"{H200_POINTS_RECORD}: points[7]", "H200", 1024, date=H200_DATE),
+    MeasuredPoint("torch", "cnn", 29521.926923074607, f"{H200_POINTS_RECORD}: points[8]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("torch", "mlp", 45878.146488839135, f"{H200_POINTS_RECORD}: points[9]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("torch", "resnet", 6905.035322886384, f"{H200_POINTS_RECORD}: points[10]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("torch", "transformer", 13615.959293957927, f"{H200_POINTS_RECORD}: points[11]", "H200", 256, date=H200_DATE),
+    MeasuredPoint("jax", "cnn", 405383.20853415626, f"{H200_POINTS_RECORD}: points[12]", "H200", 4096, date=H200_DATE),
 )
 """Every recorded GPU measurement (samples/s of the steady steps, as the records hold them)."""
 
-CALIBRATION_COSTS: dict[str, dict[str, float]] = {
-    "mlp": {"flops": 17_960_132.0, "bytes": 10_726_649.0, "kernels": 47, "ops": 282, "layers": 4, "params": 50_826},
-    "cnn": {"flops": 1_488_950_656.0, "bytes": 288_178_176.0, "kernels": 84, "ops": 356, "layers": 7, "params": 421_642},
-    "resnet": {"flops": 17_583_112_192.0, "bytes": 2_967_417_088.0, "kernels": 286, "ops": 1503, "layers": 30, "params": 309_994},
-    "transformer": {"flops": 5_036_421_120.0, "bytes": 3_168_027_392.0, "kernels": 331, "ops": 1562, "layers": 14, "params": 1_355_266},
+CALIBRATION_COSTS: dict[str, dict[str, Any]] = {
+    "mlp": {
+        "layers": 4,
+        "params": 50_826,
+        "batches": {
+            64: {"flops": 17_960_132.0, "bytes": 10_726_649.0, "kernels": 47, "ops": 282},
+            256: {"flops": 70_164_320.0, "bytes": 17_439_736.0, "kernels": 47, "ops": 282},
+            1024: {"flops": 278_981_120.0, "bytes": 44_292_084.0, "kernels": 47, "ops": 282},
+        },
+    },
+    "cnn": {
+        "layers": 7,
+        "params": 421_642,
+        "batches": {
+            64: {"flops": 1_488_950_656.0, "bytes": 288_178_176.0, "kernels": 84, "ops": 356},
+            256: {"flops": 5_941_889_536.0, "bytes": 939_740_288.0, "kernels": 84, "ops": 356},
+            1024: {"flops": 23_753_668_608.0, "bytes": 3_545_991_424.0, "kernels": 84, "ops": 356},
+            4096: {"flops": 95_000_707_072.0, "bytes": 13_970_989_056.0, "kernels": 82, "ops": 356},
+        },
+    },
+    "resnet": {
+        "layers": 30,
+        "params": 309_994,
+        "batches": {
+            64: {"flops": 17_583_112_192.0, "bytes": 2_967_417_088.0, "kernels": 286, "ops": 1503},
+            256: {"flops": 70_322_176_000.0, "bytes": 11_706_221_568.0, "kernels": 286, "ops": 1503},
+            1024: {"flops": 281_278_611_456.0, "bytes": 46_661_177_344.0, "kernels": 286, "ops": 1503},
+        },
+    },
+    "transformer": {
+        "layers": 14,
+        "params": 1_355_266,
+        "batches": {
+            64: {"flops": 5_036_421_120.0, "bytes": 3_168_027_392.0, "kernels": 331, "ops": 1562},
+            256: {"flops": 20_101_036_032.0, "bytes": 12_020_624_384.0, "kernels": 331, "ops": 1562},
+            1024: {"flops": 80_359_292_928.0, "bytes": 47_430_389_760.0, "kernels": 325, "ops": 1562},
+        },
+    },
 }
-"""Step costs of the points' jobs at batch 64, as `derive_calibration_costs()` counted them (see COSTS_DERIVED)."""
+"""Step costs of the points' jobs at each batch they ran, as `derive_calibration_costs()` counted them (see COSTS_DERIVED)."""
 COSTS_DERIVED = (
-    "core.projection.step_costs on an x86-64 CPU (JAX 0.10.2, Keras 3.15.1): each sample model on synthetic data, batch 64, "
-    "adam, float32, XLA's cost analysis of the JAX train step; derive_calibration_costs() counts them again"
+    "core.projection.step_costs on an x86-64 CPU (JAX 0.10.2, Keras 3.15.1): each sample model on synthetic data at each batch "
+    "its points ran, adam, float32, XLA's cost analysis of the JAX train step; derive_calibration_costs() counts them again"
 )
-CALIBRATION_BATCH = 64
 
 
-def derive_calibration_costs(models: Sequence[str] = tuple(CALIBRATION_COSTS)) -> dict[str, dict[str, float]]:
-    """Count the points' step costs again, live (a child process per model, a few seconds each): what CALIBRATION_COSTS holds."""
+def derive_calibration_costs(models: Sequence[str] = tuple(CALIBRATION_COSTS)) -> dict[str, dict[str, Any]]:
+    """Count the points' step costs again, live (a child process per model, seconds to a minute each): what CALIBRATION_COSTS holds."""
     from core.projection.step_costs import measure_step_costs
 
     counted = {}
     for model in models:
-        costs = measure_step_costs(RunConfig(model=model, backend="jax", batch_size=CALIBRATION_BATCH), [CALIBRATION_BATCH])
-        at = costs.at(CALIBRATION_BATCH)
+        batches = sorted(CALIBRATION_COSTS[model]["batches"])
+        costs = measure_step_costs(RunConfig(model=model, backend="jax", batch_size=batches[0]), batches)
         counted[model] = {
-            "flops": at.flops,
-            "bytes": at.bytes,
-            "kernels": at.kernels,
-            "ops": at.ops,
             "layers": costs.layers,
             "params": costs.params,
+            "batches": {
+                batch: {"flops": at.flops, "bytes": at.bytes, "kernels": at.kernels, "ops": at.ops}
+                for batch in batches
+                for at in [costs.at(batch)]
+            },
         }
     return counted
 
 
+def cached_costs(point: MeasuredPoint) -> dict[str, float]:
+    """The point's step costs as CALIBRATION_COSTS holds them (flops, bytes, kernels, ops at its batch; the model's layers)."""
+    model = CALIBRATION_COSTS[point.model]
+    return {**model["batches"][point.batch], "layers": model["layers"]}
+
+
 def point_costs(point: MeasuredPoint) -> Costs:
-    cached = CALIBRATION_COSTS[point.model]
+    cached = cached_costs(point)
     return Costs(point.batch, cached["flops"], cached["bytes"], int(cached["kernels"]), int(cached["ops"]), int(cached["layers"]))
 
 

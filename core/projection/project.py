@@ -230,7 +230,7 @@ def _coverage(backend: str, rows: list[dict[str, Any]], layers: int, points: lis
     if backend in EAGER_BACKENDS:
         measures.append(("layers", "layers", lambda row: layers))
     for key, words, of in measures:
-        span = [calibration.CALIBRATION_COSTS[point.model][key] for point in points]
+        span = [calibration.cached_costs(point)[key] for point in points]
         low, high = min(span), max(span)
         outside = [row["batch"] for row in rows if not low / COVERAGE_FACTOR <= of(row) <= high * COVERAGE_FACTOR]
         if outside:

@@ -67,3 +67,35 @@ def test_the_dry_run_passes_every_check_with_tensorflow_and_qt_hidden(tmp_path: 
     compare = json.loads((out / "compare.json").read_text())["json"]
     assert all(row["rounds"] >= 6 for row in compare)
     assert "| `main.py devices --json` |" in (out / "summary.md").read_text()
+
+
+GPU_MACHINE_HAS = {
+    "numpy",
+    "scipy",
+    "psutil",
+    "py-cpuinfo",
+    "nvidia-ml-py",
+    "jax",
+    "torch",
+    "h5py",
+    "ml-dtypes",
+    "absl-py",
+    "rich",
+    "packaging",
+}
+"""What the lent GPU machines have installed (benchmarks/gpu_wheels.sh's docstring; scipy comes with JAX)."""
+WINDOW_ONLY = {"tensorflow", "PySide6-Essentials", "pyqtgraph", "psygnal"}
+"""Runtime dependencies the CLI's TensorFlow-free path never imports (the dry run hides the first three; psygnal is the run form's)."""
+
+
+def test_every_runtime_dependency_the_cli_needs_is_on_the_gpu_machine_or_among_the_carried_wheels() -> None:
+    """On an H200 (2026-11-28) every command failed at once: platformdirs was neither installed there nor carried."""
+    import re
+
+    block = re.search(r"^dependencies = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M)[1]  # type: ignore[index]
+    declared = re.findall(r'^\s*"([^"]+)"', block, re.M)
+    names = {re.split(r"[<>=!~\[ ;(]", requirement, maxsplit=1)[0] for requirement in declared}
+    wheels_line = next(line for line in (ROOT / "benchmarks/gpu_wheels.sh").read_text().splitlines() if line.startswith("WHEELS=("))
+    carried = {wheel.split("==")[0] for wheel in wheels_line.removeprefix("WHEELS=(").removesuffix(")").split()}
+    missing = names - GPU_MACHINE_HAS - carried - WINDOW_ONLY
+    assert not missing, f"add to benchmarks/gpu_wheels.sh's WHEELS: {sorted(missing)}"

@@ -15,7 +15,7 @@ def test_the_benchmark_is_listed_and_reports_every_point_then_the_geomean_error_
     assert len(rows) == len(POINTS) + 2
     held = leave_one_out()
     for row, point in zip(rows, held, strict=False):
-        assert row.name == f"projection_error {point.point.backend} {point.point.model} b64"
+        assert row.name == f"projection_error {point.point.name}"
         assert row.measured == pytest.approx(point.ratio) and row.passed == (point.inside and point.width <= 2.0 + 1e-9)
         assert f"{point.measured:,.0f} samples/s" in row.detail
     geomean, coverage = rows[-2], rows[-1]

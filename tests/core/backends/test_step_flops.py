@@ -64,3 +64,38 @@ def test_another_backend_gets_no_count_and_says_why(two_cpus):
     counted = step_flops(MODELS["mlp"].build(), None, None, BATCH)  # this process's Keras runs on TensorFlow, not JAX
     assert counted["flops_per_step"] is None
     assert counted["method"] == NOT_JAX.format(backend="tensorflow")
+
+
+FAKE_GPU_PLUGIN = """
+import json, sys
+import jax, keras
+from jax._src import stages
+from jax._src.interpreters import pxla
+from core.backends.step_flops import step_flops
+from core.workloads.models import MODELS
+
+counted_as_cpu = stages.Lowered.cost_analysis
+
+def gpu_plugins_cost_analysis(lowered):
+    # A named fake of the GPU's PJRT plugin, which has no lowered cost analysis (None, jax-ml/jax#22713):
+    # here every device is a CPU, so the lowering counts only when it was asked for the CPU explicitly.
+    default = jax.config.jax_default_device
+    return counted_as_cpu(lowered) if default is not None and default.platform == "cpu" else None
+
+stages.Lowered.cost_analysis = gpu_plugins_cost_analysis
+model = MODELS["mlp"].build()
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+import numpy as np
+x, y = np.zeros((64, 8, 8, 1), "float32"), np.zeros((64,), "int32")
+print(json.dumps(step_flops(model, x, y, 64)))
+"""
+
+
+def test_the_count_is_lowered_for_the_cpu_where_the_run_s_device_has_no_cost_analysis(two_cpus):
+    """A GPU run's train step counted as on the CPU: on an H200 (JAX 0.11) the lowered step had no FLOP count."""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", FAKE_GPU_PLUGIN], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counted = json.loads(done.stdout.strip().splitlines()[-1])
+    assert counted["method"] == METHOD
+    assert counted["flops_per_step"] == pytest.approx(3 * 2 * MLP_MULTIPLY_ADDS * BATCH, rel=0.15)

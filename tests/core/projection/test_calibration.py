@@ -14,28 +14,48 @@ from core.projection.model import KERNEL_S
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def recorded_job(source: str) -> tuple[dict, dict, str]:
+    """(the job's JSON, its settings, the GPU's name) that a point's source names, in any of the records' three forms."""
+    path, where = source.split(": ", 1)
+    if match := re.fullmatch(r"jobs\.runs\[(\d+)\] \(GPU:0\)", where):  # the H100 records: gpu_check's own jobs
+        record = json.loads((ROOT / path).read_text())
+        return record["jobs"]["runs"][int(match[1])], record["jobs"]["settings"], record["inventory"]["gpus"][0]["app"]["name"]
+    if match := re.fullmatch(r"points\[(\d+)\]", where):  # benchmarks/gpu_points.py: one `main.py run` per point
+        record = json.loads((ROOT / path).read_text())
+        job = record["points"][int(match[1])]["json"]
+        return job, job, record["machine"]
+    record = json.loads((ROOT / path).read_text())  # a command of benchmarks/gpu_check.py: its JSON, or one row of it
+    job = record["json"] if where == "json" else record["json"][int(re.fullmatch(r"json\[(\d+)\]", where)[1])]  # type: ignore[index]
+    summary = json.loads((ROOT / path).parent.joinpath("summary.json").read_text())
+    return job, job, summary["machine"]
+
+
 def test_every_point_is_a_completed_gpu_job_of_its_record_with_the_same_samples_per_second_and_settings() -> None:
     assert {(p.backend, p.model) for p in calibration.POINTS} == {
         (backend, model) for backend in ("jax", "torch") for model in ("mlp", "cnn", "resnet", "transformer")
     }
+    assert {p.device for p in calibration.POINTS} == {"H100-SXM", "H200"}
     for point in calibration.POINTS:
-        path, index = re.fullmatch(r"(\S+): jobs\.runs\[(\d+)\] \(GPU:0\)", point.source).groups()  # type: ignore[union-attr]
-        record = json.loads((ROOT / path).read_text())
-        run, settings = record["jobs"]["runs"][int(index)], record["jobs"]["settings"]
-        assert (run["backend"], run["model"], run["device"], run["status"]) == (point.backend, point.model, "GPU:0", "completed")
-        assert run["samples_per_s"] == point.samples_per_s
+        job, settings, gpu = recorded_job(point.source)
+        assert job["backend"] == point.backend and job["model"] == point.model, point.source
+        assert job["status"] == "completed" and job["samples_per_s"] == point.samples_per_s, point.source
+        assert "GPU:0" in str(job.get("device") or job.get("devices") or job.get("label")), point.source
         assert (settings["batch_size"], settings["steps_per_call"], settings["dataset"]) == (point.batch, point.steps_per_call, "synthetic")
-        assert "H100" in record["inventory"]["gpus"][0]["app"]["name"]
+        assert point.device.split("-")[0] in gpu, (point.source, gpu)
 
 
 def test_the_constants_are_fitted_from_the_points_the_jax_ones_on_the_jax_points_tensorflow_borrowing_them() -> None:
     jax = calibration.constants("jax")
-    assert jax.points == tuple(p.name for p in calibration.POINTS if p.backend == "jax") and len(jax.residuals) == 4
-    assert 1e-3 < jax.host_s < 1e-2 and 1e-3 < jax.efficiency < 0.1  # ~3.7 ms per call, ~0.8% of the ceiling
+    jax_points = tuple(p.name for p in calibration.POINTS if p.backend == "jax")
+    assert jax.points == jax_points and len(jax.residuals) == len(jax_points) == 14
+    assert 1e-3 < jax.host_s < 1e-2 and 1e-3 < jax.efficiency < 0.1  # ~2.6 ms per call, ~5.6% of the ceiling
     assert calibration.constants("tensorflow") == jax
     torch = calibration.constants("torch")
-    assert torch.efficiency == jax.efficiency and torch.per_layer_s > 0 and len(torch.residuals) == 4
-    assert max(abs(r) for r in jax.residuals + torch.residuals) < 0.25
+    assert torch.efficiency == jax.efficiency and torch.per_layer_s > 0 and len(torch.residuals) == 9
+    # PyTorch's points fit within 41% across both GPUs and batches; JAX's do not: the H200's host took 1.3-1.6 ms a step
+    # where the H100's took 3.4 (the same sample models at batch 64), and the CNN's device rate stops near 9 TFLOP/s
+    # where the ResNet's reaches 34: one host constant and one efficiency leave residuals up to 2.5x (RESULTS.md)
+    assert max(abs(r) for r in torch.residuals) < 0.35 < max(abs(r) for r in jax.residuals) < 1.0
     assert KERNEL_S == 3e-6
 
 
@@ -44,7 +64,10 @@ def test_the_cached_step_costs_are_what_xla_counts_on_this_machine_now() -> None
     live = calibration.derive_calibration_costs()
     for model, cached in calibration.CALIBRATION_COSTS.items():
         counted = live[model]
-        assert counted["flops"] == pytest.approx(cached["flops"], rel=0.02), model
-        assert counted["bytes"] == pytest.approx(cached["bytes"], rel=0.05), model
-        assert counted["kernels"] == pytest.approx(cached["kernels"], rel=0.15), model
         assert (counted["layers"], counted["params"]) == (cached["layers"], cached["params"]), model
+        assert sorted(counted["batches"]) == sorted(cached["batches"]), model
+        for batch, at in cached["batches"].items():
+            now = counted["batches"][batch]
+            assert now["flops"] == pytest.approx(at["flops"], rel=0.02), (model, batch)
+            assert now["bytes"] == pytest.approx(at["bytes"], rel=0.05), (model, batch)
+            assert now["kernels"] == pytest.approx(at["kernels"], rel=0.15), (model, batch)

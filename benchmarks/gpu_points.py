@@ -1,0 +1,115 @@
+"""gpu_points: new GPU measurements for the projection's test set (issue 41), recorded through `main.py run`.
+
+    python benchmarks/gpu_points.py --out DIR --budget-s 170             # on the lent GPU, after gpu_check.py
+    python benchmarks/gpu_points.py --out DIR --device CPU:0 --steps 20  # anywhere: the same jobs on the CPU
+    python benchmarks/gpu_points.py --out DIR --points jax:cnn:256,torch:mlp:64  # only these
+
+Each point is one `main.py run --model M --backend B --strategy one-device --devices GPU:0
+--batch-size N --json --no-verdict --no-save` in a child process with a time limit, synthetic
+data, float32, one step per call: the settings of the points `core.projection.calibration` holds,
+at batch sizes it lacks. The points run in order of what they add (the JAX models at 256, then
+1024, then PyTorch at 256) until the budget runs out. DIR/points.json holds every job's JSON (or
+why none), the machine's nvidia-smi line and the date; `calibration.py` cites it point by point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MIN_JOB_S = 25.0
+"""A job is not started with less than this left: it would be cut off while compiling."""
+
+PLAN: tuple[tuple[str, str, int], ...] = (
+    ("jax", "cnn", 256),
+    ("jax", "resnet", 256),
+    ("jax", "transformer", 256),
+    ("jax", "mlp", 256),
+    ("jax", "cnn", 1024),
+    ("jax", "resnet", 1024),
+    ("jax", "transformer", 1024),
+    ("jax", "mlp", 1024),
+    ("torch", "cnn", 256),
+    ("torch", "mlp", 256),
+    ("torch", "resnet", 256),
+    ("torch", "transformer", 256),
+)
+"""(backend, sample model, batch) in the order they run."""
+
+
+def parse_points(text: str) -> tuple[tuple[str, str, int], ...]:
+    """"jax:cnn:256,torch:mlp:64" -> (("jax", "cnn", 256), ("torch", "mlp", 64))."""
+    points = []
+    for item in text.split(","):
+        backend, model, batch = item.split(":")
+        points.append((backend, model, int(batch)))
+    return tuple(points)
+
+
+def job_argv(backend: str, model: str, batch: int, device: str, steps: int) -> list[str]:
+    return [
+        *("run", "--model", model, "--backend", backend, "--strategy", "one-device", "--devices", device),
+        *("--batch-size", str(batch), "--steps", str(steps), "--json", "--no-verdict", "--no-save"),
+    ]
+
+
+def run_point(argv: list[str], limit_s: float) -> dict[str, Any]:
+    """`main.py ARGV` under `limit_s`: its JSON, exit code, seconds and stderr's end."""
+    start = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True, timeout=limit_s, cwd=ROOT)
+        returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as expired:
+        returncode, stdout = None, expired.stdout if isinstance(expired.stdout, str) else ""
+        stderr = f"(stopped at its limit of {limit_s:g} s)"
+    try:
+        document = json.loads(stdout) if stdout.strip() else None
+    except ValueError:
+        document = None
+    return {"returncode": returncode, "seconds": round(time.monotonic() - start, 1), "json": document, "stderr_tail": stderr[-1500:]}
+
+
+def nvidia_smi_line() -> str:
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "no nvidia-smi"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--device", default="GPU:0")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--budget-s", type=float, default=170.0)
+    parser.add_argument("--points", type=parse_points, default=PLAN, help="BACKEND:MODEL:BATCH,... (default: the plan)")
+    options = parser.parse_args(argv)
+    options.out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + options.budget_s
+    points = []
+    for backend, model, batch in options.points:
+        left = deadline - time.monotonic()
+        argv_ = job_argv(backend, model, batch, options.device, options.steps)
+        if left < MIN_JOB_S:
+            points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), "skipped": f"{left:.0f} s left"})
+            continue
+        record = run_point(argv_, min(90.0, left))
+        rate = (record["json"] or {}).get("samples_per_s")
+        print(f"{backend} {model} b{batch}: {f'{rate:,.0f} samples/s' if rate else 'no figure'} ({record['seconds']} s)", flush=True)
+        points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), **record})
+    document = {"machine": nvidia_smi_line(), "device": options.device, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "points": points}
+    (options.out / "points.json").write_text(json.dumps(document, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
