@@ -194,7 +194,8 @@ def caveats(
     if device.name not in calibrated:
         said.append(
             f"calibrated on {', '.join(sorted(calibrated))} only: on {device.name} the fitted efficiency is applied to its own ceiling, "
-            "and the fixed per-step cost is that machine's host (an Intel Xeon at 2.1 GHz): another host changes it"
+            "and the fixed per-step cost is their hosts' (Intel Xeons, whose time per step differed 2.5x between the H100's and the H200's "
+            "machines): another host changes it"
         )
     if device.kind == "TPU":
         said.append(

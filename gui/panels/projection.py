@@ -95,7 +95,7 @@ class ProjectionView(QWidget):
     def _show(self, document: dict[str, Any]) -> None:
         self._finished()
         self.document = document
-        points = ", ".join(f"{p['model']} ({p['samples_per_s']:,.0f}/s)" for p in document["calibration"]["points"])
+        points = calibrated_on(document["calibration"]["points"])
         caveats = document["caveats"]
         said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: hover here." if caveats else ""
         self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored). Calibrated on: {html.escape(points)}.{said}")
@@ -117,3 +117,12 @@ class ProjectionView(QWidget):
                 item.setFont(italic)  # projected, not measured: drawn apart from the measured table
                 item.setToolTip(row["why"])
                 self.table.setItem(index, column, item)
+
+
+def calibrated_on(points: list[dict[str, Any]]) -> str:
+    """ "14 runs on H100-SXM, H200 (mlp, cnn, resnet, transformer; batches 64-4,096)": what the points are, in one line."""
+    devices = ", ".join(dict.fromkeys(point["device"] for point in points))
+    models = ", ".join(dict.fromkeys(point["model"] for point in points))
+    batches = sorted({point["batch"] for point in points})
+    span = f"batch {batches[0]:,}" if len(batches) == 1 else f"batches {batches[0]:,}–{batches[-1]:,}"
+    return f"{len(points)} measured runs on {devices} ({models}; {span})"

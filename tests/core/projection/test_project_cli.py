@@ -42,7 +42,7 @@ def check_document(document: dict, batch: int) -> None:
         assert row["fits"]["fits"] in (True, False) and row["fits"]["need_bytes"] > 0 and row["fits"]["usable_bytes"] > 0
         assert row["flops"] > 0 and row["bytes"] > 0 and row["kernels"] > 0
     points = document["calibration"]["points"]
-    assert len(points) == 4 and all(p["samples_per_s"] > 0 and "benchmarks/records/" in p["source"] for p in points)
+    assert len(points) >= 4 and all(p["samples_per_s"] > 0 and "benchmarks/records/" in p["source"] for p in points)
     assert document["caveats"], "a projection from one card at one batch always says what it leans on"
 
 
@@ -93,7 +93,7 @@ def test_a_keras_file_saved_here_projects_with_tensorflow_hidden_on_jax(tmp_path
     assert document["model"] == "small.keras" and document["step_costs"]["params"] == 20 * 32 + 32 + 32 * 3 + 3
     first = document["rows"][0]
     assert first["time_to_target_s"]["low"] == pytest.approx(100000 / first["samples_per_s"]["high"])
-    assert any("calibrated on H100-SXM only" in caveat for caveat in document["caveats"])
+    assert any("calibrated on H100-SXM, H200 only" in caveat for caveat in document["caveats"])
 
 
 @pytest.mark.slow
