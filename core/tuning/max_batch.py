@@ -8,7 +8,10 @@ the caller. Once two probes that fit show how memory grows with the batch, the
 next probe aims at the batch the budget is predicted to hold (a straight line
 through them; at most MAX_JUMP times the last batch that fit), which saves most
 of the doublings and halvings; a guess that misses is followed by a plain
-halving of the gap, so the search never does worse than bisection.
+halving of the gap, so the search never does worse than bisection. A probe
+over the limit is evidence like any other: the watch kills one past the host
+budget, and a device peak over the cap is read when the probe ends, both "does
+not fit"; so a jump that overshoots brackets the limit at once.
 
 The answer keeps a safety margin below the largest batch that fit: MARGIN (5%,
 the `margin` Lightning's BatchSizeFinder added after users ran out of memory
@@ -17,10 +20,14 @@ example is the growth of the peak from the smallest to the largest batch that
 fit, divided by the batches between them.
 
 A time budget (`budget_s`, counted from `started`) stops the search at its
-deadline, the probe in flight killed with its child; a stopped search says
-what it knows ("stopped after 3 probes: batch 512 fits; the limit was not
-found"), never "every batch tried fit". Memory per example is given only when
-the peaks grew between the batches that fit.
+deadline, the probe in flight killed with its child. That probe tells nothing
+(it neither fit nor failed), so a stopped search says why it stopped, during
+which batch, and what it knows ("the budget of 140 s ran out during the probe
+of batch 1,048,576 after 12 probe(s): batch 131,072 fits, 1,048,576 was not
+measured; the limit was not found"), never "every batch tried fit". A killed
+probe's memory figure is the host's, watched live: on an accelerator the
+device's peak is read only when a probe finishes, so there it has none. Memory
+per example is given only when the peaks grew between the batches that fit.
 
 On the CPU the limit is the host memory budget (`memory_limit`, default half
 of the available RAM), enforced on each child; on a GPU it is the device's
@@ -35,7 +42,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +54,7 @@ TOLERANCE = 0.03
 """The search ends once the smallest batch that did not fit is within 3% of the largest that did."""
 MAX_PROBES = 30
 MAX_JUMP = 16
+"""A guided probe goes at most this many times the last batch that fit: a guess that misses still brackets the limit."""
 MIN_RISE = 0.05
 PEAK_NOISE_BYTES = 4 * 2**20
 PEAK_NOISE_SHARE = 0.01
@@ -59,6 +67,8 @@ MIN_MEMORY_LIMIT = 2**20
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6, "mib": 2**20}
 _UNITS |= {"g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12, "tib": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+BUDGET, STOP = "budget", "stop"
+"""What stopped a search: its time budget ran out, or it was asked to stop (Ctrl-C, the window's Stop)."""
 UNSUPPORTED_STRATEGIES = {
     "multi-worker": "the search probes one process on this machine: pick a device or mirrored target",
     "tpu": "the search probes this machine's CPU or GPUs: pick a device or mirrored target",
@@ -71,7 +81,10 @@ ProbeRunner = Callable[[RunConfig, int, ProbeLimits, "threading.Event | None"], 
 
 @dataclass(frozen=True)
 class MaxBatchResult:
-    """The largest batch that fits (0: none did), memory per example, every probe, and how the search ended."""
+    """The largest batch that fits (0: none did), memory per example, every probe, and how the search ended.
+
+    A stopped search says what stopped it (`stopped_by`: BUDGET or STOP) and the batch whose probe it cut short.
+    """
 
     max_batch: int
     bytes_per_example: float | None
@@ -84,6 +97,9 @@ class MaxBatchResult:
     stopped: bool = False
     error: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    stopped_by: str = ""
+    unfinished_batch: int | None = None
+    budget_s: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -103,17 +119,36 @@ class MaxBatchResult:
             "stopped": self.stopped,
             "error": self.error,
             "notes": list(self.notes),
+            "stopped_by": self.stopped_by,
+            "unfinished_batch": self.unfinished_batch,
+            "budget_s": self.budget_s,
         }
 
 
 def margin_text(result: MaxBatchResult) -> str:
-    """'5% below 1,024, the largest that fit', or why there is no margin (a stopped search: what it knows)."""
+    """'5% below 1,024, the largest that fit', or why there is no margin (a stopped search: why, and what it knows)."""
     if result.stopped and result.smallest_failing is None:
         fits = f"batch {result.largest_fitting:,} fits" if result.largest_fitting else "no batch was found to fit yet"
-        return f"stopped after {len(result.probes)} probe(s): {fits}; the limit was not found"
+        unknown = f", {result.unfinished_batch:,} was not measured" if result.unfinished_batch else ""
+        return f"{stop_text(result)}: {fits}{unknown}; the limit was not found"
     if result.margin:
-        return f"{result.margin:.0%} below {result.largest_fitting:,}, the largest that fit"
-    return "every batch tried fit" if result.largest_fitting else "none fit"
+        text = f"{result.margin:.0%} below {result.largest_fitting:,}, the largest that fit"
+    else:
+        text = "every batch tried fit" if result.largest_fitting else "none fit"
+    if result.stopped:
+        narrowed = f", before the gap to {result.smallest_failing:,} was narrowed" if result.largest_fitting else ""
+        text += f"; {stop_text(result)}{narrowed}"
+    return text
+
+
+def stop_text(result: MaxBatchResult) -> str:
+    """Why and when the search stopped: 'the budget of 140 s ran out during the probe of batch 2,048 after 5 probe(s)'."""
+    during = f" during the probe of batch {result.unfinished_batch:,}" if result.unfinished_batch else ""
+    return f"{_why_stopped(result.stopped_by, result.budget_s)}{during} after {len(result.probes)} probe(s)"
+
+
+def _why_stopped(stopped_by: str, budget_s: float | None) -> str:
+    return f"the budget of {budget_s:g} s ran out" if stopped_by == BUDGET and budget_s is not None else "stopped"
 
 
 def parse_size(text: str, field_name: str = MEMORY_LIMIT_FIELD) -> int:
@@ -184,16 +219,19 @@ def find_max_batch(
     check_target(config, memory_limit)
     search = _Search(config, memory_limit, default_memory_limit(), granularity(config), cap, tolerance)
     search.on_accelerator = target_on_accelerator(config)
+    search.budget_s = budget_s
     runner = probe or _child_probe
-    halt = _halt_event(stop_event, None if budget_s is None else (started or time.monotonic()) + budget_s)
+    deadline = None if budget_s is None else (started or time.monotonic()) + budget_s
+    halt = _halt_event(stop_event, deadline)
     batch: int | None = min(cap, max(search.granularity, start or config.batch_size))
     while batch is not None and len(search.probes) < MAX_PROBES:
         if halt.is_set():
-            search.stopped = True
+            search.stop(_stopped_by(stop_event, deadline))
             break
         if on_probe is not None:
             on_probe(batch, None)
-        found = search.add(runner(config, batch, search.limits(), halt))
+        found = runner(config, batch, search.limits(), halt)
+        found = search.cut_short(found, _stopped_by(stop_event, deadline)) if found.stopped else search.add(found)
         if on_probe is not None:
             on_probe(batch, found)
         if found.stopped or found.error:
@@ -217,6 +255,13 @@ def _halt_event(stop_event: threading.Event | None, deadline: float | None) -> t
 
     threading.Thread(target=watch, name="max-batch-deadline", daemon=True).start()
     return halt
+
+
+def _stopped_by(stop_event: threading.Event | None, deadline: float | None) -> str:
+    """STOP when asked to stop, else BUDGET once the deadline has passed (what the halt event was set for)."""
+    if deadline is None or (stop_event is not None and stop_event.is_set()):
+        return STOP
+    return BUDGET if time.monotonic() >= deadline else STOP
 
 
 def _child_probe(config: RunConfig, batch: int, limits: ProbeLimits, stop_event: threading.Event | None) -> Probe:
@@ -258,6 +303,9 @@ class _Search:
         self.probes: list[Probe] = []
         self.on_accelerator = False
         self.stopped = False
+        self.stopped_by = ""
+        self.budget_s: float | None = None
+        self.unfinished: int | None = None
         self.expected: bool | None = None  # what the last probe, if the line guided it, was predicted to do
 
     @property
@@ -275,16 +323,31 @@ class _Search:
         return ProbeLimits(self.memory_limit or self.host_default)
 
     def add(self, probe: Probe) -> Probe:
-        """Record a probe (a stopped one ends the search instead); its answer says where the job really ran."""
-        if probe.stopped:
-            self.stopped = True
-            return probe
+        """Record a probe that finished; its answer says where the job really ran."""
         if not probe.error and probe.peak_bytes is not None and probe.fits:
             self.on_accelerator = probe.on_accelerator
         if probe.replicas > 1:
             self.granularity = max(self.granularity, probe.replicas)
         self.probes.append(probe)
         return probe
+
+    def stop(self, stopped_by: str) -> None:
+        """End the search: `stopped_by` BUDGET or STOP."""
+        self.stopped, self.stopped_by = True, stopped_by
+
+    def cut_short(self, probe: Probe, stopped_by: str) -> Probe:
+        """End the search during `probe`, returned saying why it did not finish.
+
+        That probe is no evidence either way. Its memory figure is the host's, watched until the kill: on an
+        accelerator, where the device's peak is read only when a probe finishes, it is dropped, not to be read
+        against the device's limit.
+        """
+        self.stop(stopped_by)
+        self.unfinished = probe.batch
+        why = f"{_why_stopped(stopped_by, self.budget_s)} before it finished"
+        if self.on_accelerator:
+            return replace(probe, peak_bytes=None, reason=f"{why} (the device's memory is read when a probe finishes)")
+        return replace(probe, reason=why)
 
     def budget(self) -> int | None:
         """The bytes the memory figure must stay under: the host budget on the CPU, the device cap (if any) on a GPU."""
@@ -341,7 +404,7 @@ class _Search:
         answer = lo if hi is None else self._round(int(lo * (1 - MARGIN))) if lo else 0
         notes = []
         if self.stopped and hi is None:
-            notes.append(f"stopped after {len(self.probes)} probe(s): the limit was not found")
+            notes.append(f"{_why_stopped(self.stopped_by, self.budget_s)} after {len(self.probes)} probe(s): the limit was not found")
         if hi is None and lo >= self.cap and not self.stopped:
             notes.append(f"every batch up to {self.cap:,} fit: the search stops there (no margin needed)")
         if lo == 0 and hi is not None and not errors:
@@ -363,6 +426,9 @@ class _Search:
             stopped=self.stopped,
             error=errors[0] if errors else "",
             notes=tuple(notes),
+            stopped_by=self.stopped_by,
+            unfinished_batch=self.unfinished,
+            budget_s=self.budget_s,
         )
 
 

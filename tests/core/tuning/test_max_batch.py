@@ -98,6 +98,8 @@ def test_stop_kills_the_probe_in_flight_and_its_child_process() -> None:
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
     result = outcome["result"]
     assert result.stopped and not result.finished and result.probes == ()
+    assert result.stopped_by == "stop" and result.unfinished_batch == RunConfig(model="mlp").batch_size
+    assert margin_text(result).startswith(f"stopped during the probe of batch {result.unfinished_batch:,} after 0 probe(s)")
 
 
 def test_a_budget_stops_the_search_and_it_says_what_it_knows() -> None:
@@ -111,17 +113,70 @@ def test_a_budget_stops_the_search_and_it_says_what_it_knows() -> None:
     result = find_max_batch(RunConfig(model="mlp"), 2**40, start=64, probe=slow_probe, budget_s=1.0)
     assert time.monotonic() - began < 2.0
     assert result.stopped and not result.finished and result.smallest_failing is None and result.largest_fitting >= 64
+    assert result.stopped_by == "budget" and result.budget_s == 1.0
+    cut_short = result.unfinished_batch
+    assert cut_short and cut_short > result.largest_fitting and cut_short not in [p.batch for p in result.probes]
     text = margin_text(result)
-    assert text == f"stopped after {len(result.probes)} probe(s): batch {result.largest_fitting:,} fits; the limit was not found"
+    assert text == (
+        f"the budget of 1 s ran out during the probe of batch {cut_short:,} after {len(result.probes)} probe(s): "
+        f"batch {result.largest_fitting:,} fits, {cut_short:,} was not measured; the limit was not found"
+    )
     assert "every batch tried fit" not in text and result.bytes_per_example != 0
+    answer = result.to_dict()
+    assert (answer["stopped_by"], answer["unfinished_batch"], answer["largest_fitting"]) == ("budget", cut_short, result.largest_fitting)
+
+
+def test_a_budget_that_runs_out_while_narrowing_the_gap_keeps_the_bracket_and_says_so() -> None:
+    curve = memory_curve(600 * MiB, 3_000, 0)  # 32,768 fits 700 MiB, 65,536 does not
+    tried = []
+
+    def probe(config, batch, limits, stop_event):
+        tried.append(batch)
+        if len(tried) < 3:
+            return curve(config, batch, limits, stop_event)
+        stop_event.wait()  # the third probe runs until the budget's deadline kills it
+        return Probe(batch, False, None, stopped=True)
+
+    result = find_max_batch(RunConfig(model="mlp"), 700 * MiB, start=32_768, probe=probe, budget_s=1.0)
+    assert (result.largest_fitting, result.smallest_failing, result.stopped_by) == (32_768, 65_536, "budget")
+    assert result.unfinished_batch == tried[2] and result.max_batch == int(32_768 * (1 - MARGIN))
+    assert margin_text(result) == (
+        f"5% below 32,768, the largest that fit; the budget of 1 s ran out during the probe of batch {tried[2]:,} after 2 probe(s), "
+        "before the gap to 65,536 was narrowed"
+    )
+
+
+def test_a_gpu_probe_cut_short_shows_no_host_figure_where_device_peaks_are_read() -> None:
+    """On an H200 a probe the budget cut short showed its host's 5.3 GiB beside the device peaks, read as over the 4 GiB cap.
+
+    No GPU here: the probes are stand-ins, as a GPU probe reports (device peaks on_accelerator, the watched host peak when killed)."""
+    shown = []
+
+    def gpu_probe(config, batch, limits, stop_event):
+        if batch < 256:
+            return Probe(batch, True, 130 * MiB + 3_300 * batch, on_accelerator=True)
+        stop_event.wait()
+        return Probe(batch, False, 5 * 2**30, "stopped", stopped=True)
+
+    job = RunConfig(model="mlp", backend="jax", strategy="one-device", devices=("GPU:0",))
+    result = find_max_batch(job, 4 * 2**30, start=64, probe=gpu_probe, budget_s=1.0, on_probe=lambda b, p: p and shown.append(p))
+    cut = shown[-1]
+    assert cut.stopped and cut.batch == 256 and cut.peak_bytes is None
+    assert cut.reason == "the budget of 1 s ran out before it finished (the device's memory is read when a probe finishes)"
+    assert result.limit_kind == "device memory" and result.unfinished_batch == 256 and result.largest_fitting == 128
 
 
 def test_a_budget_kills_the_real_probe_in_flight() -> None:
     began = time.monotonic()
     result = find_max_batch(RunConfig(model="mlp"), 2**30, budget_s=2.0)  # the child is still starting TensorFlow at 2 s
     assert time.monotonic() - began < 8.0
-    assert result.stopped and result.probes == ()
-    assert margin_text(result) == "stopped after 0 probe(s): no batch was found to fit yet; the limit was not found"
+    assert result.stopped and result.probes == () and result.stopped_by == "budget"
+    batch = result.unfinished_batch
+    assert batch == RunConfig(model="mlp").batch_size
+    assert margin_text(result) == (
+        f"the budget of 2 s ran out during the probe of batch {batch:,} after 0 probe(s): "
+        f"no batch was found to fit yet, {batch:,} was not measured; the limit was not found"
+    )
 
 
 @pytest.mark.slow
