@@ -6,13 +6,14 @@ and `decode` gives the message back. Who sends which:
 
   Started   "start"   a backend job (`backends.fit_job`) and every cluster worker (`cluster.worker`), once set up
   CallBegun "call"    the cluster's chief, before each call
-  Steps     "steps"   both, after calls: their step records (the warm-up's flagged) and the job's peak RSS
+  Steps     "steps"   both, after calls: their step records (the warm-up's flagged), the job's peak RSS
+                      and its accelerators' allocator peaks
   Turn      "turn"    a child taking turns in interleaved rounds, before a call outside its turn (`training.parent_turns`)
   Go        "go"      its parent's answer, on the child's control pipe: calls up to a step, or seconds of training
   Result    "result"  a cluster worker's outcome, its whole RunResult
   Failed    "error"   a cluster worker that could not run (a missing model file, a config this machine refuses)
   Ended     "ended"   a backend job's last word (its reply): the error that ended it, its peak RSS, whether
-                      TensorFlow was imported
+                      TensorFlow was imported, its accelerators' allocator peaks
 
 A message of an unknown kind, or one missing a field or holding a wrong value,
 raises MessageError saying which and what it held. Parent and child are the same
@@ -89,20 +90,22 @@ class CallBegun(_Message):
 
 @dataclass(frozen=True)
 class Steps(_Message):
-    """Step records of the calls since the last (warm-up ones flagged), and the job's peak resident memory."""
+    """Step records of the calls since the last (warm-up ones flagged), the job's peak resident memory and
+    its accelerators' allocator peaks by device ("GPU:0")."""
 
     EVENT: ClassVar[str] = "steps"
     records: tuple[StepRecord, ...]
     peak_rss_bytes: int | None = None
+    device_peaks: dict[str, int] = field(default_factory=dict)
 
     def to_fields(self) -> dict[str, Any]:
         rows = [[r.step, r.loss, r.step_time_s, r.warmup] for r in self.records]  # compact: a message per call
-        return {"records": rows, "peak_rss_bytes": self.peak_rss_bytes}
+        return {"records": rows, "peak_rss_bytes": self.peak_rss_bytes, "device_peaks": self.device_peaks}
 
     @classmethod
     def from_fields(cls, data: Mapping[str, Any]) -> Steps:
         records = tuple(StepRecord(int(step), float(loss), float(seconds), bool(warmup)) for step, loss, seconds, warmup in data["records"])
-        return cls(records, _optional(int, data.get("peak_rss_bytes")))
+        return cls(records, _optional(int, data.get("peak_rss_bytes")), _peaks(data.get("device_peaks")))
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,14 @@ class Failed(_Message):
 
 @dataclass(frozen=True)
 class Ended(_Message):
-    """A backend job's last word: the error that ended it (None: none did), its peak RSS, whether TensorFlow was imported."""
+    """A backend job's last word: the error that ended it (None: none did), its peak RSS, whether TensorFlow was
+    imported, its accelerators' allocator peaks by device."""
 
     EVENT: ClassVar[str] = "ended"
     error: str | None = None
     peak_rss_bytes: int | None = None
     tensorflow_imported: bool | None = None
+    device_peaks: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_fields(cls, data: Mapping[str, Any]) -> Ended:
@@ -172,6 +177,7 @@ class Ended(_Message):
             _optional(str, data.get("error")),
             _optional(int, data.get("peak_rss_bytes")),
             _optional(bool, data.get("tensorflow_imported")),
+            _peaks(data.get("device_peaks")),
         )
 
 
@@ -230,6 +236,10 @@ def heard(stop: threading.Event) -> JobMessage | None:
 
 def _optional(kind: Callable[[Any], Any], value: Any) -> Any:
     return None if value is None else kind(value)
+
+
+def _peaks(value: Any) -> dict[str, int]:
+    return {str(device): int(peak) for device, peak in (value or {}).items()}
 
 
 def _shown(data: Any, chars: int = 200) -> str:

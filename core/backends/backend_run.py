@@ -4,7 +4,8 @@ The job trains in `python -m core.backends.child_job` (started through
 `core.child_process.Child`: its own process group, ended with the app). Its
 messages (`core.job_messages`) arrive here as it sends them: its step records reach `on_step_records` and the hooks in
 the calling thread, exactly as the TensorFlow engine's do, so live plots, the
-history recorder and the verdict work the same. Stop: the child is asked to
+history recorder and the verdict work the same; the hooks' context names the
+child's PID (the process the GPU driver lists). Stop: the child is asked to
 stop after the call in flight; once that call's steps are here, its group is
 killed. The result is built as the engine builds it (`core.training.metrics`).
 Interleaved rounds: where a hook takes turns (a `RoundGate`), the child is
@@ -25,6 +26,7 @@ from typing import Any
 
 from core.backends.available import backend_title, is_installed
 from core.backends.initial_weights import NOT_SHARED, write_initial_weights
+from core.backends.peak_memory import peak_memory
 from core.child_process import Child
 from core.config import RunConfig
 from core.formatting import utc_now
@@ -54,6 +56,7 @@ class _Tally:
     times: list[float] = field(default_factory=list)
     warmup_steps: int = 0
     peak_rss: int | None = None
+    device_peaks: dict[str, int] = field(default_factory=dict)  # each accelerator's allocator peak in the child
     memory_estimate: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +70,7 @@ class _Tally:
         self.losses.extend(r.loss for r in records)
         self.times.extend(r.step_time_s for r in records)
         self.peak_rss = message.peak_rss_bytes if message.peak_rss_bytes is not None else self.peak_rss
+        self.device_peaks = message.device_peaks or self.device_peaks
         self.failure = self.failure or divergence_message(records, self.config, self.notes)
         return records
 
@@ -117,7 +121,7 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, ho
         for data in child.messages():
             message = decode(data)
             if isinstance(message, Started):
-                _started(tally, message, hooks)
+                _started(tally, message, hooks, child.pid)
             elif isinstance(message, Turn):
                 tell(child, Go(**granted_turn(hooks, message.next_step)))
             elif isinstance(message, Steps):
@@ -131,6 +135,7 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, ho
         reply = decode_as(Ended, child.result) if child.result is not None else Ended()  # none: it died first
         if reply.peak_rss_bytes:
             tally.peak_rss = reply.peak_rss_bytes
+        tally.device_peaks = reply.device_peaks or tally.device_peaks
         tally.environment["tensorflow_imported"] = reply.tensorflow_imported
         described = child.describe_end()
     done = len(tally.losses)
@@ -145,8 +150,8 @@ def _watch_child(tally: _Tally, argv: list[str], stop_event: threading.Event, ho
     return RunStatus.COMPLETED, ""
 
 
-def _started(tally: _Tally, message: Started, hooks: Sequence[RunHook]) -> None:
-    """The job is set up: note what it said and tell the hooks (no model object: it lives in the child)."""
+def _started(tally: _Tally, message: Started, hooks: Sequence[RunHook], pid: int) -> None:
+    """The job is set up: note what it said and tell the hooks (no model object: it lives in the child, process `pid`)."""
     tally.total_steps = message.total_steps
     tally.replicas = message.replicas
     tally.devices = message.devices
@@ -158,7 +163,7 @@ def _started(tally: _Tally, message: Started, hooks: Sequence[RunHook]) -> None:
     if per_call != tally.config.steps_per_call:
         tally.config = tally.config.with_changes(steps_per_call=per_call)
     tally.config = with_learning_rate_used(tally.config, message.learning_rate)  # a file's optimizer brings its own
-    context = RunContext(tally.config, tally.total_steps, tally.replicas, tally.devices, None)
+    context = RunContext(tally.config, tally.total_steps, tally.replicas, tally.devices, None, process_id=pid)
     for hook in hooks:
         hook.on_run_start(context)
 
@@ -172,14 +177,14 @@ def _make_result(tally: _Tally, status: RunStatus, message: str, started_at: str
     environment = {**tally.environment, "cpu": cpu_model()}
     if tally.devices and not any(not d.startswith("CPU") for d in tally.devices):
         environment.update(run_peak_environment(tally.devices, tally.config.precision))
-    source = f"host process RSS peak ({backend_title(tally.config.backend)} child)" if tally.peak_rss else ""
+    peak, source = peak_memory(tally.config.backend, tally.devices, tally.device_peaks, tally.peak_rss)
     measured = Measured(
         times=tally.times,
         warmup_steps=tally.warmup_steps,
         losses=tally.losses,
         replicas=tally.replicas,
         devices=tally.devices,
-        memory={"peak_memory_bytes": tally.peak_rss, "peak_memory_source": source},
+        memory={"peak_memory_bytes": peak, "peak_memory_source": source},
         memory_estimate=tally.memory_estimate,
         environment=environment,
         notes=tally.notes,

@@ -51,6 +51,7 @@ from collections import deque
 from typing import Any
 
 from core.backends.job_setup import peak_rss_bytes
+from core.backends.peak_memory import device_peaks
 from core.job_messages import Send, Steps
 from core.results import StepRecord
 from core.training.parent_turns import ParentTurns
@@ -67,10 +68,13 @@ def window_steps(backend: str, steps_per_call: int) -> int:
 
 
 class CallClock:
-    """Calls' ends, in call order, become step records: each call's own mean loss and its steps' share of the time."""
+    """Calls' ends, in call order, become step records: each call's own mean loss and its steps' share of the time.
 
-    def __init__(self, steps_per_call: int, send: Send, stop: threading.Event) -> None:
-        self.steps_per_call, self.send, self.stop = steps_per_call, send, stop
+    `backend` names the framework whose accelerators' allocator peaks go with the records ("": none).
+    """
+
+    def __init__(self, steps_per_call: int, send: Send, stop: threading.Event, backend: str = "") -> None:
+        self.steps_per_call, self.send, self.stop, self.backend = steps_per_call, send, stop, backend
         self.steps_done = 0
         self.warmup_until = 0  # steps up to this one are warm-up however they are read (a fit's first calls)
         self.previous_end = time.perf_counter()
@@ -111,7 +115,7 @@ class CallClock:
     def flush(self) -> None:
         """Send the records not sent yet."""
         if self._unsent:
-            self.send(Steps(tuple(self._unsent), peak_rss_bytes()))
+            self.send(Steps(tuple(self._unsent), peak_rss_bytes(), device_peaks(self.backend)))
             self._unsent = []
             self._last_send = time.perf_counter()
 

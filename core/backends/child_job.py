@@ -13,8 +13,9 @@ of the run, its call size, devices, memory estimate, FLOPs per step: `step_flops
 XLA's count on JAX), `Steps` as its calls end, in interleaved rounds (TAKES_TURNS
 set) `Turn` before a call outside its turn, answered with `Go` on the control
 pipe; its reply is `Ended` (the error that ended it, its peak RSS, whether
-TensorFlow was imported). The control pipe (`listen_to_parent`): "stop" ends
-the run after the call in flight; its end (the parent is gone) ends this process.
+TensorFlow was imported, its accelerators' allocator peaks: `peak_memory`). The
+control pipe (`listen_to_parent`): "stop" ends the run after the call in flight;
+its end (the parent is gone) ends this process.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from core import child_process, job_messages
 from core.backends.fit_job import train
 from core.backends.job_setup import peak_rss_bytes
+from core.backends.peak_memory import device_peaks
 from core.config import RunConfig
 from core.training.parent_turns import takes_turns
 
@@ -94,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         train(config, job_messages.send, stop, argv[1] if len(argv) > 1 else None, takes_turns=takes_turns())
     except Exception as exc:  # every failure becomes the reply's readable error
         error = explain(exc)
-    child_process.reply(job_messages.encode(job_messages.Ended(error, peak_rss_bytes(), "tensorflow" in sys.modules)))
+    ended = job_messages.Ended(error, peak_rss_bytes(), "tensorflow" in sys.modules, device_peaks(config.backend))
+    child_process.reply(job_messages.encode(ended))
     return 0
 
 

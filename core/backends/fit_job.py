@@ -96,7 +96,7 @@ def train(
                 learning_rate=learning_rate_used(optimizer),
             )
         )
-        clock = CallClock(per_call, send, stop)
+        clock = CallClock(per_call, send, stop, config.backend)
         turns = ParentTurns(send, stop) if takes_turns else None
         timed_calls = timed_calls_class()
         shuffle = not data.synthetic

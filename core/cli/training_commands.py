@@ -116,7 +116,7 @@ class RunProgress(JobListener):
 
 
 def _report_hooks(hooks: RunHooks) -> None:
-    """On stderr: a profile's top ops and how to open its trace; each GPU's memory as TensorFlow and the driver see it."""
+    """On stderr: a profile's top ops and how to open its trace; each GPU's memory as the run's framework and the driver see it."""
     from core.hooks.profiler import profile_report
     from core.machine.gpu_sampler import memory_lines
 

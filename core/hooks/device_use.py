@@ -5,15 +5,18 @@ the run ends; the steady-state mean utilisation (after the warm-up call) goes
 into the result as `mean_utilization`. Each sample is placed on the run's step
 axis by the call it fell in, so a plot can draw utilisation under step time.
 On a TensorFlow run its memory figures are read between calls, at most every
-TF_MEMORY_INTERVAL_S, and shown beside the driver's (`memory_views`); a JAX or
-PyTorch job's memory is its child's, so only the driver's are shown (and
-TensorFlow is never imported for it).
+TF_MEMORY_INTERVAL_S, and shown beside the driver's (`memory_views`). A JAX or
+PyTorch job trains in a child: the driver is asked about the child's PID, the
+job's allocator settings are read from the environment it inherits, its
+allocator's peak comes with its result (one GPU), and TensorFlow is never
+imported for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.machine.gpu import load_nvml, run_gpu_handles
-from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView
+from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView, allocator_peak_source, allocator_settings
 from core.machine.types import try_read
 from core.training.hooks import RunContext, RunHook
 
@@ -59,7 +62,9 @@ class DeviceUseHook(RunHook):
         self._tf_memory: dict[str, tuple[int | None, int | None]] = {}
         self._tf_read_at = -float("inf")
         self._growth: bool | None = None
-        self._on_tensorflow = False
+        self._backend = "tensorflow"
+        self._settings: tuple[tuple[str, str], ...] = ()
+        self._job_peak: int | None = None  # a JAX or PyTorch job's allocator peak on its one GPU
         self.finished = False
 
     @property
@@ -67,15 +72,20 @@ class DeviceUseHook(RunHook):
         """True once the run started on at least one GPU the driver reports."""
         return self._sampler is not None
 
+    @property
+    def _on_tensorflow(self) -> bool:
+        return self._backend == "tensorflow"
+
     def on_run_start(self, context: RunContext) -> None:
         found = self._find_gpus(self.nvml, context.device_names)
         if not found:
             self.finished = True
             return
         self.gpu_names = tuple(name for name, _ in found)
-        self._on_tensorflow = context.config.backend == "tensorflow"  # a JAX or PyTorch job's memory is its child's, not TensorFlow's here
+        self._backend = context.config.backend  # a JAX or PyTorch job's memory is its child's, not TensorFlow's here
         self._growth = _memory_growth() if self._on_tensorflow else None
-        self._sampler = GpuSampler(self.nvml, [handle for _, handle in found], self._interval_s)
+        self._settings = allocator_settings(self._backend, os.environ)
+        self._sampler = GpuSampler(self.nvml, [handle for _, handle in found], self._interval_s, pid=context.process_id)
         with self._lock:
             self._calls = [(time.perf_counter(), 0.0)]
         self._sampler.start()
@@ -92,6 +102,9 @@ class DeviceUseHook(RunHook):
 
     def amend_result(self, result: RunResult) -> RunResult:
         self._finish()
+        one_gpu = len(self.gpu_names) == 1  # the job's peak over several is their sum
+        if one_gpu and not self._on_tensorflow and result.peak_memory_source == allocator_peak_source(self._backend, self.gpu_names):
+            self._job_peak = result.peak_memory_bytes
         mean = self.mean_utilization()
         return dataclasses.replace(result, mean_utilization=mean) if mean is not None else result
 
@@ -119,24 +132,34 @@ class DeviceUseHook(RunHook):
         return DeviceUseSeries(self.gpu_names, np.interp(times, ends, steps), utilization, 100.0 * memory / totals)
 
     def memory_views(self) -> list[MemoryView]:
-        """Each GPU's memory as TensorFlow and as the driver see it, from the latest readings."""
+        """Each GPU's memory as the run's framework and as the driver see it, from the latest readings.
+
+        A JAX or PyTorch job's child has ended, and freed its memory, before the run's last readings: once the
+        run has ended, the driver's figures are the latest taken up to its last call's end, the process's share
+        the latest the driver gave.
+        """
         sampler = self._sampler
         if sampler is None:
             return []
-        readings = sampler.readings()
+        with self._lock:
+            last_call_end = self._calls[-1][0] if self.finished else float("inf")
+        readings = [r for r in sampler.readings() if r.time_s <= last_call_end] or sampler.readings()
         latest = readings[-1] if readings else None
         views = []
         for i, name in enumerate(self.gpu_names):
-            in_use, peak = self._tf_memory.get(name, (None, None))
+            in_use, peak = self._tf_memory.get(name, (None, None)) if self._on_tensorflow else (None, self._job_peak)
             views.append(
                 MemoryView(
                     device=name,
-                    tf_in_use=in_use,
-                    tf_peak=peak,
-                    process_reserved=latest.process_memory[i] if latest else None,
+                    in_use=in_use,
+                    peak=peak,
+                    process_reserved=next((r.process_memory[i] for r in reversed(readings) if r.process_memory[i] is not None), None),
                     device_used=latest.memory_used[i] if latest else None,
                     device_total=sampler.memory_total[i],
                     growth=self._growth,
+                    backend=self._backend,
+                    pid=None if sampler.pid == os.getpid() else sampler.pid,
+                    allocator_settings=self._settings,
                 )
             )
         return views

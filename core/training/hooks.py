@@ -39,6 +39,7 @@ class RunContext:
     device_names: tuple[str, ...]
     model: Any
     input_shapes: tuple[tuple[int | None, ...], ...] = ()  # the data's shape per example of each model input (in model.inputs order)
+    process_id: int | None = None  # the process that trains on the devices where it is another (a backend job's child); None: this one
 
 
 class RunHook:

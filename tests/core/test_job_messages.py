@@ -39,13 +39,13 @@ ONE_OF_EACH: tuple[JobMessage, ...] = (
         learning_rate=0.05,
     ),
     CallBegun(first_step=5, steps=4),
-    Steps((StepRecord(1, 2.5, 0.25, True), StepRecord(2, 2.25, 0.0125, False)), peak_rss_bytes=300_000_000),
+    Steps((StepRecord(1, 2.5, 0.25, True), StepRecord(2, 2.25, 0.0125, False)), peak_rss_bytes=300_000_000, device_peaks={"GPU:0": 2**30}),
     Turn(next_step=9),
     Go(until_step=12),
     Go(seconds=0.5),
     Result(RunResult(RunStatus.COMPLETED, {"model": "mlp"}, steps_done=2, losses=(2.5, 2.25), step_times_s=(0.25, 0.0125))),
     Failed("The model file mlp.keras is missing on this host."),
-    Ended(error=None, peak_rss_bytes=300_000_000, tensorflow_imported=False),
+    Ended(error=None, peak_rss_bytes=300_000_000, tensorflow_imported=False, device_peaks={"GPU:0": 2**30, "GPU:1": 0}),
 )
 
 

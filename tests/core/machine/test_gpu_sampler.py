@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import pytest
 
 from core.formatting import format_bytes
 from core.machine import gpu, gpu_sampler
-from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView, memory_lines
+from core.machine.gpu_sampler import SAMPLE_INTERVAL_S, GpuSampler, MemoryView, allocator_settings, memory_lines
 from tests.fakes.fake_nvml import GIB, FakeGpu, FakeNvml
 from tests.waiting import wait_until
 
@@ -72,8 +73,8 @@ def test_stop_before_start_is_harmless():
 def test_memory_words_put_tensorflow_beside_the_driver_and_say_why_they_differ():
     view = MemoryView(
         "GPU:0",
-        tf_in_use=int(1.5 * GIB),
-        tf_peak=3 * GIB,
+        in_use=int(1.5 * GIB),
+        peak=3 * GIB,
         process_reserved=78 * GIB,
         device_used=79 * GIB,
         device_total=80 * GIB,
@@ -81,7 +82,7 @@ def test_memory_words_put_tensorflow_beside_the_driver_and_say_why_they_differ()
     )
     tf_line, driver_line, why = memory_lines(view)
     assert tf_line.startswith(view.device) and "TensorFlow" in tf_line
-    assert [format_bytes(n) in tf_line for n in (view.tf_in_use, view.tf_peak)] == [True, True]
+    assert [format_bytes(n) in tf_line for n in (view.in_use, view.peak)] == [True, True]
     assert "driver" in driver_line
     assert [format_bytes(n) in driver_line for n in (view.process_reserved, view.device_used, view.device_total)] == [True] * 3
     assert "Memory growth is off" in why and "Turn on memory growth in Settings" in why
@@ -111,3 +112,61 @@ def test_memory_used_leaves_out_what_the_driver_reserves_where_nvml_says_it():
     wait_for_readings(sampler, 1)
     sampler.stop()
     assert sampler.readings()[0].memory_used == (0,)
+
+
+def test_memory_words_of_a_jax_job_name_jax_its_process_and_the_preallocation_its_environment_sets():
+    job = {
+        "device": "GPU:0",
+        "process_reserved": 105 * GIB,
+        "device_used": 106 * GIB,
+        "device_total": 140 * GIB,
+        "backend": "jax",
+        "pid": 4321,
+    }
+    jax_line, driver_line, why = memory_lines(MemoryView(**job, peak=int(1.5 * GIB)))
+    assert jax_line == f"GPU:0 as JAX sees it: at most {format_bytes(int(1.5 * GIB))} in use by tensors (its allocator's peak)."
+    assert driver_line.startswith(f"As the driver sees it: {format_bytes(105 * GIB)} reserved by the JAX job's process (PID 4321); ")
+    assert "JAX's allocator reserved 75% (XLA's default) of the GPU's memory" in why and "XLA_PYTHON_CLIENT_PREALLOCATE=false" in why
+    assert not any("TensorFlow" in line for line in (jax_line, driver_line, why)), "the run was JAX's"
+
+    def why_with(**environ: str) -> str:
+        return memory_lines(MemoryView(**job, allocator_settings=allocator_settings("jax", environ)))[2]
+
+    assert "reserved 50% (XLA_PYTHON_CLIENT_MEM_FRACTION=.5)" in why_with(XLA_PYTHON_CLIENT_MEM_FRACTION=".5", HOME="/root")
+    assert "reserved 30% (XLA_CLIENT_MEM_FRACTION=0.3)" in why_with(XLA_CLIENT_MEM_FRACTION="0.3")
+    assert why_with(XLA_PYTHON_CLIENT_PREALLOCATE="false", XLA_CLIENT_MEM_FRACTION="0.3").startswith(
+        "Preallocation is off (XLA_PYTHON_CLIENT_PREALLOCATE=false): JAX's allocator reserves memory as arrays need it"
+    )
+    assert "reserved 75%" in why_with(XLA_PYTHON_CLIENT_PREALLOCATE="FALSE"), "jaxlib turns it off for false, False and 0 only"
+    assert "platform allocator" in why_with(XLA_PYTHON_CLIENT_ALLOCATOR="platform", XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    unseen = memory_lines(MemoryView("GPU:1", backend="jax", pid=4321))
+    assert unseen[0] == "GPU:1 as JAX sees it: not reported (JAX gave no memory figures for this device)."
+    assert (
+        unseen[1]
+        == "As the driver sees it: the JAX job's share not reported (the driver lists no process with its PID 4321, as in a container)."
+    )
+
+
+def test_memory_words_of_a_pytorch_job_name_its_caching_allocator():
+    view = MemoryView("GPU:0", peak=2 * GIB, process_reserved=3 * GIB, backend="torch", pid=77)
+    torch_line, driver_line, why = memory_lines(view)
+    assert torch_line.startswith("GPU:0 as PyTorch sees it: at most") and "PyTorch job's process (PID 77)" in driver_line
+    assert "caching allocator keeps freed blocks" in why and "torch.cuda.max_memory_allocated" in why and "TensorFlow" not in why
+    tuned = allocator_settings("torch", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "XLA_CLIENT_MEM_FRACTION": "0.3"})
+    assert tuned == (("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),)
+    assert (
+        "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)"
+        in memory_lines(MemoryView("GPU:0", backend="torch", allocator_settings=tuned))[2]
+    )
+    uncached = allocator_settings("torch", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert "caching is off" in memory_lines(MemoryView("GPU:0", backend="torch", allocator_settings=uncached))[2]
+
+
+def test_the_driver_is_asked_about_the_process_the_sampler_is_given():
+    child_pid = os.getpid() + 1  # a process the fake driver lists beside this one
+    busy = FakeGpu(processes={os.getpid(): 1 * GIB, child_pid: 3 * GIB})
+    sampler = GpuSampler(FakeNvml(busy), [busy], pid=child_pid)
+    sampler.start()
+    wait_for_readings(sampler, 1)
+    sampler.stop()
+    assert sampler.readings()[0].process_memory == (3 * GIB,)

@@ -8,6 +8,7 @@ raises ModuleNotFoundError, as it does there. The GPUs are `FakeNvml`'s (none is
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -19,7 +20,7 @@ from core.machine import gpu as gpu_info
 from core.results import RunResult, RunStatus, StepRecord
 from core.training.failures import explain_failure
 from core.training.hooks import RunContext
-from tests.fakes.fake_nvml import FakeGpu, FakeNvml
+from tests.fakes.fake_nvml import GIB, FakeGpu, FakeNvml
 
 
 @pytest.fixture
@@ -67,10 +68,31 @@ def test_the_gpu_use_of_a_jax_gpu_run_is_sampled_without_tensorflow() -> None:
     hook.on_step_records([StepRecord(2, 2.2, 0.01, False)])
     hook.on_run_end(hook.amend_result(RunResult(status=RunStatus.COMPLETED, config=config.to_dict())))
     [view] = hook.memory_views()
-    assert hook.finished and view.device == "GPU:0" and (view.tf_in_use, view.tf_peak, view.growth) == (None, None, None)
+    assert hook.finished and view.device == "GPU:0" and (view.in_use, view.peak, view.growth) == (None, None, None)
 
 
 @pytest.mark.usefixtures("no_tensorflow")
 def test_a_failure_is_explained_without_tensorflow() -> None:
     assert explain_failure(RuntimeError("the device went away\nmore detail")) == "RuntimeError: the device went away"
     assert explain_failure(ValueError("")) == "ValueError: ValueError"
+
+
+@pytest.mark.usefixtures("no_tensorflow")
+def test_the_memory_of_a_jax_gpu_run_is_its_child_s_with_the_allocator_peak_it_reported() -> None:
+    config = RunConfig(model="mlp", backend="jax", strategy="one-device", devices=("GPU:0",))
+    child = os.getpid() + 1  # the job's child, as the driver lists it beside this process
+    nvml = FakeNvml(FakeGpu(processes={os.getpid(): 1 * GIB, child: 60 * GIB}))
+    hook = DeviceUseHook(nvml, find_gpus=lambda nvml, names: [("GPU:0", nvml.gpus[0])], interval_s=0.01)
+    hook.on_run_start(RunContext(config, 2, 1, ("GPU:0",), None, process_id=child))
+    hook.on_step_records([StepRecord(1, 2.3, 0.5, True)])
+    peak = {"peak_memory_bytes": 2 * GIB, "peak_memory_source": "JAX allocator peak on GPU:0 (device memory_stats)"}
+    hook.on_run_end(hook.amend_result(RunResult(status=RunStatus.COMPLETED, config=config.to_dict(), **peak)))
+    [view] = hook.memory_views()
+    assert (view.backend, view.pid, view.process_reserved, view.peak, view.in_use) == ("jax", child, 60 * GIB, 2 * GIB, None)
+    host = RunResult(
+        status=RunStatus.COMPLETED, config=config.to_dict(), peak_memory_bytes=GIB, peak_memory_source="host process RSS peak (JAX child)"
+    )
+    other = DeviceUseHook(nvml, find_gpus=lambda nvml, names: [("GPU:0", nvml.gpus[0])], interval_s=0.01)
+    other.on_run_start(RunContext(config, 2, 1, ("GPU:0",), None, process_id=child))
+    other.on_run_end(other.amend_result(host))
+    assert other.memory_views()[0].peak is None, "a host RSS peak is not the GPU's"
