@@ -169,13 +169,12 @@ class MainWindow(QMainWindow):
         return self.charts().history_panel
 
     def start(self) -> None:
-        """Once shown: fit a restored window on its screen, then detect devices (importing TensorFlow, applying the start-up settings) off the GUI thread.
+        """Once shown: fit the window on its screen, then detect devices (importing TensorFlow, applying the start-up settings) off the GUI thread.
 
-        Fitted after it is shown, when its frame is known: a geometry saved on a larger screen would otherwise
-        reopen with Start and Stop out of reach.
+        Fitted after it is shown, when its frame is known: a geometry saved on a larger screen, or the first start's
+        1400 x 880 on a smaller one (a 1024 x 700 screen, 2026-11-28), would otherwise open with Start and Stop out of reach.
         """
-        if self._restored_geometry:
-            fit_on_screen(self)
+        fit_on_screen(self)
         self.device_panel.detect(self.runtime)
 
     # --- building ------------------------------------------------------------

@@ -57,6 +57,28 @@ def test_a_window_saved_larger_than_the_screen_reopens_whole_on_it(qtbot, tmp_pa
         next(windows, None)
 
 
+def test_a_first_start_on_a_small_screen_opens_whole_on_it(qtbot, tmp_path, monkeypatch):
+    """No saved geometry: the default 1400x880 is fitted to the screen too (it was not: a 1024x700 screen, 2026-11-28)."""
+    from PySide6.QtWidgets import QPushButton
+
+    from tests.gui.conftest import opened_main_window
+
+    monkeypatch.setenv("DEVICE_LAB_SETTINGS_DIR", str(tmp_path / "settings"))
+    windows = opened_main_window(True)
+    window = next(windows)
+    try:
+        assert not window._restored_geometry
+        area = window.screen().availableGeometry()
+        assert area.width() < 1400, "the test needs a screen smaller than the default size"
+        frame = window.frameGeometry()
+        assert area.top() <= frame.top() and frame.bottom() <= area.bottom(), f"{frame} is taller than the screen's {area}"
+        assert window.width() <= max(area.width(), window.minimumSizeHint().width())
+        start = window.findChild(QPushButton, "startButton")
+        assert area.top() <= start.mapToGlobal(start.rect().bottomLeft()).y() <= area.bottom(), "Start lies on the screen"
+    finally:
+        next(windows, None)
+
+
 # --- the run form ------------------------------------------------------------------------------------------------------
 
 CPU0 = DeviceInfo("CPU", "Test CPU", "CPU:0", 8 << 30, 2 << 30, 6 << 30, {})
