@@ -98,7 +98,7 @@ class ProjectionView(QWidget):
         points = calibrated_on(document["calibration"]["points"])
         caveats = document["caveats"]
         said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: hover here." if caveats else ""
-        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored). Calibrated on: {html.escape(points)}.{said}")
+        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{said}")
         self.label.setToolTip("\n".join(f"• {text}" for text in caveats))
         self.table.setRowCount(len(document["rows"]))
         italic = QFont(self.table.font())
@@ -125,4 +125,4 @@ def calibrated_on(points: list[dict[str, Any]]) -> str:
     models = ", ".join(dict.fromkeys(point["model"] for point in points))
     batches = sorted({point["batch"] for point in points})
     span = f"batch {batches[0]:,}" if len(batches) == 1 else f"batches {batches[0]:,}–{batches[-1]:,}"
-    return f"{len(points)} measured runs on {devices} ({models}; {span})"
+    return f"runs on {devices} ({models}; {span})"

@@ -20,7 +20,7 @@ def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measure
     assert view.document is not None, view.label.text()
     assert view.document["projection"] is True and "PROJECTION" in view.label.text()
     points = view.document["calibration"]["points"]
-    assert f"Calibrated on: {len(points)} measured runs on H100-SXM, H200" in view.label.text()
+    assert f"calibrated on {len(points)} measured points</b> (not stored): runs on H100-SXM, H200 (" in view.label.text()
     rows = view.document["rows"]
     assert view.table.rowCount() == len(rows) >= 1
     for index, row in enumerate(rows):
