@@ -19,7 +19,9 @@ time, so a user runs it as two sweeps of the same points and steps (XLA off,
 XLA on); one plan of all of them keeps every point in the same rounds, so its
 best and the rows tied with it are judged across the whole space. Two more
 figures: autotune's wall time over the grid's (target <= 0.5: it searches a
-part of the space and checks its choice), and whether the setting autotune
+part of the space and checks its choice; the row says where autotune's time
+went: the search's points, one after another, and the last check's rounds, its
+candidates side by side), and whether the setting autotune
 adopted is the grid's best or tied with it (`Sweep.tied`: not slower than the
 best beyond noise).
 """
@@ -69,7 +71,8 @@ def grid_rows(model: str, child: dict[str, Any]) -> list[harness.Result]:
     """Autotune against the grid: its wall time over the grid's, and whether its choice is the grid's best within noise."""
     grid = child["grid"]
     share = child["wall_s"] / grid["wall_s"]
-    ended = f"autotune {child['wall_s']:.1f} s ({child['points_searched']} points, ended: {child['stopped_because']})"
+    phases = f"search {child['search_s']:.1f} s, rounds of {child['round_candidates']} {child['rounds_s']:.1f} s"
+    ended = f"autotune {child['wall_s']:.1f} s ({child['points_searched']} points, {phases}, ended: {child['stopped_because']})"
     choice = grid["choice"]
     versus = f"{choice['over_best']:.3f}" if choice["over_best"] is not None else "n/a"
     return [
@@ -80,7 +83,7 @@ def grid_rows(model: str, child: dict[str, Any]) -> list[harness.Result]:
             f"<= {MAX_TIME_SHARE:.2f}",
             share <= MAX_TIME_SHARE,
             f"{ended} vs the grid {grid['wall_s']:.1f} s ({grid['points']} points, {grid['steps']} steps, {grid['rounds']} rounds)",
-            {"autotune_s": child["wall_s"], "grid_s": grid["wall_s"]},
+            {"autotune_s": child["wall_s"], "grid_s": grid["wall_s"], "search_s": child["search_s"], "rounds_s": child["rounds_s"]},
         ),
         harness.Result(
             f"{NAME} {model} choice vs grid",
@@ -156,6 +159,7 @@ def _child(argv: list[str]) -> dict:
     if tuned.samples_per_s is None:
         raise harness.BenchmarkError(f"autotune measured nothing: {tuned.error or tuned.notes}")
     best = dict(tuned.best)
+    in_rounds = [point for point in tuned.points if point.in_rounds]
     grid = _grid(config, usable_precisions(config)[0], best)
     engine_steps = _steps_for(tuned.samples_per_s, best["steps_per_call"])
     fit_steps = _steps_for(tuned.keras_defaults_samples_per_s or tuned.baseline_samples_per_s or tuned.samples_per_s, 1)
@@ -171,6 +175,9 @@ def _child(argv: list[str]) -> dict:
         "wall_s": wall,
         "stopped_because": tuned.stopped_because,
         "points_searched": tuned.points_searched,
+        "search_s": sum(point.seconds for point in tuned.points if not point.in_rounds),
+        "rounds_s": max((point.seconds for point in in_rounds), default=0.0),  # the candidates ran side by side
+        "round_candidates": len(in_rounds),
         "confirmed": tuned.confirmed,
         "grid": grid,
         "gain_over_keras_defaults": tuned.gain_over_keras_defaults or 0.0,

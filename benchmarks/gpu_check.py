@@ -279,8 +279,14 @@ def check_autotune(document: Any, plan: Plan) -> tuple[bool, str]:
     low = (document.get("gain_ci") or [None])[0]
     if changes and not (document.get("beyond_noise") and isinstance(low, (int, float)) and low > 1):
         return False, f"adopted {changes} with a gain interval starting at {low}"
+    if not changes:
+        ratio, interval = document.get("rival_ratio"), document.get("rival_ci")
+        start = document.get("start") or {}
+        rival = {key: value for key, value in (document.get("rival") or {}).items() if start.get(key) != value}  # what differs
+        against = f"; against {rival}: {ratio:.2f}x (95% {interval[0]:.2f}-{interval[1]:.2f})" if rival and ratio and interval else ""
+        return True, f"kept the start: {document.get('samples_per_s') or 0:,.0f} samples/s ({document.get('rounds')} rounds){against}"
     return True, (
-        f"adopted {changes or 'the start'}: {document.get('samples_per_s') or 0:,.0f} samples/s, gain {document.get('gain') or 1:.2f}x "
+        f"adopted {changes}: {document.get('samples_per_s') or 0:,.0f} samples/s, gain {document.get('gain') or 1:.2f}x "
         f"(interval {document.get('gain_ci')}, {document.get('rounds')} rounds)"
     )
 

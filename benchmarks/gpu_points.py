@@ -45,7 +45,7 @@ PLAN: tuple[tuple[str, str, int], ...] = (
 
 
 def parse_points(text: str) -> tuple[tuple[str, str, int], ...]:
-    """"jax:cnn:256,torch:mlp:64" -> (("jax", "cnn", 256), ("torch", "mlp", 64))."""
+    """ "jax:cnn:256,torch:mlp:64" -> (("jax", "cnn", 256), ("torch", "mlp", 64))."""
     points = []
     for item in text.split(","):
         backend, model, batch = item.split(":")
@@ -79,7 +79,10 @@ def run_point(argv: list[str], limit_s: float) -> dict[str, Any]:
 def nvidia_smi_line() -> str:
     try:
         return subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "no nvidia-smi"
@@ -100,13 +103,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         left = deadline - time.monotonic()
         argv_ = job_argv(backend, model, batch, options.device, options.steps)
         if left < MIN_JOB_S:
-            points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), "skipped": f"{left:.0f} s left"})
+            points.append(
+                {
+                    "backend": backend,
+                    "model": model,
+                    "batch": batch,
+                    "command": "main.py " + " ".join(argv_),
+                    "skipped": f"{left:.0f} s left",
+                }
+            )
             continue
         record = run_point(argv_, min(90.0, left))
         rate = (record["json"] or {}).get("samples_per_s")
         print(f"{backend} {model} b{batch}: {f'{rate:,.0f} samples/s' if rate else 'no figure'} ({record['seconds']} s)", flush=True)
         points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), **record})
-    document = {"machine": nvidia_smi_line(), "device": options.device, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "points": points}
+    document = {
+        "machine": nvidia_smi_line(),
+        "device": options.device,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "points": points,
+    }
     (options.out / "points.json").write_text(json.dumps(document, indent=1))
     return 0
 

@@ -59,9 +59,7 @@ def run(quick: bool) -> list[harness.Result]:
             f"of {total['points']}",
             "every measured point inside its range, none wider than 2x",
             total["inside"] == total["points"] and total["widest"] <= 2.0 + 1e-9,
-            ", ".join(row.point.name for row in rows if not row.inside) + " outside"
-            if total["inside"] < total["points"]
-            else "all inside",
+            ", ".join(row.point.name for row in rows if not row.inside) + " outside" if total["inside"] < total["points"] else "all inside",
         )
     )
     return results

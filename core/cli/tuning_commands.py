@@ -39,6 +39,7 @@ from core.tuning.autotune import (
     settings_text,
 )
 from core.tuning.max_batch import (
+    BUDGET,
     MEMORY_LIMIT_FIELD,
     NOT_MEASURABLE,
     SIZE_ALLOWED,
@@ -193,7 +194,7 @@ def cmd_max_batch(args: argparse.Namespace) -> int:
     if result.error:
         say(f"the search ended early: {result.error}")
     elif result.stopped:
-        say(f"the search was stopped: {margin_text(result)}")
+        say(f"the search was stopped: {margin_text(result)}{budget_advice(result)}")
     elif none_fit(result):
         print(f"error: {none_fit_line(result, args.memory_limit)}", file=sys.stderr)
         return EXIT_BAD_INPUT if limit is not None else EXIT_RUN_FAILED
@@ -215,11 +216,20 @@ def none_fit_line(result: MaxBatchResult, given: str | None) -> str:
     return f"{limit} is below what the model needs: not even batch {smallest:,} fit{needs}; {advice}."
 
 
+def budget_advice(result: MaxBatchResult) -> str:
+    """'; give a larger --budget-s (a probe took about 11 s)' when the time budget stopped the search, else ''."""
+    if result.stopped_by != BUDGET:
+        return ""
+    seconds = sorted(p.seconds for p in result.probes)
+    took = f" (a probe took about {seconds[len(seconds) // 2]:.0f} s)" if seconds else ""
+    return f"; give a larger --budget-s{took}"
+
+
 def _print_probe(batch: int, probe: Probe | None) -> None:
     if probe is None:
         say(f"probe: batch {batch:,} ...")
     else:
-        verdict = "stopped" if probe.stopped else "fits" if probe.fits else f"does not fit: {probe.error or probe.reason}"
+        verdict = f"stopped: {probe.reason}" if probe.stopped else "fits" if probe.fits else f"does not fit: {probe.error or probe.reason}"
         say(f"  batch {batch:,}: {verdict} (peak {format_bytes(probe.peak_bytes)}, {probe.seconds:.1f} s)")
 
 
@@ -317,11 +327,16 @@ def format_autotune(result: AutotuneResult) -> str:
             [*lines, f"took {result.elapsed_s:.1f} s of a {result.budget_s:g} s budget (+ {BUDGET_SLACK_S:g} s slack at most)"]
         )
     lines.append(f"best: {settings_text(result.best)}: {format_value(result.samples_per_s, 'rate', NA)} samples/s")
+    defaults_faster = " (Keras's defaults ran faster: see the note)" if result.keras_defaults_faster else ""
     lines.append(
-        f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): {_times(result.gain_over_keras_defaults)}"
+        f"gain over your settings: {_times(result.gain)}; over Keras's defaults (1 step per execution, float32, no XLA): "
+        f"{_times(result.gain_over_keras_defaults)}{defaults_faster}"
     )
     if result.gain_interval is not None:
         lines.append(f"how sure: {result.gain_interval.text()}; {result.gain_interval.sureness()}")
+    elif result.rival is not None:
+        against = f": {result.rival_interval.text()}; {result.rival_interval.sureness()}" if result.rival_interval is not None else ""
+        lines.append(f"your settings kept against {settings_text(result.rival)}{against}")
     if result.target_loss is not None:
         lines.append(
             f"time to your settings' loss {result.target_loss:.4g} (steady seconds, in the rounds): {_times(result.time_to_target_gain)} "

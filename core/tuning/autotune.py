@@ -12,21 +12,30 @@ over only when it is faster beyond noise: the 95% block-bootstrap interval of
 its samples/s over the best's (from the per-call timings, `core.training.noise`)
 lies above 1 (with no timings, by GAIN_THRESHOLD). The result says how sure
 (`gain_ci`, `sureness`). The start settings and Keras's defaults (one step per execution,
-float32, no XLA) are measured too, so the gain over both is known.
+float32, no XLA) are measured too, so the gain over both is known; where Keras's defaults
+ran faster than the adopted setting, a note says so, by how much, and whether beyond noise
+(only when the rounds measured both: `gain_over_keras_defaults_ci`).
 
 Those points ran one after another, and a load that changed between them can
 fake a winner. So the search keeps CONFIRM_SHARE of the budget for a last check:
 the start, the best and the runner-up again, in interleaved rounds
 (`core.jobs.rounds`: every round runs each for a turn as long as TURN_CALLS of
-the slowest one's calls, in a new random order). The best is adopted only when
+the slowest one's calls, in a new random order). A runner-up the search found
+more than 5% slower than the best beyond noise (DOMINATED_BELOW), under no more
+load from other processes than the best ran under, takes no turn (`_Tuner.dominated`: a load only slows a run,
+so none hid a gain; a note names it). The best is adopted only when
 it is faster than the start beyond noise over those rounds; otherwise the start
-stays, and the result says it could not tell (one round claims nothing:
-`rounds` 1 runs none). The reported figures and "how sure" come from the rounds.
+stays (one round claims nothing: `rounds` 1 runs none). The reported figures and
+"how sure" come from the rounds and describe the adopted setting: with the start
+kept there is no gain interval, and the rival it was kept against is reported apart
+(`rival`, `rival_ratio`, `rival_ci`); the note says a rival slower beyond noise was
+slower, and advises a re-run only where the rounds could not tell (an interval holding 1).
 
 The search ends when its space is searched and its choice checked, not when the
-budget is spent: each point is timed until its samples/s is known
-(`core.tuning.point_clock`), MEASURE_S at most (a point plainly slower than the
-best, under SLOW_SHARE of its samples/s, stops after its first steady calls),
+budget is spent: each point is timed until its samples/s is known or told
+apart from the best's (`core.tuning.point_clock`), MEASURE_S at most (a point
+plainly slower than the best, under SLOW_SHARE of its samples/s, stops after
+its first steady calls),
 each turn of the rounds lasts a few calls, and the budget only bounds them.
 `stopped_because` says what ended it: SEARCHED (every point of its space
 measured or ruled out, the rounds run in full), BUDGET (a point skipped or cut
@@ -85,7 +94,7 @@ from core.training.noise import Interval, between_runs, bootstrap_ratio, call_ti
 from core.training.to_target import IN_WARMUP, NO_FALL, fell_beyond_noise, judged_reach, no_fall_reason, reach, smoothed_final_loss
 from core.tuning.backend_stage import backends_note, other_backends, setup_guess, setup_key
 from core.tuning.max_batch import default_memory_limit
-from core.tuning.point_clock import PointClock, bounded_run
+from core.tuning.point_clock import PointClock, bounded_run, reference_of
 from core.tuning.sweep_plan import settings_text
 
 DEFAULT_BUDGET_S = 120.0
@@ -94,13 +103,18 @@ MAX_BUDGET_S = 86_400.0
 CALL_SIZES = (1, 4, 16, 64)
 MAX_CALL_S = 1.0
 """Larger call sizes are tried only while one call stays under a second: Stop and the budget act between calls."""
-MEASURE_S = 1.0
+MEASURE_S = 0.3
 """Steady seconds a search point is timed at the most, whatever the budget: it stops sooner once its samples/s is known
-(`core.tuning.point_clock`); enough to rank it, the rounds decide."""
+or told apart from the best's (`core.tuning.point_clock`); enough to rank it, the rounds decide."""
 SLOW_SHARE = 0.5
 """A search point under this share of the best's samples/s stops after its first steady calls: it cannot become the best."""
 CONFIRM_SHARE = 0.3
-"""The share of the budget kept for the last check: the start, the best and the runner-up again, in interleaved rounds."""
+"""The share of the budget kept for the last check: the start, the best and the runner-up (unless dominated) again, in
+interleaved rounds."""
+DOMINATED_BELOW = 0.95
+"""A runner-up whose samples/s over the best's lies under this (its whole 95% interval, from the search's calls) under no
+more load is left out of the rounds: more than 5% slower, a margin for what the machine did between the two runs, which
+the calls' interval cannot see."""
 TURN_CALLS = 4
 """Each turn of the last check's rounds lasts as long as this many calls of its slowest candidate (from the search's
 figures), whatever the budget: MIN_TURN_S at least, MAX_TURN_S at most (a turn always ends with a whole call)."""
@@ -148,6 +162,7 @@ class TunePoint:
     flops_per_step: float | None = None  # the run's own count (None: flops_method says why)
     flops_method: str = "not counted: the point did not run"
     mean_step_ms: float | None = None  # the mean steady-state step: global batch / samples/s
+    other_cpu_share: float | None = None  # other processes' share of all cores' time while it ran (None: not read)
 
     @property
     def in_rounds(self) -> bool:
@@ -169,6 +184,7 @@ class TunePoint:
             "rounds": self.rounds,
             "flops_per_step": self.flops_per_step,
             "flops_method": self.flops_method,
+            "other_cpu_share": self.other_cpu_share,
         }
 
 
@@ -201,6 +217,9 @@ class AutotuneResult:
     target_undecided: str = ""
     energy_interval: Interval | None = None  # objective "energy": the adopted setting's joules per sample over the start's, in the rounds
     stopped_because: str = SEARCHED  # why it ended: SEARCHED, BUDGET, STOPPED, ABANDONED or FAILED
+    rival: dict[str, Any] | None = None  # the start kept: the setting that came closest to it (None: one was adopted, or none tried)
+    rival_interval: Interval | None = None  # the rival's samples/s over the start's: from the rounds, else the search's (`rounds` 1)
+    keras_defaults_interval: Interval | None = None  # the adopted setting's samples/s over Keras defaults', from rounds both ran in
 
     @property
     def measured(self) -> bool:
@@ -218,7 +237,7 @@ class AutotuneResult:
 
     def ending(self) -> str:
         """Why it ended, in words: "its space searched (5 points) and its choice checked in 6 interleaved rounds"."""
-        rounds = next((p.rounds for p in self.points if p.in_rounds and p.rounds), None)
+        rounds = self.rounds_run
         checked = f"its choice checked in {rounds} interleaved rounds" if rounds else "no choice to check in rounds"
         return {
             SEARCHED: f"its space searched ({self.points_searched} points) and {checked}",
@@ -232,6 +251,17 @@ class AutotuneResult:
     def gain_over_keras_defaults(self) -> float | None:
         return _ratio(self.samples_per_s, self.keras_defaults_samples_per_s)
 
+    @property
+    def keras_defaults_faster(self) -> bool | None:
+        """True when Keras's defaults ran more samples/s than the adopted setting (None: one of them was not measured)."""
+        gain = self.gain_over_keras_defaults
+        return None if gain is None else gain < 1.0
+
+    @property
+    def rounds_run(self) -> int | None:
+        """The interleaved rounds of the last check (None: they did not run)."""
+        return next((p.rounds for p in self.points if p.in_rounds and p.rounds), None)
+
     def changes(self) -> dict[str, Any]:
         """The RunConfig fields to change to apply the best settings (the scaled learning rate with a new batch)."""
         changed = {name: value for name, value in self.best.items() if self.start.get(name) != value}
@@ -239,16 +269,24 @@ class AutotuneResult:
             changed["learning_rate"] = self.learning_rate
         return changed
 
+    def sureness(self) -> str:
+        """How sure the gain is, in words; where the start was kept against a rival, that it claims none."""
+        if self.gain_interval is not None:
+            return self.gain_interval.sureness()
+        return "the start is kept: no gain claimed (rival_sureness says how its rival did)" if self.rival is not None else ""
+
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON; gain_ci, beyond_noise and sureness describe the adopted setting, rival_* the one turned down."""
+        gain, rival, over_defaults = self.gain_interval, self.rival_interval, self.keras_defaults_interval
         return {
             "best": dict(self.best),
             "samples_per_s": self.samples_per_s,
             "baseline_samples_per_s": self.baseline_samples_per_s,
             "gain": self.gain,
-            "gain_ci": self.gain_interval.to_list() if self.gain_interval is not None else None,
-            "beyond_noise": self.gain_interval.beyond_noise if self.gain_interval is not None else None,
-            "sureness": self.gain_interval.sureness() if self.gain_interval is not None else "",
-            "rounds": self.gain_interval.rounds if self.gain_interval is not None else None,
+            "gain_ci": gain.to_list() if gain is not None else None,
+            "beyond_noise": gain.beyond_noise if gain is not None else None,
+            "sureness": self.sureness(),
+            "rounds": gain.rounds if gain is not None else self.rounds_run,
             "confirmed": self.confirmed,
             "slack_s": BUDGET_SLACK_S,
             "abandoned": self.abandoned,
@@ -272,6 +310,14 @@ class AutotuneResult:
             "energy_beyond_noise": self.energy_interval.beyond_noise if self.energy_interval is not None else None,
             "stopped_because": self.stopped_because,
             "points_searched": self.points_searched,
+            "rival": dict(self.rival) if self.rival is not None else None,
+            "rival_ratio": rival.ratio if rival is not None else None,
+            "rival_ci": rival.to_list() if rival is not None else None,
+            "rival_beyond_noise": rival.beyond_noise if rival is not None else None,
+            "rival_sureness": rival.sureness() if rival is not None else "",
+            "keras_defaults_faster": self.keras_defaults_faster,
+            "gain_over_keras_defaults_ci": over_defaults.to_list() if over_defaults is not None else None,
+            "gain_over_keras_defaults_beyond_noise": over_defaults.beyond_noise if over_defaults is not None else None,
         }
 
 
@@ -369,6 +415,10 @@ class _Tuner:
         self.target_loss: float | None = None
         self.time_to_target_gain: float | None = None
         self.target_undecided = ""
+        self.rival: dict[str, Any] | None = None  # the start kept: the setting that came closest to it
+        self.rival_interval: Interval | None = None
+        self.round_runs: list[tuple[dict[str, Any], RunResult | None]] = []  # each candidate of the rounds and its run
+        self._intervals: dict[tuple[str, str, int], Interval | None] = {}  # `interval`'s answers, by the points measured then
 
     def measure(self, settings: dict[str, Any], stage: str) -> TunePoint:
         """Run one point (or skip it when it cannot finish in time) and record it."""
@@ -405,8 +455,10 @@ class _Tuner:
             return TunePoint(stage, settings, "failed", message=str(exc))
         point_stop = threading.Event()
         deadline = (self.search_deadline if self.points else self.deadline) - END_RESERVE_S  # the start point may use the whole budget
-        best_rate = self.rate(self.best()) if self.points else None
-        clock = PointClock(point_stop, self.stop_event, MEASURE_S, deadline, best_rate * SLOW_SHARE if best_rate else None)
+        best = self.best() if self.points else None
+        best_rate = self.rate(best) if best is not None else None
+        reference = reference_of(best_rate, self._calls(best)) if best is not None else None
+        clock = PointClock(point_stop, self.stop_event, MEASURE_S, deadline, best_rate * SLOW_SHARE if best_rate else None, reference)
         began = time.monotonic()
         result = bounded_run(
             lambda: self.run(job, None, JobOptions(hooks=(clock,)), point_stop).result,
@@ -458,6 +510,7 @@ class _Tuner:
             result.flops_per_step,
             result.flops_method or "not counted",
             result.mean_step_ms,
+            result.conditions.get("other_cpu_share"),
         )
 
     def rate(self, settings: dict[str, Any]) -> float | None:
@@ -474,11 +527,17 @@ class _Tuner:
         return dict(chosen) if chosen is not None else settings_of(self.config)
 
     def interval(self, settings: dict[str, Any], than: dict[str, Any]) -> Interval | None:
-        """`settings`' samples/s over `than`'s with its 95% interval, from all their measured calls; None without timings."""
-        pooled = [self._calls(s) for s in (than, settings)]
-        if any(calls is None for calls in pooled):
-            return None
-        return bootstrap_ratio(pooled[0], pooled[1], settings["batch_size"] / than["batch_size"])  # type: ignore[arg-type]
+        """`settings`' samples/s over `than`'s with its 95% interval, from all their measured calls; None without timings.
+
+        Kept until the next point is measured: `best` asks again for every pair on every call."""
+        key = (settings_text(settings), settings_text(than), len(self.points))
+        if key not in self._intervals:
+            pooled = [self._calls(s) for s in (than, settings)]
+            found = None
+            if all(calls is not None for calls in pooled):
+                found = bootstrap_ratio(pooled[0], pooled[1], settings["batch_size"] / than["batch_size"])  # type: ignore[arg-type]
+            self._intervals[key] = found
+        return self._intervals[key]
 
     def _calls(self, settings: dict[str, Any]) -> tuple[Any, Any] | None:
         found = [p.calls for p in self.points if p.settings == settings and p.status == "measured" and p.calls is not None]
@@ -513,7 +572,8 @@ class _Tuner:
         self.try_point({"xla": not self.best()["xla"]}, "XLA")
 
     def confirm_in_rounds(self, rounds: int) -> None:
-        """The start, the best and the runner-up measured again in interleaved rounds, within what is left of the budget.
+        """The start, the best and the runner-up (unless `dominated`) measured again in interleaved rounds, within what is
+        left of the budget.
 
         The search picked the best from runs measured one after another; a load that changed between them could have
         made it. The rounds decide: the best is adopted only when it is faster than the start beyond noise over them
@@ -524,6 +584,15 @@ class _Tuner:
             return
         # the search kept the start: a load that came and went may have hidden a gain, so its two fastest rivals get the rounds
         rivals = self._runner_up(start, best, 2 if best == start else 1)
+        dominated = [rival for rival in rivals if self.dominated(rival, best)]
+        if dominated:
+            rivals = [rival for rival in rivals if rival not in dominated]
+            self.notes.append(
+                "left out of the rounds: "
+                + ", ".join(change_text(rival, start) for rival in dominated)
+                + f" (more than {1 - DOMINATED_BELOW:.0%} slower than {'the start' if best == start else change_text(best, start)} "
+                "with 95% confidence in the search, under no more load from other processes: no load hid a gain)"
+            )
         if best["batch_size"] != start["batch_size"]:
             rivals = []  # the best's second learning rate takes the runner-up's turn
         candidates = [start, *(self.at_learning_rates(best) if best != start else []), *(self.at_learning_rates(r)[0] for r in rivals)]
@@ -531,6 +600,7 @@ class _Tuner:
             return
         if rounds < 2:
             self.confirmed, self.chosen = False, start
+            self._keep_start(candidates[1], self._searched_interval(candidates[1], start))
             self.notes.append(
                 f"not adopted: one interleaved round claims nothing beyond noise, so {settings_text(candidates[1])} was not "
                 "measured against the start again: could not tell a gain; give it --rounds 2 or more"
@@ -546,6 +616,7 @@ class _Tuner:
         if rounds < 2:
             self.confirmed = False
             self.chosen = start
+            self._keep_start(candidates[1], self._searched_interval(candidates[1], start))
             self.notes.append(
                 f"not adopted: too little of the budget was left to measure {settings_text(candidates[1])} against the start in "
                 f"interleaved rounds ({max(left, 0):.1f} s): could not tell a gain; give it a larger --budget-s"
@@ -554,12 +625,14 @@ class _Tuner:
         results = self._rounds(candidates, rounds, turn_s)
         if results is None:
             self.abandoned, self.confirmed, self.chosen = True, False, start
+            self._keep_start(candidates[1], self._searched_interval(candidates[1], start))
             self.notes.append(
                 f"not adopted: the interleaved rounds were still running {BUDGET_SLACK_S:g} s after the deadline "
                 "(the budget bounds the command): could not tell a gain; give it a larger --budget-s"
             )
             return
-        for settings, result in zip(candidates, results, strict=True):
+        self.round_runs = list(zip(candidates, results, strict=True))
+        for settings, result in self.round_runs:
             self.points.append(self._point_of(settings, "rounds", result))
             if self.on_point is not None:
                 self.on_point(self.points[-1])
@@ -584,13 +657,11 @@ class _Tuner:
             self._check_learning(candidates[index], start_result, results[index])
         else:
             self.chosen, self.confirmed = start, False
-            shown = between_runs(start_result, results[1]) if start_result is not None and results[1] is not None else None
-            self.chosen_interval = shown
-            self.notes.append(
-                f"not adopted: {settings_text(candidates[1])} was not faster than the start beyond noise over {rounds} interleaved "
-                "rounds" + (f" ({shown.text()})" if shown is not None else "") + ": could not tell a gain; re-run on a quiet machine "
-                "or with a larger --budget-s"
-            )
+            how_each_did = [
+                (c, between_runs(start_result, r) if start_result is not None and r is not None else None) for c, r in self.round_runs[1:]
+            ]
+            self._keep_start(*max(how_each_did, key=lambda did: did[1].ratio if did[1] is not None else 0.0))
+            self.notes.append(kept_start_note(start, how_each_did))
 
     def _adopt_by_energy(self, candidates: list[dict[str, Any]], results: list[RunResult | None], rounds: int) -> None:
         """Objective "energy": adopt the candidate that used the fewest joules per sample, only where that is less than the
@@ -607,6 +678,9 @@ class _Tuner:
         }
         if not frugal:
             self.chosen, self.confirmed = settings_of(self.config), False
+            self._keep_start(
+                candidates[1], between_runs(start_result, results[1]) if start_result is not None and results[1] is not None else None
+            )
             shown = energy_ratio(start_result, results[1]) if start_result is not None and results[1] is not None else None
             self.notes.append(
                 f"not adopted: {settings_text(candidates[1])} did not use less energy per sample than the start beyond noise over "
@@ -656,6 +730,45 @@ class _Tuner:
             self.notes.append(check.note)
         if not check.adopt:
             self.chosen, self.confirmed = settings_of(self.config), False
+            self._keep_start(chosen, self.chosen_interval)
+            self.chosen_interval = None
+
+    def dominated(self, settings: dict[str, Any], by: dict[str, Any]) -> bool:
+        """`settings` ran plainly slower than `by` in the search (its samples/s over `by`'s, 95% interval under
+        DOMINATED_BELOW), under no more load than `by` did: each of its measurements uncontended, or with other
+        processes' share of the CPU no larger than in any of `by`'s.
+
+        A load only slows a run: one that was slower beyond noise under no more load cannot be the faster one that the
+        rounds are there to find, so it takes no turn in them."""
+        found = self.interval(settings, by)
+        if found is None or found.high >= DOMINATED_BELOW:
+            return False
+        loads = [[p.other_cpu_share for p in self.points if p.settings == s and p.status == "measured"] for s in (settings, by)]
+        if not loads[0] or not loads[1]:
+            return False
+        if not any(p.contended for p in self.points if p.settings == settings and p.status == "measured"):
+            return True
+        known = [share for share in loads[1] if share is not None]
+        return bool(known) and all(share is not None and share <= min(known) for share in loads[0])
+
+    def _keep_start(self, rival: dict[str, Any], interval: Interval | None) -> None:
+        """The start is kept against `rival`, whose samples/s over the start's is `interval`: the result reports it apart."""
+        self.rival, self.rival_interval = rival, interval
+
+    def _searched_interval(self, settings: dict[str, Any], than: dict[str, Any]) -> Interval | None:
+        """`settings`' samples/s over `than`'s from the search's runs, one after another: `rounds` 1, nothing claimed."""
+        found = self.interval(settings, than)
+        return replace(found, rounds=1) if found is not None else None
+
+    def _round_run(self, settings: dict[str, Any]) -> RunResult | None:
+        return next((result for candidate, result in self.round_runs if candidate == settings), None)
+
+    def keras_defaults_interval(self, adopted: dict[str, Any], defaults: dict[str, Any]) -> Interval | None:
+        """The adopted setting's samples/s over Keras defaults', where both ran in the rounds (None otherwise, or the same)."""
+        adopted_run, defaults_run = self._round_run(adopted), self._round_run(defaults)
+        if adopted == defaults or adopted_run is None or defaults_run is None:
+            return None
+        return between_runs(defaults_run, adopted_run)
 
     def _runner_up(self, start: dict[str, Any], best: dict[str, Any], count: int) -> list[dict[str, Any]]:
         """The `count` fastest other measured settings (by mean samples/s), fastest first."""
@@ -752,6 +865,11 @@ class _Tuner:
             error = f"nothing was measured within the {self.budget_s:g} s budget ({why}): give it a larger --budget-s"
         learning_rate = None
         notes = list(self.notes)
+        defaults = {**start, **KERAS_DEFAULTS}
+        keras_rate, adopted_rate = self.final_rate(defaults), self.final_rate(best)
+        over_defaults = self.keras_defaults_interval(best, defaults)
+        if keras_rate and adopted_rate and keras_rate > adopted_rate:
+            notes.append(keras_defaults_faster_note(keras_rate / adopted_rate, over_defaults))
         notes.append(backends_note(self.config.backend, self.backends))
         if best["batch_size"] != start["batch_size"]:
             learning_rate = best.get("learning_rate", self.learning_rate_for(best))
@@ -762,9 +880,9 @@ class _Tuner:
         return AutotuneResult(
             start=start,
             best=best,
-            samples_per_s=self.final_rate(best),
+            samples_per_s=adopted_rate,
             baseline_samples_per_s=self.final_rate(start),
-            keras_defaults_samples_per_s=self.rate({**start, **KERAS_DEFAULTS}),
+            keras_defaults_samples_per_s=keras_rate,
             points=tuple(self.points),
             budget_s=self.budget_s,
             elapsed_s=time.monotonic() - self.started,
@@ -773,7 +891,7 @@ class _Tuner:
             left_out=left_out,
             learning_rate=learning_rate,
             notes=tuple(notes),
-            gain_interval=self.chosen_interval if self.chosen is not None else None,
+            gain_interval=self.chosen_interval if self.chosen is not None and best != start else None,
             energy_interval=self.energy_interval if self.confirmed else None,
             abandoned=self.abandoned,
             confirmed=self.confirmed,
@@ -782,6 +900,9 @@ class _Tuner:
             time_to_target_gain=self.time_to_target_gain,
             target_undecided=self.target_undecided,
             stopped_because=self.stopped_because(error),
+            rival=self.rival if best == start else None,
+            rival_interval=self.rival_interval if best == start else None,
+            keras_defaults_interval=over_defaults,
         )
 
     def stopped_because(self, error: str) -> str:
@@ -838,6 +959,44 @@ def learning_check(settings: dict[str, Any], start: RunResult, candidate: RunRes
     if objective == "samples":
         return LearningCheck(True, target, gain, f"adopted for samples/s alone (--objective samples), though {why}")
     return LearningCheck(False, target, gain, f"not adopted: {why}; --objective samples adopts the most samples/s regardless")
+
+
+def change_text(settings: dict[str, Any], start: dict[str, Any]) -> str:
+    """What `settings` change from `start`, as people read it: 'float16', '16 steps/call · XLA on'."""
+    return settings_text({name: value for name, value in settings.items() if start.get(name) != value}) or settings_text(settings)
+
+
+def kept_start_note(start: dict[str, Any], rivals: Sequence[tuple[dict[str, Any], Interval | None]]) -> str:
+    """Why the rounds kept the start: how each rival did against it (its samples/s over the start's, None: no figures).
+
+    A rival slower beyond noise is said to be slower; the advice to re-run comes only where an interval held 1 (or a
+    rival gave no figures): then the rounds could not tell a gain, and a quieter or longer run might.
+    """
+    parts, undecided = [], False
+    for settings, interval in rivals:
+        name = change_text(settings, start)
+        if interval is None:
+            parts.append(f"{name} gave no figures to compare")
+        elif interval.beyond_noise and interval.high < 1:
+            parts.append(f"{name} was slower: {interval.text()}")
+        else:
+            parts.append(f"{name}: {interval.text()}")  # the interval holds 1: "...: no difference beyond noise"
+        undecided = undecided or interval is None or not interval.beyond_noise
+    advice = "; could not tell a gain: re-run on a quiet machine or with a larger --budget-s" if undecided else ""
+    return f"not adopted: {'; '.join(parts)} — the start is kept{advice}"
+
+
+def keras_defaults_faster_note(times: float, interval: Interval | None) -> str:
+    """Keras's defaults ran `times` the adopted setting's samples/s; `interval` the adopted's over theirs from the rounds
+    both ran in (None, or one round: not measured in the same rounds, so nothing is claimed beyond noise)."""
+    said = f"Keras's defaults (1 step per execution, float32, no XLA) ran faster than the adopted setting: {times:.2f}× its samples/s"
+    if interval is None or interval.rounds == 1:
+        return f"{said}, measured apart (not in the same interleaved rounds): not told apart beyond noise"
+    verdict = "beyond noise" if interval.beyond_noise else "not beyond noise"
+    return (
+        f"{said}, {verdict}: the adopted setting ran {interval.ratio:.2f}× theirs "
+        f"(95% interval {interval.low:.2f}–{interval.high:.2f}×, {interval.rounds} rounds)"
+    )
 
 
 def learning_rates_note(variants: list[dict[str, Any]], start: RunResult, results: list[RunResult | None]) -> str:

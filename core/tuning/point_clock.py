@@ -1,12 +1,17 @@
-"""One autotune point's clock: stopped once its samples/s is known, once it is plainly slower than the best so far,
-at the deadline, or on Stop; abandoned past the slack.
+"""One autotune point's clock: stopped once its samples/s is known, once it is told apart from the best so far,
+once it is plainly slower than the best, at the deadline, or on Stop; abandoned past the slack.
 
 `PointClock` is the point's hook (it sets the point's stop event between calls).
 A point is known once its steady calls give its samples/s within
 ±PRECISION (a 95% t-interval over BATCHES contiguous batches of its calls,
 batch means: neighbouring calls are correlated), after MIN_STEADY_CALLS calls
 and MIN_POINT_S; at `measure_s` at the latest. So a point of millisecond steps
-is timed for a tenth of a second and one of long, noisy calls for longer. A
+is timed for a tenth of a second and one of long, noisy calls for longer. It
+is known sooner where it is told apart from the best so far (`Reference`: its
+samples/s and that interval's half-width): its own samples/s differs from the
+best's by more than the two half-widths together, so more calls would not
+change whether it is faster; only a point within noise of the best runs on to
+the precision, which ranks it against the best. A
 point reading under `floor_rate` samples/s (a share of the best's) after
 GIVE_UP_AFTER_S of steady calls stops there: it cannot become the best, and
 its slow calls (an XLA compilation's ten-times-slower steps on a CPU) would
@@ -23,7 +28,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -44,6 +49,21 @@ GIVE_UP_AFTER_S = 0.25
 _POLL_S = 0.1
 """How often `bounded_run` looks at the clock and the user's Stop while the work runs."""
 T = TypeVar("T")
+
+
+class Reference(NamedTuple):
+    """The best point so far, as a new point is told apart from it: its samples/s and its interval's relative half-width."""
+
+    samples_per_s: float
+    half_width: float
+
+
+def reference_of(samples_per_s: float | None, calls: tuple[Sequence[float], Sequence[int]] | None) -> Reference | None:
+    """The Reference of a measured point from its samples/s and its steady calls (seconds, steps each); None without them."""
+    if not samples_per_s or calls is None:
+        return None
+    width = relative_half_width(*calls)
+    return Reference(samples_per_s, width) if width is not None else None
 
 
 def relative_half_width(seconds: Sequence[float], steps: Sequence[int]) -> float | None:
@@ -67,17 +87,26 @@ def relative_half_width(seconds: Sequence[float], steps: Sequence[int]) -> float
 
 class PointClock(RunHook):
     """Stops a point once its samples/s is known (see the module docstring) or it has timed `measure_s` of steady state,
-    once its steady samples/s fall under `floor_rate` (None: never), at the deadline, or on Stop; `gave_up` says the
-    floor stopped it, `finished` that it was not cut short."""
+    once it is told apart from `reference` (the best so far; None: never), once its steady samples/s fall under
+    `floor_rate` (None: never), at the deadline, or on Stop; `gave_up` says the floor stopped it, `told_apart` the
+    reference, `finished` that it was not cut short."""
 
     def __init__(
-        self, point_stop: threading.Event, user_stop: threading.Event, measure_s: float, deadline: float, floor_rate: float | None = None
+        self,
+        point_stop: threading.Event,
+        user_stop: threading.Event,
+        measure_s: float,
+        deadline: float,
+        floor_rate: float | None = None,
+        reference: Reference | None = None,
     ):
         self.point_stop = point_stop
         self.user_stop = user_stop
         self.measure_s = measure_s
         self.deadline = deadline
         self.floor_rate = floor_rate
+        self.reference = reference
+        self.told_apart = False
         self.steady_since: float | None = None
         self.gave_up = False
         self.finished = False  # its samples/s known, or timed measure_s, or gave up as plainly slower: not cut short
@@ -124,7 +153,17 @@ class PointClock(RunHook):
             return False
         self._next_check = math.ceil(self.steady_calls * _CHECK_GROWTH)
         width = relative_half_width(self._call_seconds, self._call_steps)
-        return width is not None and width <= PRECISION
+        if width is None:
+            return False
+        self.told_apart = self._apart_from_reference(width)
+        return width <= PRECISION or self.told_apart
+
+    def _apart_from_reference(self, width: float) -> bool:
+        """Its samples/s differs from the reference's by more than their intervals' half-widths together."""
+        if self.reference is None:
+            return False
+        rate = self._steady_steps * self._batch_size / self._steady_seconds
+        return abs(rate / self.reference.samples_per_s - 1) > width + self.reference.half_width
 
     def _plainly_slower(self, settled: bool) -> bool:
         """Under the floor, once GIVE_UP_AFTER_S of steady calls or a settled rate says so (a fast point settles sooner)."""

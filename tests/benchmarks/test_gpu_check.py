@@ -50,6 +50,11 @@ def test_autotune_adopting_a_change_without_a_gain_beyond_noise_fails_its_check(
     assert gpu_check.check_autotune(adopted, DRY)[0]
     assert not gpu_check.check_autotune({**adopted, "gain_ci": [0.9, 1.3], "beyond_noise": False}, DRY)[0]
     assert gpu_check.check_autotune({**adopted, "changes": {}, "gain_ci": [0.9, 1.3], "beyond_noise": False}, DRY)[0]
+    start = {"steps_per_call": 1, "precision": "off", "xla": False, "batch_size": 64}
+    kept = {"changes": {}, "gain_ci": None, "beyond_noise": None, "gain": 1.0, "rounds": 6, "samples_per_s": 47614.0, "start": start}
+    rival = {**start, "precision": "float16"}
+    passed, why = gpu_check.check_autotune({**kept, "rival": rival, "rival_ratio": 0.84, "rival_ci": [0.77, 0.92]}, DRY)
+    assert passed and why == "kept the start: 47,614 samples/s (6 rounds); against {'precision': 'float16'}: 0.84x (95% 0.77-0.92)"
 
 
 @pytest.mark.slow
