@@ -6,9 +6,11 @@
 
 Each point is one `main.py run --model M --backend B --strategy one-device --devices GPU:0
 --batch-size N --json --no-verdict --no-save` in a child process with a time limit, synthetic
-data, float32, one step per call: the settings of the points `core.projection.calibration` holds,
-at batch sizes it lacks. The points run in order of what they add (the JAX models at 256, then
-1024, then PyTorch at 256) until the budget runs out. DIR/points.json holds every job's JSON (or
+data, float32, one step per call: the settings of the points `core.projection.calibration` holds.
+The points run in order of what they add until the budget runs out: the JAX models at batch 64
+first (the H100's batch: the same models took 3.4-4.3 ms a step there on 2026-11-27 and 1.4-1.6
+ms on an H200 on 2026-11-28 — the machine's host or the app's version?), then 1,024 and 256
+(where the device's own rate shows), then PyTorch. DIR/points.json holds every job's JSON (or
 why none), the machine's nvidia-smi line and the date; `calibration.py` cites it point by point.
 """
 
@@ -28,18 +30,20 @@ MIN_JOB_S = 25.0
 """A job is not started with less than this left: it would be cut off while compiling."""
 
 PLAN: tuple[tuple[str, str, int], ...] = (
-    ("jax", "cnn", 256),
-    ("jax", "resnet", 256),
-    ("jax", "transformer", 256),
-    ("jax", "mlp", 256),
+    ("jax", "mlp", 64),
+    ("jax", "resnet", 64),
+    ("jax", "transformer", 64),
     ("jax", "cnn", 1024),
     ("jax", "resnet", 1024),
     ("jax", "transformer", 1024),
     ("jax", "mlp", 1024),
-    ("torch", "cnn", 256),
-    ("torch", "mlp", 256),
+    ("jax", "cnn", 256),
+    ("jax", "resnet", 256),
+    ("jax", "transformer", 256),
+    ("jax", "mlp", 256),
+    ("torch", "mlp", 64),
     ("torch", "resnet", 256),
-    ("torch", "transformer", 256),
+    ("torch", "cnn", 256),
 )
 """(backend, sample model, batch) in the order they run."""
 
