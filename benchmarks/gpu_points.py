@@ -11,7 +11,8 @@ The points run in order of what they add until the budget runs out: the JAX mode
 first (the H100's batch: the same models took 3.4-4.3 ms a step there on 2026-11-27 and 1.4-1.6
 ms on an H200 on 2026-11-28 — the machine's host or the app's version?), then 1,024 and 256
 (where the device's own rate shows), then PyTorch. DIR/points.json holds every job's JSON (or
-why none), the machine's nvidia-smi line and the date; `calibration.py` cites it point by point.
+why none), the host probe's (HOST_PROBE, first), the machine's nvidia-smi line and the date;
+`calibration.py` cites it point by point.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ PLAN: tuple[tuple[str, str, int], ...] = (
     ("torch", "cnn", 256),
 )
 """(backend, sample model, batch) in the order they run."""
+HOST_PROBE = ("jax", "mlp", 8)
+"""Run first on the host's CPU: a step of almost no work, so its time is Keras's and JAX's fixed cost per step on that
+machine's CPU, which a projection's host term could be read from (the user's machine can time the same)."""
 
 
 def parse_points(text: str) -> tuple[tuple[str, str, int], ...]:
@@ -99,9 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--budget-s", type=float, default=170.0)
     parser.add_argument("--points", type=parse_points, default=PLAN, help="BACKEND:MODEL:BATCH,... (default: the plan)")
+    parser.add_argument("--no-host-probe", action="store_true", help="skip the host's own step time (HOST_PROBE) first")
     options = parser.parse_args(argv)
     options.out.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + options.budget_s
+    host_probe = None
+    if not options.no_host_probe:
+        host_probe = run_point(job_argv(*HOST_PROBE, "CPU:0", options.steps), min(60.0, options.budget_s / 4))
+        rate = (host_probe["json"] or {}).get("samples_per_s")
+        print(f"host probe: {f'{HOST_PROBE[2] / rate * 1e3:.3f} ms a step' if rate else 'no figure'}", flush=True)
     points = []
     for backend, model, batch in options.points:
         left = deadline - time.monotonic()
@@ -125,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": nvidia_smi_line(),
         "device": options.device,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host_probe": host_probe,
         "points": points,
     }
     (options.out / "points.json").write_text(json.dumps(document, indent=1))
