@@ -34,6 +34,7 @@ FILE_OPTIMIZER = "file"
 """The optimizer setting that means: the model file's own compiled optimizer (Adam when it has none)."""
 PRECISIONS = ("off", "float16", "bfloat16")
 BACKENDS = ("tensorflow", "jax", "torch")
+BACKEND_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 TF_ONLY_STRATEGIES = ("multi-worker", "tpu")
 
 MAX_BATCH_SIZE = 1 << 20
@@ -429,3 +430,8 @@ def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 def _check_int(name: str, value: Any, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(name, value, f"a whole number from {low} to {high}")
+
+
+def backend_title(name: str) -> str:
+    """'jax' -> 'JAX' (a name it does not know, as it is)."""
+    return BACKEND_TITLES.get(name, name)

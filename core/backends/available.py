@@ -5,9 +5,8 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from core.config import BACKENDS
+from core.config import BACKEND_TITLES, BACKENDS
 
-TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 INSTALL_HINTS = {
     "tensorflow": "pip install tensorflow",
     "jax": 'pip install -e ".[jax]" in the checkout (or: pip install jax), then Devices > Refresh (F5)',
@@ -31,11 +30,6 @@ class BackendInfo:
         return "" if self.installed else f"{self.title} is not installed: {self.install_hint}"
 
 
-def backend_title(name: str) -> str:
-    """'jax' -> 'JAX'."""
-    return TITLES.get(name, name)
-
-
 def is_installed(name: str) -> bool:
     """True when the backend's package can be imported (it is not imported here), installed since this process began or not."""
     importlib.invalidate_caches()  # the finders' listings of site-packages are cached: a package installed meanwhile was missed
@@ -44,7 +38,7 @@ def is_installed(name: str) -> bool:
 
 def backends() -> list[BackendInfo]:
     """Every backend Keras 3 trains on, installed or not, in BACKENDS order."""
-    return [BackendInfo(name, TITLES[name], is_installed(name), INSTALL_HINTS[name]) for name in BACKENDS]
+    return [BackendInfo(name, BACKEND_TITLES[name], is_installed(name), INSTALL_HINTS[name]) for name in BACKENDS]
 
 
 def installed_backends() -> list[str]:

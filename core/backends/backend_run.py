@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.backends.available import backend_title, is_installed
+from core.backends.available import is_installed
 from core.backends.initial_weights import NOT_SHARED, write_initial_weights
 from core.backends.peak_memory import peak_memory
 from core.child_process import Child
-from core.config import RunConfig
+from core.config import RunConfig, backend_title
 from core.formatting import utc_now
 from core.job_messages import Ended, Go, Started, Steps, Turn, decode, decode_as, tell
 from core.results import RunResult, RunStatus, StepRecord

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.backends.available import backend_title, backends
+from core.backends.available import backends
 from core.child_process import Child
+from core.config import backend_title
 
 LIST_LIMIT_S = 60.0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 
-from core.backends.available import backend_title
+from core.config import backend_title
 
 
 def device_peaks(backend: str) -> dict[str, int]:

@@ -18,8 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.backends.available import backend_title
-from core.config import ConfigError, RunConfig
+from core.config import ConfigError, RunConfig, backend_title
 from core.jobs.listener import JobListener, RecordedRun
 from core.jobs.run_hooks import RunHooks
 from core.results import RunResult, RunStatus

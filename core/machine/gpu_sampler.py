@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.config import backend_title
 from core.formatting import format_bytes
 from core.machine.gpu import process_memory, read_memory_info
-from core.machine.peaks_kernels import ENGINE_TITLES
 from core.machine.types import try_read
 
 SAMPLE_INTERVAL_S = 0.1
@@ -179,7 +179,7 @@ def allocator_peak_source(backend: str, devices: Sequence[str]) -> str:
     """How a JAX or PyTorch job's device peak is named: 'JAX allocator peak on GPU:0 (device memory_stats)'."""
     where = ", ".join(devices)
     peaks = f"allocator peak on {where}" if len(devices) == 1 else f"allocator peaks on {where}, summed"
-    return f"{ENGINE_TITLES.get(backend, backend)} {peaks} ({PEAK_METHODS.get(backend, 'device allocator')})"
+    return f"{backend_title(backend)} {peaks} ({PEAK_METHODS.get(backend, 'device allocator')})"
 
 
 def memory_lines(view: MemoryView) -> list[str]:
@@ -188,7 +188,7 @@ def memory_lines(view: MemoryView) -> list[str]:
 
 
 def _framework_line(view: MemoryView) -> str:
-    title = ENGINE_TITLES.get(view.backend, view.backend)
+    title = backend_title(view.backend)
     seen = f"{view.device} as {title} sees it"
     if view.in_use is not None:
         peak = f", peak {format_bytes(view.peak)}" if view.peak is not None else ""
@@ -201,7 +201,7 @@ def _framework_line(view: MemoryView) -> str:
 def _driver_line(view: MemoryView) -> str:
     total = f" of {format_bytes(view.device_total)}" if view.device_total else ""
     whole = f"; {format_bytes(view.device_used)}{total} in use on the GPU by all processes" if view.device_used is not None else ""
-    job = f"the {ENGINE_TITLES.get(view.backend, view.backend)} job"
+    job = f"the {backend_title(view.backend)} job"
     if view.process_reserved is not None:
         owner = "this process" if view.pid is None else f"{job}'s process (PID {view.pid})"
         return f"As the driver sees it: {format_bytes(view.process_reserved)} reserved by {owner}{whole}."

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.child_process import listen_to_parent, send
+from core.config import backend_title
 from core.machine.peaks import (
     CALIBRATION_SIZE,
     LONG_CALL_S,
@@ -30,7 +31,7 @@ from core.machine.peaks import (
     STREAM_ELEMENTS,
     TARGET_CALL_S,
 )
-from core.machine.peaks_kernels import ENGINE_TITLES, Kernels, kernels_for
+from core.machine.peaks_kernels import Kernels, kernels_for
 
 
 def _report(**fields: Any) -> None:
@@ -54,9 +55,9 @@ def _measure_matmul(kernels: Kernels, device: Any, kind: str, precision: str) ->
     1024 product takes microseconds and its call is all overhead (launch, the scalar read back),
     so a chain sized from it was one product long, and the H200's bfloat16 ceiling read 48% of
     its datasheet (2026-11-28) where a long chain reads the units' rate. A call predicted to
-    take LONG_CALL_S or more gets no warm-up call of its own: the single product warmed it up,
-    what is left of a first call (graph set-up, ms) is under a few percent of it, and the
-    median of 3 drops the slowest call anyway.
+    take LONG_CALL_S or more gets no warm-up call of its own (nor a timing of one product alone):
+    the calibration warmed the process up, what is left of a first call (graph set-up, ms) is
+    under a few percent of it, and the median of 3 drops the slowest call anyway.
     """
     small = kernels.matmul_chain(device, CALIBRATION_SIZE, 1, precision)
     float(small())
@@ -75,7 +76,7 @@ def _measure_matmul(kernels: Kernels, device: Any, kind: str, precision: str) ->
         float(call())  # warm-up of the chained call
     repeats = 3 if long_call else 5
     seconds = _timed(call, repeats)
-    warm = "after a warm-up call" if not long_call else "after the calibration call"
+    warm = "after the calibration call" if long_call else "after a warm-up call"
     return 2 * n**3 * chain / seconds, f"{precision} matmul: {chain} chained {n}x{n} products per call, median of {repeats} calls {warm}"
 
 
@@ -121,7 +122,7 @@ def _measure_device(kernels: Kernels, device: Any, kind: str, short: str, name: 
 def _child_main(engine: str) -> None:
     """Measure each local device `engine` lists, reporting every figure as soon as it is known."""
     listen_to_parent()  # the app gone: end at once
-    _report(what="stage", stage=f"importing {ENGINE_TITLES.get(engine, engine)}")
+    _report(what="stage", stage=f"importing {backend_title(engine)}")
     kernels = kernels_for(engine)
     for device, kind, short, name in kernels.devices():
         if kind in PRECISIONS:

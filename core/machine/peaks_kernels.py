@@ -17,8 +17,6 @@ from typing import Any, Protocol
 
 from core.machine.peaks import STREAM_ELEMENTS
 
-ENGINE_TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
-
 
 class Kernels(Protocol):
     """One engine's devices and timed calls."""

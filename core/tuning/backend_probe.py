@@ -37,7 +37,8 @@ DATA_MARGIN = 256 * 2**20
 
 def train_on_backend(config: RunConfig, host_bytes: int) -> dict[str, Any]:
     """In the probe's child: train `config` on its backend here (RLIMIT_DATA just past `host_bytes` on a CPU job: `data_limit`); say how it went."""
-    from core.backends.available import INSTALL_HINTS, backend_title, is_installed
+    from core.backends.available import INSTALL_HINTS, is_installed
+    from core.config import backend_title
 
     if not is_installed(config.backend):
         return {"status": "failed", "message": f"{backend_title(config.backend)} is not installed here: {INSTALL_HINTS[config.backend]}"}

@@ -13,9 +13,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from core.backends.available import backend_title, installed_backends
+from core.backends.available import installed_backends
 from core.compare.targets import TARGET_FORMS, CompareTarget, parse_targets
-from core.config import ConfigError
+from core.config import ConfigError, backend_title
 from core.machine.types import DeviceReport
 from gui.style import ERROR_COLOR, INVALID_FIELD_STYLE
 
