@@ -134,11 +134,18 @@ def commands(plan: Plan) -> list[Command]:
 
 
 def run_command(command: Command, out: Path, env: dict[str, str], limit_s: float) -> dict[str, Any]:
-    """Run `main.py ARGV` under `limit_s`; its JSON (or why none), exit code, seconds and stderr's end, also in OUT/NAME.json."""
+    """Run `main.py ARGV` under `limit_s` (`run_main`), also in OUT/NAME.json with the command line."""
+    record = {"command": "main.py " + " ".join(command.argv), **run_main(command.argv, env, limit_s)}
+    (out / f"{command.name}.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def run_main(argv: Sequence[str], env: dict[str, str] | None, limit_s: float) -> dict[str, Any]:
+    """`main.py ARGV` in a child process under `limit_s`: its JSON (or its stdout where none), exit code, seconds, stderr's end."""
     start = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, str(ROOT / "main.py"), *command.argv], capture_output=True, text=True, env=env, timeout=limit_s, cwd=ROOT
+            [sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True, env=env, timeout=limit_s, cwd=ROOT
         )
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as expired:
@@ -150,16 +157,13 @@ def run_command(command: Command, out: Path, env: dict[str, str], limit_s: float
         document: Any = json.loads(stdout) if stdout.strip() else None
     except ValueError:
         document = None
-    record = {
-        "command": "main.py " + " ".join(command.argv),
+    return {
         "returncode": returncode,
         "seconds": round(time.monotonic() - start, 1),
         "json": document,
         "stdout": "" if document is not None else stdout[-STDERR_TAIL:],
         "stderr_tail": stderr[-STDERR_TAIL:],
     }
-    (out / f"{command.name}.json").write_text(json.dumps(record, indent=1))
-    return record
 
 
 def check_devices(document: Any, plan: Plan) -> tuple[bool, str]:

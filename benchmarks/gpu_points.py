@@ -24,9 +24,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: benchmarks.gpu_check runs each job as the GPU check does
+
+from benchmarks.gpu_check import run_main  # noqa: E402
+
 MIN_JOB_S = 25.0
 """A job is not started with less than this left: it would be cut off while compiling."""
 
@@ -68,22 +71,6 @@ def job_argv(backend: str, model: str, batch: int, device: str, steps: int) -> l
     ]
 
 
-def run_point(argv: list[str], limit_s: float) -> dict[str, Any]:
-    """`main.py ARGV` under `limit_s`: its JSON, exit code, seconds and stderr's end."""
-    start = time.monotonic()
-    try:
-        done = subprocess.run([sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True, timeout=limit_s, cwd=ROOT)
-        returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
-    except subprocess.TimeoutExpired as expired:
-        returncode, stdout = None, expired.stdout if isinstance(expired.stdout, str) else ""
-        stderr = f"(stopped at its limit of {limit_s:g} s)"
-    try:
-        document = json.loads(stdout) if stdout.strip() else None
-    except ValueError:
-        document = None
-    return {"returncode": returncode, "seconds": round(time.monotonic() - start, 1), "json": document, "stderr_tail": stderr[-1500:]}
-
-
 def nvidia_smi_line() -> str:
     try:
         return subprocess.run(
@@ -109,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     deadline = time.monotonic() + options.budget_s
     host_probe = None
     if not options.no_host_probe:
-        host_probe = run_point(job_argv(*HOST_PROBE, "CPU:0", options.steps), min(60.0, options.budget_s / 4))
+        host_probe = run_main(job_argv(*HOST_PROBE, "CPU:0", options.steps), None, min(60.0, options.budget_s / 4))
         rate = (host_probe["json"] or {}).get("samples_per_s")
         print(f"host probe: {f'{HOST_PROBE[2] / rate * 1e3:.3f} ms a step' if rate else 'no figure'}", flush=True)
     points = []
@@ -127,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
             )
             continue
-        record = run_point(argv_, min(90.0, left))
+        record = run_main(argv_, None, min(90.0, left))
         rate = (record["json"] or {}).get("samples_per_s")
         print(f"{backend} {model} b{batch}: {f'{rate:,.0f} samples/s' if rate else 'no figure'} ({record['seconds']} s)", flush=True)
         points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), **record})

@@ -160,15 +160,11 @@ def derive_calibration_costs(models: Sequence[str] = tuple(CALIBRATION_COSTS)) -
     for model in models:
         batches = sorted(CALIBRATION_COSTS[model]["batches"])
         costs = measure_step_costs(RunConfig(model=model, backend="jax", batch_size=batches[0]), batches)
-        counted[model] = {
-            "layers": costs.layers,
-            "params": costs.params,
-            "batches": {
-                batch: {"flops": at.flops, "bytes": at.bytes, "kernels": at.kernels, "ops": at.ops}
-                for batch in batches
-                for at in [costs.at(batch)]
-            },
-        }
+        at_batches = {}
+        for batch in batches:
+            at = costs.at(batch)
+            at_batches[batch] = {"flops": at.flops, "bytes": at.bytes, "kernels": at.kernels, "ops": at.ops}
+        counted[model] = {"layers": costs.layers, "params": costs.params, "batches": at_batches}
     return counted
 
 
