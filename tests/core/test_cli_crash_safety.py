@@ -132,15 +132,17 @@ def test_sigterm_stops_like_ctrl_c_with_the_partial_result_saved(cli_env):
     assert f"saved as run {stored['id']} in the history" in stderr
 
 
-CALL_STEPS = 6000
+CALL_STEPS, CALL_BATCH = 3000, 2048
 
 
 @pytest.mark.slow
 def test_a_second_signal_ends_at_once_and_leaves_the_run_interrupted(cli_env):
-    # Calls of CALL_STEPS MLP steps (about 10 s on a quiet 2-core machine): the second signal lands while a long call is in
-    # flight (with 2000-step calls the call the first signal waited for once ended before the second came, and the
-    # process, its handlers already given back, died of the SIGTERM itself).
-    run = Running(["run", "--model", "mlp", "--steps", "1000000", "--steps-per-call", str(CALL_STEPS), "--json"], cli_env)
+    # Calls of CALL_STEPS MLP steps of CALL_BATCH samples, about 8 s at the 2.8 ms a step of a quiet 2-core machine: the second signal must land
+    # while a call is in flight. A call's step line reaches stderr up to about a second after the call ends, so with 1 s
+    # calls (6000 steps) the call the first signal waited for sometimes ended before the second signal came, and the
+    # process, its handlers already given back, died of the SIGTERM itself.
+    sizes = ["--steps-per-call", str(CALL_STEPS), "--batch-size", str(CALL_BATCH)]
+    run = Running(["run", "--model", "mlp", "--steps", "1000000", *sizes, "--json"], cli_env)
     try:
         run.wait_for_step(CALL_STEPS, steady=False)  # the first call (warm-up) is done and stored
         run.process.send_signal(signal.SIGHUP)
