@@ -142,7 +142,8 @@ def projection_text(document: dict[str, Any]) -> str:
     constants = calibration["constants"]
     lines += ["", f"calibrated on ({calibration['backend']} constants: {_constants_text(constants)}):"]
     lines += [
-        f"  {point['backend']} {point['model']} on {point['device']}, batch {point['batch']}: {point['samples_per_s']:,.0f} samples/s measured "
+        f"  {point['backend']} {point['model']} on {point['device']}, batch {point['batch']}: "
+        f"{point['steady_samples_per_s']:,.0f} samples/s measured{' (its median step)' if point['median_step_ms'] is not None else ''} "
         f"({point['source']})"
         for point in calibration["points"]
     ]
@@ -154,7 +155,11 @@ def projection_text(document: dict[str, Any]) -> str:
 
 def _constants_text(constants: dict[str, Any]) -> str:
     per = "step" if constants.get("per_layer_s") is not None else "call"
-    parts = [f"host {constants['host_s'] * 1e3:.3g} ms per {per}", f"efficiency {constants['efficiency']:.3%} of the ceiling"]
+    parts = [
+        f"host {constants['host_s'] * 1e3:.3g} ms per {per}",
+        f"efficiency {constants['efficiency']:.3%} of the ceiling",
+        f"{constants['byte_share']:.1%} of XLA's pre-fusion bytes reach memory",
+    ]
     if constants.get("per_layer_s") is not None:
         parts.append(f"{constants['per_layer_s'] * 1e3:.3g} ms per layer")
     parts.append(f"{constants['kernel_s'] * 1e6:g} µs per kernel (fixed)")

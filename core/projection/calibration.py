@@ -14,12 +14,13 @@ fit and the leave-one-out benchmark take no compiling, and `derive_calibration_c
 again (a test compares them with the live count on the machine it runs on).
 
 The fitted constants (`constants(backend)`): least squares on log step times (`model.fit`), JAX
-from the JAX points; PyTorch from the PyTorch points, with the JAX fit's efficiency (its points are
-all host-bound); TensorFlow borrows the JAX constants (no TensorFlow job has run on a GPU here).
-What the records say besides: NVML's GPU utilisation over the JAX jobs' steady state was 0.6%
-(mlp), 4% (cnn), 16% (resnet) and 9% (transformer): the GPU was idle most of every step, so the
-fitted "efficiency" is an effective rate that also carries host time growing with the step's work,
-not the device's own efficiency at this batch.
+from the JAX points; PyTorch from the PyTorch points, with the JAX fit's efficiency and byte share
+(its points are all host-bound); TensorFlow borrows the JAX constants (no TensorFlow job has run on
+a GPU here). A point's step is its steady one (`MeasuredPoint.step_s`: a JAX job's median step).
+What the records say besides: NVML's GPU utilisation over the H100's JAX jobs' steady state was
+0.6% (mlp), 4% (cnn), 16% (resnet) and 9% (transformer), the H200's 14-58%: the GPU was idle
+most of every step at these batches, so the fitted efficiency and byte share are effective rates
+of small steps, not the device's own at a large batch.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class MeasuredPoint:
     steps_per_call: int = 1
     precision: str = CALIBRATED_PRECISION
     date: str = "2026-11-27"
+    median_step_ms: float | None = None
 
     @property
     def name(self) -> str:
@@ -63,7 +65,23 @@ class MeasuredPoint:
 
     @property
     def step_s(self) -> float:
+        """The steady step the model is fitted to: the median step where the record has one for a JAX job, else batch / samples/s.
+
+        A JAX step blocks on its result, so each step's time is the whole step and the median
+        resists a one-off stall: the 2026-11-27 version counted one warm-up step, and its JAX
+        jobs' mean step was 1.3-2.1x their median (a second compile left in the steady window),
+        where the H200's jobs, with the warm-up found from the step times, are within 0.98-1.13x.
+        A PyTorch step returns once dispatched and the device catches up in bursts (the H200's
+        median 0.15-0.32 ms against a mean of 5.6-37 ms): only the mean, samples/s, is its rate.
+        """
+        if self.median_step_ms is not None:
+            return self.median_step_ms / 1e3
         return self.batch / self.samples_per_s
+
+    @property
+    def steady_samples_per_s(self) -> float:
+        """The rate of the steady step (`step_s`): what a projection of this job is checked against."""
+        return self.batch / self.step_s
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -74,35 +92,93 @@ class MeasuredPoint:
             "steps_per_call": self.steps_per_call,
             "precision": self.precision,
             "samples_per_s": self.samples_per_s,
+            "median_step_ms": self.median_step_ms,
+            "step_s": self.step_s,
+            "steady_samples_per_s": self.steady_samples_per_s,
             "date": self.date,
             "source": self.source,
         }
 
 
 POINTS: tuple[MeasuredPoint, ...] = (
-    MeasuredPoint("jax", "mlp", 18_895.988994438885, f"{JAX_RECORD}: jobs.runs[0] (GPU:0)"),
-    MeasuredPoint("jax", "cnn", 14_934.947696109337, f"{JAX_RECORD}: jobs.runs[2] (GPU:0)"),
-    MeasuredPoint("jax", "resnet", 9_592.815350071874, f"{JAX_RECORD}: jobs.runs[4] (GPU:0)"),
-    MeasuredPoint("jax", "transformer", 18_056.56645051726, f"{JAX_RECORD}: jobs.runs[6] (GPU:0)"),
+    MeasuredPoint("jax", "mlp", 18_895.988994438885, f"{JAX_RECORD}: jobs.runs[0] (GPU:0)", median_step_ms=1.6230420000056256),
+    MeasuredPoint("jax", "cnn", 14_934.947696109337, f"{JAX_RECORD}: jobs.runs[2] (GPU:0)", median_step_ms=2.7098670000214042),
+    MeasuredPoint("jax", "resnet", 9_592.815350071874, f"{JAX_RECORD}: jobs.runs[4] (GPU:0)", median_step_ms=4.981180999948265),
+    MeasuredPoint("jax", "transformer", 18_056.56645051726, f"{JAX_RECORD}: jobs.runs[6] (GPU:0)", median_step_ms=2.5134450000336983),
     MeasuredPoint("torch", "mlp", 8_833.459044358555, f"{TORCH_RECORD}: jobs.runs[8] (GPU:0)"),
     MeasuredPoint("torch", "cnn", 7_282.162442757373, f"{TORCH_RECORD}: jobs.runs[10] (GPU:0)"),
     MeasuredPoint("torch", "resnet", 1_809.0226562592684, f"{TORCH_RECORD}: jobs.runs[12] (GPU:0)"),
     MeasuredPoint("torch", "transformer", 3_098.320051846971, f"{TORCH_RECORD}: jobs.runs[14] (GPU:0)"),
-    MeasuredPoint("jax", "cnn", 39393.88122535368, f"{H200_CHECK}/run.json: json", "H200", date=H200_DATE),
+    MeasuredPoint(
+        "jax", "cnn", 39393.88122535368, f"{H200_CHECK}/run.json: json", "H200", date=H200_DATE, median_step_ms=1.591477468749769
+    ),
     MeasuredPoint("torch", "cnn", 9772.017496781777, f"{H200_CHECK}/compare-torch.json: json[0]", "H200", date=H200_DATE),
-    MeasuredPoint("jax", "cnn", 159473.84693488257, f"{H200_POINTS_RECORD}: points[0]", "H200", 256, date=H200_DATE),
-    MeasuredPoint("jax", "resnet", 74608.42918879827, f"{H200_POINTS_RECORD}: points[1]", "H200", 256, date=H200_DATE),
-    MeasuredPoint("jax", "transformer", 114049.69773424577, f"{H200_POINTS_RECORD}: points[2]", "H200", 256, date=H200_DATE),
-    MeasuredPoint("jax", "mlp", 185678.3440608759, f"{H200_POINTS_RECORD}: points[3]", "H200", 256, date=H200_DATE),
-    MeasuredPoint("jax", "cnn", 356160.6103271505, f"{H200_POINTS_RECORD}: points[4]", "H200", 1024, date=H200_DATE),
-    MeasuredPoint("jax", "resnet", 124652.94277306853, f"{H200_POINTS_RECORD}: points[5]", "H200", 1024, date=H200_DATE),
-    MeasuredPoint("jax", "transformer", 179777.29640684745, f"{H200_POINTS_RECORD}: points[6]", "H200", 1024, date=H200_DATE),
-    MeasuredPoint("jax", "mlp", 630538.2352638947, f"{H200_POINTS_RECORD}: points[7]", "H200", 1024, date=H200_DATE),
+    MeasuredPoint(
+        "jax", "cnn", 159473.84693488257, f"{H200_POINTS_RECORD}: points[0]", "H200", 256, date=H200_DATE, median_step_ms=1.5724973749939863
+    ),
+    MeasuredPoint(
+        "jax",
+        "resnet",
+        74608.42918879827,
+        f"{H200_POINTS_RECORD}: points[1]",
+        "H200",
+        256,
+        date=H200_DATE,
+        median_step_ms=3.4356573125009504,
+    ),
+    MeasuredPoint(
+        "jax",
+        "transformer",
+        114049.69773424577,
+        f"{H200_POINTS_RECORD}: points[2]",
+        "H200",
+        256,
+        date=H200_DATE,
+        median_step_ms=2.1916377500019735,
+    ),
+    MeasuredPoint(
+        "jax", "mlp", 185678.3440608759, f"{H200_POINTS_RECORD}: points[3]", "H200", 256, date=H200_DATE, median_step_ms=1.2227177499966047
+    ),
+    MeasuredPoint(
+        "jax", "cnn", 356160.6103271505, f"{H200_POINTS_RECORD}: points[4]", "H200", 1024, date=H200_DATE, median_step_ms=2.8927473750002264
+    ),
+    MeasuredPoint(
+        "jax",
+        "resnet",
+        124652.94277306853,
+        f"{H200_POINTS_RECORD}: points[5]",
+        "H200",
+        1024,
+        date=H200_DATE,
+        median_step_ms=8.205302875005316,
+    ),
+    MeasuredPoint(
+        "jax",
+        "transformer",
+        179777.29640684745,
+        f"{H200_POINTS_RECORD}: points[6]",
+        "H200",
+        1024,
+        date=H200_DATE,
+        median_step_ms=5.763698000002648,
+    ),
+    MeasuredPoint(
+        "jax", "mlp", 630538.2352638947, f"{H200_POINTS_RECORD}: points[7]", "H200", 1024, date=H200_DATE, median_step_ms=1.5652097499980755
+    ),
     MeasuredPoint("torch", "cnn", 29521.926923074607, f"{H200_POINTS_RECORD}: points[8]", "H200", 256, date=H200_DATE),
     MeasuredPoint("torch", "mlp", 45878.146488839135, f"{H200_POINTS_RECORD}: points[9]", "H200", 256, date=H200_DATE),
     MeasuredPoint("torch", "resnet", 6905.035322886384, f"{H200_POINTS_RECORD}: points[10]", "H200", 256, date=H200_DATE),
     MeasuredPoint("torch", "transformer", 13615.959293957927, f"{H200_POINTS_RECORD}: points[11]", "H200", 256, date=H200_DATE),
-    MeasuredPoint("jax", "cnn", 405383.20853415626, f"{H200_POINTS_RECORD}: points[12]", "H200", 4096, date=H200_DATE),
+    MeasuredPoint(
+        "jax",
+        "cnn",
+        405383.20853415626,
+        f"{H200_POINTS_RECORD}: points[12]",
+        "H200",
+        4096,
+        date=H200_DATE,
+        median_step_ms=10.095534999990718,
+    ),
 )
 """Every recorded GPU measurement (samples/s of the steady steps, as the records hold them)."""
 
@@ -196,10 +272,11 @@ def calibration_backend(backend: str) -> str:
 
 
 def fit_points(backend: str, points: Sequence[MeasuredPoint]) -> Constants:
-    """`backend`'s constants fitted to `points` (its own; for PyTorch, the efficiency of the JAX points among `points`)."""
+    """`backend`'s constants fitted to `points` (its own; for PyTorch, the efficiency and byte share of the JAX points among `points`)."""
     own = [observation(point) for point in points if point.backend == backend]
     if backend == "torch":
-        return fit(backend, own, efficiency=fit_points("jax", points).efficiency)
+        jax = fit_points("jax", points)
+        return fit(backend, own, efficiency=jax.efficiency, byte_share=jax.byte_share)
     return fit(backend, own)
 
 

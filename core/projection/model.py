@@ -1,26 +1,29 @@
 """The step-time model a projection uses: per backend, what a step costs on a device, its fit and its range.
 
 JAX (and TensorFlow, whose compiled step runs the same way; no TensorFlow job has run on a GPU
-here, so it borrows the JAX constants and says so) dispatches asynchronously: the host's per-call
-work overlaps the device's, and the step is the longer of the two:
+here, so it borrows the JAX constants and says so) runs a step as one compiled call, and the app's
+clock waits for each step's result before the next begins: the host's per-call work and the
+device's add up:
 
-    step = max(host_s / steps_per_call, kernels x kernel_s + max(flops / (efficiency x ceiling), bytes / bandwidth))
+    step = host_s / steps_per_call + kernels x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth)
 
-PyTorch through Keras runs eagerly: the host dispatches each layer's operations one by one, and
-the device overlaps that too:
+PyTorch through Keras runs eagerly: the host dispatches each layer's operations one by one while
+the device works through them behind it, so the two overlap and the longer one is the step:
 
-    step = max(host_s + per_layer_s x layers, ops x kernel_s + max(flops / (efficiency x ceiling), bytes / bandwidth))
+    step = max(host_s + per_layer_s x layers, ops x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth))
 
 `ceiling` is the device's matmul FLOP/s at the run's precision (measured, or its datasheet peak
-scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted
-(for PyTorch the JAX fit's: its points are all host-bound and cannot tell it). The regime is the
-term that wins: the host's fixed cost or the kernels' launches (fixed-cost-bound), the FLOPs
-(compute-bound) or the bytes (memory-bound).
+scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted;
+`byte_share` the share of XLA's pre-fusion byte count that reaches memory once the compiler fuses
+the step's elementwise operations, fitted (for PyTorch both are the JAX fit's: its points are all
+host-bound and cannot tell them). The regime is the term that weighs most: the host's fixed cost
+or the kernels' launches (fixed-cost-bound), the FLOPs (compute-bound) or the bytes (memory-bound).
 
 Fits are least squares on log(projected / measured) step times (`scipy.optimize.least_squares`),
 so every point weighs the same whatever its speed. The range is the fit's 90% prediction
-interval from its residuals (Student's t with n - 2 degrees of freedom, the residuals' standard
-error, x sqrt(1 + 1/n)), capped so that high / low is at most 2 (`MAX_RANGE`), the cap said.
+interval from its residuals (Student's t with n - k degrees of freedom for k fitted constants,
+the residuals' standard error, x sqrt(1 + 1/n)), capped so that high / low is at most 2
+(`MAX_RANGE`), the cap said.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Constants:
-    """A backend's fitted constants (`host_s`, `efficiency`, `per_layer_s` for eager backends) and the fit's residuals."""
+    """A backend's constants (`host_s`, `efficiency`, `byte_share`; `per_layer_s` for eager backends) and the fit's residuals."""
 
     backend: str
     host_s: float
@@ -74,17 +77,19 @@ class Constants:
     residuals: tuple[float, ...]
     points: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    byte_share: float = 1.0
 
     @property
     def fitted(self) -> int:
-        """How many constants were fitted from the points."""
-        return 2
+        """How many constants were fitted from the points: host, efficiency and byte share; eager backends host and per layer."""
+        return 2 if self.backend in EAGER_BACKENDS else 3
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
             "host_s": self.host_s,
             "efficiency": self.efficiency,
+            "byte_share": self.byte_share,
             "per_layer_s": self.per_layer_s if self.backend in EAGER_BACKENDS else None,
             "kernel_s": KERNEL_S,
             "residuals": list(self.residuals),
@@ -116,10 +121,10 @@ def step_parts(backend: str, costs: Costs, target: Target, constants: Constants,
     host = constants.host_s + constants.per_layer_s * costs.layers if eager else constants.host_s / max(1, steps_per_call)
     launch = (costs.ops if eager else costs.kernels) * KERNEL_S
     compute = costs.flops / (constants.efficiency * target.ceiling_flops)
-    memory = costs.bytes / target.bandwidth_bytes_s
+    memory = constants.byte_share * costs.bytes / target.bandwidth_bytes_s
     device = launch + max(compute, memory)
     regime, why = _regime(eager, costs, host, launch, compute, memory, constants, target, steps_per_call)
-    return StepParts(max(host, device), host, launch, compute, memory, regime, why)
+    return StepParts(max(host, device) if eager else host + device, host, launch, compute, memory, regime, why)
 
 
 def _regime(
@@ -137,21 +142,25 @@ def _regime(
     launches = f"{costs.ops if eager else costs.kernels:,} {'operations' if eager else 'kernels'} x {KERNEL_S * 1e6:g} µs = {_ms(launch)}"
     work = (
         f"{_si(costs.flops, 'FLOP')} at {constants.efficiency:.2%} of {target.ceiling_flops / 1e12:,.0f} TFLOP/s = {_ms(compute)}; "
-        f"{_si(costs.bytes, 'B')} at {target.bandwidth_bytes_s / 1e12:,.2f} TB/s = {_ms(memory)}"
+        f"{constants.byte_share:.0%} of {_si(costs.bytes, 'B')} at {target.bandwidth_bytes_s / 1e12:,.2f} TB/s = {_ms(memory)}"
     )
     if eager:
         host_text = f"the host's {_ms(host)} per step ({_ms(constants.host_s)} + {costs.layers} layers x {_ms(constants.per_layer_s)})"
+        if host >= device:
+            return FIXED, f"{host_text} outlasts the device's {_ms(device)}, which works behind it ({launches}; {work})"
+        device_text = f"the device's {_ms(device)} outlasts {host_text}, which it works behind"
     else:
         host_text = f"the host's {_ms(host)} per step" + (
             f" ({_ms(constants.host_s)} per call / {per_call} steps)" if per_call > 1 else " (per call)"
         )
-    if host >= device:
-        return FIXED, f"{host_text} outlasts the device's {_ms(device)} ({launches}; {work})"
+        if host >= max(launch, compute, memory):
+            return FIXED, f"{host_text} weighs most, before the device's {_ms(device)} it waits for ({launches}; {work})"
+        device_text = f"the device's {_ms(device)} follows {host_text}"
     if launch >= max(compute, memory):
-        return FIXED, f"the device's kernel launches ({launches}) outlast its work ({work}) and {host_text}"
+        return FIXED, f"the kernel launches ({launches}) outlast their work ({work}); {device_text}"
     if compute >= memory:
-        return COMPUTE, f"the FLOPs outlast the bytes on the device ({work}; {launches}); {host_text}"
-    return MEMORY, f"the bytes outlast the FLOPs on the device ({work}; {launches}); {host_text}"
+        return COMPUTE, f"the FLOPs outlast the bytes on the device ({work}; {launches}); {device_text}"
+    return MEMORY, f"the bytes outlast the FLOPs on the device ({work}; {launches}); {device_text}"
 
 
 def _ms(seconds: float) -> str:
@@ -182,28 +191,29 @@ class Observation:
     step_s: float
 
 
-def fit(backend: str, observations: Sequence[Observation], efficiency: float | None = None) -> Constants:
+def fit(backend: str, observations: Sequence[Observation], efficiency: float | None = None, byte_share: float | None = None) -> Constants:
     """The backend's constants fitted to `observations` (least squares on log step times).
 
-    Compiled backends fit (host_s, efficiency); eager ones (host_s, per_layer_s) with `efficiency`
-    given (the compiled backend's: their points are host-bound). When no observation is
-    device-bound at the fit, the points say only how low the efficiency can be: the fit takes that
-    lowest efficiency (the largest device term they allow) and says so in `notes`.
+    Compiled backends fit (host_s, efficiency, byte_share); eager ones (host_s, per_layer_s) with
+    `efficiency` and `byte_share` given (the compiled backend's: their points are host-bound).
+    When no observation's device term outweighs its host's, the device constants rest on small
+    terms: the fit says so in `notes`.
     """
     from scipy.optimize import least_squares
 
     eager = backend in EAGER_BACKENDS
-    if len(observations) < 2:
-        raise ValueError(f"fitting the {backend} constants needs 2 points or more, got {len(observations)}")
     names = tuple(observation.name for observation in observations)
+    needed = 2 if eager else 3
+    if len(observations) < needed:
+        raise ValueError(f"fitting the {backend} constants needs {needed} points or more, got {len(observations)}")
     measured = [math.log(observation.step_s) for observation in observations]
     shortest = min(observation.step_s for observation in observations)
 
     def constants_of(params: Sequence[float]) -> Constants:
         host, second = math.exp(params[0]), math.exp(params[1])
         if eager:
-            return Constants(backend, host, efficiency or 1.0, second, (), names)
-        return Constants(backend, host, second, 0.0, (), names)
+            return Constants(backend, host, efficiency or 1.0, second, (), names, byte_share=byte_share or 1.0)
+        return Constants(backend, host, second, 0.0, (), names, byte_share=math.exp(params[2]))
 
     def residuals(params: Sequence[float]) -> list[float]:
         constants = constants_of(params)
@@ -212,39 +222,32 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
             for o, log_step in zip(observations, measured, strict=True)
         ]
 
-    starts = [(math.log(shortest), math.log(value)) for value in ((1e-5, 1e-4, 1e-3) if eager else (1e-3, 1e-2, 1e-1))]
-    low, high = ([math.log(1e-7), math.log(1e-9)], [0.0, 0.0]) if eager else ([math.log(1e-7), math.log(1e-5)], [0.0, 0.0])
-    best = min((least_squares(residuals, start, bounds=(low, high)) for start in starts), key=lambda result: result.cost)
+    if eager:
+        starts = [[math.log(shortest), math.log(value)] for value in (1e-5, 1e-4, 1e-3)]
+        bounds = ([math.log(1e-7), math.log(1e-9)], [0.0, 0.0])
+    else:
+        starts = [[math.log(shortest / 2), math.log(value), math.log(0.3)] for value in (1e-3, 1e-2, 1e-1)]
+        bounds = ([math.log(1e-7), math.log(1e-5), math.log(1e-3)], [0.0, 0.0, 0.0])
+    best = min((least_squares(residuals, start, bounds=bounds) for start in starts), key=lambda result: result.cost)
     constants = constants_of(best.x)
     notes: tuple[str, ...] = ()
-    if not eager and not any(_device_bound(backend, o, constants) for o in observations):
-        lowest = _lowest_efficiency(backend, observations, constants)
-        constants = Constants(backend, constants.host_s, lowest, 0.0, (), names)
+    if not eager and not any(_device_outweighs_host(backend, o, constants) for o in observations):
         notes = (
-            f"no point is device-bound, so the points set only a floor on the efficiency: {lowest:.3%} of the ceiling, "
-            "the lowest that keeps every point host-bound, is taken (the largest device term they allow: pessimistic)",
+            "no point's device term outweighs its host's: the efficiency and byte share rest on small terms, "
+            "so a device-bound projection leans on them more than the points can confirm",
         )
     final = [
         math.log(step_parts(backend, o.costs, o.target, constants, o.steps_per_call).step_s) - log_step
         for o, log_step in zip(observations, measured, strict=True)
     ]
-    return Constants(backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(final), names, notes)
+    return Constants(
+        backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(final), names, notes, constants.byte_share
+    )
 
 
-def _device_bound(backend: str, observation: Observation, constants: Constants) -> bool:
+def _device_outweighs_host(backend: str, observation: Observation, constants: Constants) -> bool:
     parts = step_parts(backend, observation.costs, observation.target, constants, observation.steps_per_call)
     return parts.device_s > parts.host_s
-
-
-def _lowest_efficiency(backend: str, observations: Sequence[Observation], constants: Constants) -> float:
-    """The lowest efficiency at which every observation's device term is at most its host term."""
-    floor = 1e-5
-    for o in observations:
-        host = step_parts(backend, o.costs, o.target, constants, o.steps_per_call).host_s
-        room = host - o.costs.kernels * KERNEL_S
-        if room > 0 and o.costs.flops / (o.target.ceiling_flops) <= room:
-            floor = max(floor, o.costs.flops / (room * o.target.ceiling_flops))
-    return min(1.0, floor)
 
 
 @dataclass(frozen=True)

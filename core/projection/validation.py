@@ -34,7 +34,8 @@ class HeldOut:
 
     @property
     def measured(self) -> float:
-        return self.point.samples_per_s
+        """The point's steady samples/s (its median step for a JAX job: `MeasuredPoint.step_s`)."""
+        return self.point.steady_samples_per_s
 
     @property
     def ratio(self) -> float:

@@ -39,6 +39,8 @@ def test_every_point_is_a_completed_gpu_job_of_its_record_with_the_same_samples_
         job, settings, gpu = recorded_job(point.source)
         assert job["backend"] == point.backend and job["model"] == point.model, point.source
         assert job["status"] == "completed" and job["samples_per_s"] == point.samples_per_s, point.source
+        # a JAX job's steady step is its median; a PyTorch job's its samples/s (MeasuredPoint.step_s says why)
+        assert point.median_step_ms == (job["step_time_median_ms"] if point.backend == "jax" else None), point.source
         assert "GPU:0" in str(job.get("device") or job.get("devices") or job.get("label")), point.source
         assert (settings["batch_size"], settings["steps_per_call"], settings["dataset"]) == (point.batch, point.steps_per_call, "synthetic")
         assert point.device.split("-")[0] in gpu, (point.source, gpu)
@@ -48,14 +50,15 @@ def test_the_constants_are_fitted_from_the_points_the_jax_ones_on_the_jax_points
     jax = calibration.constants("jax")
     jax_points = tuple(p.name for p in calibration.POINTS if p.backend == "jax")
     assert jax.points == jax_points and len(jax.residuals) == len(jax_points) == 14
-    assert 1e-3 < jax.host_s < 1e-2 and 1e-3 < jax.efficiency < 0.1  # ~2.6 ms per call, ~5.6% of the ceiling
+    assert 1e-3 < jax.host_s < 1e-2 and 1e-3 < jax.efficiency < 0.1  # ~1.5 ms per call, ~7% of the ceiling
+    assert 0.01 < jax.byte_share < 0.5  # fusion keeps most of XLA's pre-fusion bytes out of memory
     assert calibration.constants("tensorflow") == jax
     torch = calibration.constants("torch")
-    assert torch.efficiency == jax.efficiency and torch.per_layer_s > 0 and len(torch.residuals) == 9
-    # PyTorch's points fit within 41% across both GPUs and batches; JAX's do not: the H200's host took 1.3-1.6 ms a step
-    # where the H100's took 3.4 (the same sample models at batch 64), and the CNN's device rate stops near 9 TFLOP/s
-    # where the ResNet's reaches 34: one host constant and one efficiency leave residuals up to 2.5x (RESULTS.md)
-    assert max(abs(r) for r in torch.residuals) < 0.35 < max(abs(r) for r in jax.residuals) < 1.0
+    assert (torch.efficiency, torch.byte_share) == (jax.efficiency, jax.byte_share) and torch.per_layer_s > 0 and len(torch.residuals) == 9
+    # PyTorch's points fit within 41% across both GPUs and batches; JAX's do not: the CNN's device rate stops near 9 TFLOP/s
+    # where the ResNet's reaches 34, and the H100's machine took 2.7 ms a step for the CNN at batch 64 where the H200's
+    # took 1.6: one host constant and one efficiency leave residuals up to 2x (RESULTS.md)
+    assert max(abs(r) for r in torch.residuals) < 0.35 < max(abs(r) for r in jax.residuals) < 0.75
     assert KERNEL_S == 3e-6
 
 

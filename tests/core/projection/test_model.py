@@ -29,12 +29,18 @@ def costs(flops: float, bytes_moved: float = 1e6, kernels: int = 50, batch: int 
     return Costs(batch, flops, bytes_moved, kernels, ops=5 * kernels, layers=6)
 
 
-def test_a_small_step_is_fixed_cost_bound_and_overlaps_the_device_a_large_one_is_compute_bound() -> None:
+def test_a_compiled_step_adds_the_host_and_the_device_small_ones_fixed_cost_bound_large_ones_compute_bound() -> None:
     small = step_parts("jax", costs(1e9), H100, CONSTANTS)
-    assert small.regime == FIXED and small.step_s == pytest.approx(3e-3) and "host" in small.why
+    assert small.regime == FIXED and "host" in small.why
+    assert small.step_s == pytest.approx(3e-3 + 50 * KERNEL_S + 1e9 / (0.01 * 370e12))  # the app's clock waits for each result
     large = step_parts("jax", costs(1e12), H100, CONSTANTS)
-    assert large.regime == COMPUTE and large.step_s == pytest.approx(50 * KERNEL_S + 1e12 / (0.01 * 370e12))
+    assert large.regime == COMPUTE and large.step_s == pytest.approx(3e-3 + 50 * KERNEL_S + 1e12 / (0.01 * 370e12))
     assert step_parts("jax", costs(1e9), H100, CONSTANTS, steps_per_call=10).host_s == pytest.approx(3e-4)
+
+
+def test_only_the_byte_share_of_the_pre_fusion_bytes_reaches_memory() -> None:
+    fused = Constants("jax", host_s=3e-3, efficiency=0.01, per_layer_s=0.0, residuals=(), points=(), byte_share=0.25)
+    assert step_parts("jax", costs(1e6, bytes_moved=1e11), H100, fused).memory_s == pytest.approx(0.25 * 1e11 / 3.35e12)
 
 
 def test_bytes_beyond_the_flops_make_a_step_memory_bound_and_many_kernels_launch_bound() -> None:
@@ -45,24 +51,28 @@ def test_bytes_beyond_the_flops_make_a_step_memory_bound_and_many_kernels_launch
 
 def test_an_eager_backend_pays_its_host_cost_per_layer() -> None:
     torch = Constants("torch", host_s=2e-3, efficiency=0.01, per_layer_s=1e-3, residuals=(), points=())
-    assert step_parts("torch", costs(1e6), H100, torch).step_s == pytest.approx(2e-3 + 6 * 1e-3)
+    assert step_parts("torch", costs(1e6), H100, torch).step_s == pytest.approx(2e-3 + 6 * 1e-3)  # the device works behind it
+    assert step_parts("torch", costs(1e12), H100, torch).step_s == pytest.approx(50 * 5 * KERNEL_S + 1e12 / (0.01 * 370e12))
 
 
 def test_the_fit_recovers_the_constants_that_made_the_observations() -> None:
-    cases = [costs(2e7, kernels=47), costs(1.5e9, kernels=84), costs(3e10, kernels=286), costs(5e9, kernels=331)]
-    made = [step_parts("jax", c, H100, CONSTANTS).step_s for c in cases]
+    made_by = Constants("jax", host_s=3e-3, efficiency=0.01, per_layer_s=0.0, residuals=(), points=(), byte_share=0.3)
+    cases = [costs(2e7, kernels=47), costs(1.5e9, kernels=84), costs(3e10, kernels=286), costs(5e9, 1e11, kernels=331), costs(1e10, 2e10)]
+    made = [step_parts("jax", c, H100, made_by).step_s for c in cases]
     fitted = fit("jax", [Observation(f"p{i}", c, H100, 1, s) for i, (c, s) in enumerate(zip(cases, made, strict=True))])
     assert fitted.host_s == pytest.approx(3e-3, rel=1e-3) and fitted.efficiency == pytest.approx(0.01, rel=1e-3)
-    assert max(abs(r) for r in fitted.residuals) < 1e-4 and fitted.points == ("p0", "p1", "p2", "p3")
+    assert fitted.byte_share == pytest.approx(0.3, rel=1e-3) and fitted.fitted == 3 and not fitted.notes
+    assert max(abs(r) for r in fitted.residuals) < 1e-4 and fitted.points == ("p0", "p1", "p2", "p3", "p4")
 
 
-def test_without_a_device_bound_point_the_fit_takes_the_lowest_efficiency_the_points_allow_and_says_so() -> None:
+def test_without_a_point_whose_device_outweighs_its_host_the_fit_says_its_device_constants_rest_on_small_terms() -> None:
     cases = [costs(2e7), costs(1.5e9), costs(5e9, kernels=331)]
     made = [step_parts("jax", c, H100, CONSTANTS).step_s for c in cases]  # all host-bound
     fitted = fit("jax", [Observation(f"p{i}", c, H100, 1, s) for i, (c, s) in enumerate(zip(cases, made, strict=True))])
-    assert fitted.notes and "floor on the efficiency" in fitted.notes[0]
-    room = 3e-3 - 331 * KERNEL_S
-    assert fitted.efficiency == pytest.approx(5e9 / (room * 370e12), rel=1e-3)
+    assert fitted.notes and "rest on small terms" in fitted.notes[0]
+    assert max(abs(r) for r in fitted.residuals) < 1e-3  # they still fit the points they were fitted to
+    with pytest.raises(ValueError, match="needs 3 points"):
+        fit("jax", [Observation("p0", cases[0], H100, 1, made[0]), Observation("p1", cases[1], H100, 1, made[1])])
 
 
 def test_the_range_is_a_t_prediction_interval_capped_at_twice_and_says_when_capped() -> None:
