@@ -8,9 +8,10 @@ Each point is one `main.py run --model M --backend B --strategy one-device --dev
 --batch-size N --json --no-verdict --no-save` in a child process with a time limit, synthetic
 data, float32, one step per call: the settings of the points `core.projection.calibration` holds.
 The points run in order of what they add until the budget runs out: the JAX models at batch 64
-first (the H100's batch: the same models took 3.4-4.3 ms a step there on 2026-11-27 and 1.4-1.6
-ms on an H200 on 2026-11-28 — the machine's host or the app's version?), then 1,024 and 256
-(where the device's own rate shows), then PyTorch. DIR/points.json holds every job's JSON (or
+first (the H100's batch: their median step was 1.6-5.0 ms there on 2026-11-27, the CNN's 1.6 ms
+on an H200 on 2026-11-28 — the machine's host or the app's version?), then 4,096 (where the
+device's own rate shows, and the MLP's synthetic data beside the digits it ran on at that batch
+in 3.6 ms), then PyTorch, then 1,024 and 256 again (run-to-run spread). DIR/points.json holds every job's JSON (or
 why none), the host probe's (HOST_PROBE, first), the machine's nvidia-smi line and the date;
 `calibration.py` cites it point by point.
 """
@@ -37,16 +38,16 @@ PLAN: tuple[tuple[str, str, int], ...] = (
     ("jax", "mlp", 64),
     ("jax", "resnet", 64),
     ("jax", "transformer", 64),
+    ("jax", "mlp", 4096),
+    ("jax", "resnet", 4096),
+    ("jax", "transformer", 4096),
+    ("torch", "mlp", 64),
+    ("torch", "resnet", 256),
     ("jax", "cnn", 1024),
     ("jax", "resnet", 1024),
     ("jax", "transformer", 1024),
     ("jax", "mlp", 1024),
     ("jax", "cnn", 256),
-    ("jax", "resnet", 256),
-    ("jax", "transformer", 256),
-    ("jax", "mlp", 256),
-    ("torch", "mlp", 64),
-    ("torch", "resnet", 256),
     ("torch", "cnn", 256),
 )
 """(backend, sample model, batch) in the order they run."""

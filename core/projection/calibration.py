@@ -1,14 +1,15 @@
 """The measurements every projection rests on, their step costs, and the constants fitted from them (computed, never typed in).
 
-The points: every GPU job the app has measured on a lent GPU (benchmarks/records/), the four
-sample models on synthetic data, one step per call, float32, samples/s over each job's steady
-steps: one NVIDIA H100 80GB HBM3 (SXM), 2026-11-27, batch 64, 200 steps per job in a child
-process (`benchmarks/gpu_check.py` of that day); one NVIDIA H200, 2026-11-28, batches 64 to
-4,096 (`main.py run` through `benchmarks/gpu_points.py`, 200 steps, and the CNN's batch-64 run
-and PyTorch compare of `benchmarks/gpu_check.py`). A test checks each figure against its
-record; a later GPU run adds its points here.
+The points: every GPU job the app has measured on a lent GPU (benchmarks/records/), one point per
+distinct job: the sample models, one step per call, samples/s over each job's steady steps. One
+NVIDIA H100 80GB HBM3 (SXM), 2026-11-27: the four models on synthetic data at batch 64, float32,
+200 steps per job in a child process (`benchmarks/gpu_check.py` of that day). One NVIDIA H200,
+2026-11-28: batches 64 to 4,096 (`main.py run` through `benchmarks/gpu_points.py`, 200 steps),
+and the GPU check's own commands: the CNN's batch-64 run, PyTorch's compare, the MLP's sweep on
+the digits at batches 64, 512 and 4,096, and its autotune search in float32 and float16. A test
+checks each figure and setting against its record; a later GPU run adds its points here.
 
-Their step costs (`CALIBRATION_COSTS`, per model and batch) are what `core.projection.step_costs` counts for those jobs
+Their step costs (`CALIBRATION_COSTS`, per model, precision and batch) are what `core.projection.step_costs` counts for those jobs
 on a CPU (XLA's cost analysis of the JAX train step: no GPU needed); they are kept here so that the
 fit and the leave-one-out benchmark take no compiling, and `derive_calibration_costs()` counts them
 again (a test compares them with the live count on the machine it runs on).
@@ -58,10 +59,21 @@ class MeasuredPoint:
     precision: str = CALIBRATED_PRECISION
     date: str = "2026-11-27"
     median_step_ms: float | None = None
+    dataset: str = "synthetic"
 
     @property
     def name(self) -> str:
-        return f"{self.backend} {self.model} b{self.batch} {self.device}"
+        """ "jax mlp b64 H200", with the data set and the precision where they are not synthetic and float32."""
+        return " ".join(
+            [f"{self.backend} {self.model} b{self.batch} {self.device}"]
+            + ([self.dataset] if self.dataset != "synthetic" else [])
+            + ([self.precision] if self.precision != CALIBRATED_PRECISION else [])
+        )
+
+    @property
+    def costs_key(self) -> str:
+        """Its entry in CALIBRATION_COSTS: the model, and the precision where it is not float32 (the data set changes no shape)."""
+        return self.model if self.precision == CALIBRATED_PRECISION else f"{self.model} {self.precision}"
 
     @property
     def step_s(self) -> float:
@@ -91,6 +103,7 @@ class MeasuredPoint:
             "batch": self.batch,
             "steps_per_call": self.steps_per_call,
             "precision": self.precision,
+            "dataset": self.dataset,
             "samples_per_s": self.samples_per_s,
             "median_step_ms": self.median_step_ms,
             "step_s": self.step_s,
@@ -179,8 +192,65 @@ POINTS: tuple[MeasuredPoint, ...] = (
         date=H200_DATE,
         median_step_ms=10.095534999990718,
     ),
+    MeasuredPoint(
+        "jax",
+        "mlp",
+        57279.67680748545,
+        f"{H200_CHECK}/autotune.json: json.points[0]",
+        "H200",
+        date=H200_DATE,
+        median_step_ms=0.9739893749980411,
+    ),
+    MeasuredPoint(
+        "jax",
+        "mlp",
+        51728.41533724613,
+        f"{H200_CHECK}/autotune.json: json.points[1]",
+        "H200",
+        precision="float16",
+        date=H200_DATE,
+        median_step_ms=1.191090749998125,
+    ),
+    MeasuredPoint(
+        "jax",
+        "mlp",
+        52207.56979780033,
+        f"{H200_CHECK}/sweep.json: json.rows[0]",
+        "H200",
+        date=H200_DATE,
+        median_step_ms=1.1131012500023019,
+        dataset="digits",
+    ),
+    MeasuredPoint(
+        "jax",
+        "mlp",
+        250190.5409273549,
+        f"{H200_CHECK}/sweep.json: json.rows[1]",
+        "H200",
+        512,
+        date=H200_DATE,
+        median_step_ms=2.013513624998353,
+        dataset="digits",
+    ),
+    MeasuredPoint(
+        "jax",
+        "mlp",
+        1088720.879465647,
+        f"{H200_CHECK}/sweep.json: json.rows[2]",
+        "H200",
+        4096,
+        date=H200_DATE,
+        median_step_ms=3.6456197499994403,
+        dataset="digits",
+    ),
 )
-"""Every recorded GPU measurement (samples/s of the steady steps, as the records hold them)."""
+"""Every recorded GPU measurement of a distinct job (samples/s of the steady steps, as the records hold them).
+
+One point per job (backend, model, data, batch, precision, steps per call, GPU): where the records
+measured a job again, its first measurement in the check's order is the point (the CNN's batch-64
+run before its compare row; autotune's search before its rounds), so that leaving a point out
+leaves no second measurement of it in the fit.
+"""
 
 CALIBRATION_COSTS: dict[str, dict[str, Any]] = {
     "mlp": {
@@ -189,7 +259,16 @@ CALIBRATION_COSTS: dict[str, dict[str, Any]] = {
         "batches": {
             64: {"flops": 17_960_132.0, "bytes": 10_726_649.0, "kernels": 47, "ops": 282},
             256: {"flops": 70_164_320.0, "bytes": 17_439_736.0, "kernels": 47, "ops": 282},
+            512: {"flops": 139_770_016.0, "bytes": 26_390_520.0, "kernels": 47, "ops": 282},
             1024: {"flops": 278_981_120.0, "bytes": 44_292_084.0, "kernels": 47, "ops": 282},
+            4096: {"flops": 1_114_248_704.0, "bytes": 151_701_600.0, "kernels": 45, "ops": 282},
+        },
+    },
+    "mlp float16": {
+        "layers": 4,
+        "params": 50_826,
+        "batches": {
+            64: {"flops": 18_232_188.0, "bytes": 11_308_432.0, "kernels": 50, "ops": 340},
         },
     },
     "cnn": {
@@ -224,29 +303,35 @@ CALIBRATION_COSTS: dict[str, dict[str, Any]] = {
 """Step costs of the points' jobs at each batch they ran, as `derive_calibration_costs()` counted them (see COSTS_DERIVED)."""
 COSTS_DERIVED = (
     "core.projection.step_costs on an x86-64 CPU (JAX 0.10.2, Keras 3.15.1): each sample model on synthetic data at each batch "
-    "its points ran, adam, float32, XLA's cost analysis of the JAX train step; derive_calibration_costs() counts them again"
+    "its points ran, adam, float32 (and the MLP in float16), XLA's cost analysis of the JAX train step; the MLP's digits have "
+    "its synthetic data's shapes (8x8, 10 classes), so the same costs; derive_calibration_costs() counts them again"
 )
 
 
-def derive_calibration_costs(models: Sequence[str] = tuple(CALIBRATION_COSTS)) -> dict[str, dict[str, Any]]:
-    """Count the points' step costs again, live (a child process per model, seconds to a minute each): what CALIBRATION_COSTS holds."""
+def derive_calibration_costs(keys: Sequence[str] = tuple(CALIBRATION_COSTS), dataset: str = "synthetic") -> dict[str, dict[str, Any]]:
+    """Count the points' step costs again, live (a child process per entry, seconds to a minute each): what CALIBRATION_COSTS holds.
+
+    `keys` are CALIBRATION_COSTS's ("mlp", "mlp float16"); `dataset` the data the models are built for.
+    """
     from core.projection.step_costs import measure_step_costs
 
     counted = {}
-    for model in models:
-        batches = sorted(CALIBRATION_COSTS[model]["batches"])
-        costs = measure_step_costs(RunConfig(model=model, backend="jax", batch_size=batches[0]), batches)
+    for key in keys:
+        model, _, precision = key.partition(" ")
+        batches = sorted(CALIBRATION_COSTS[key]["batches"])
+        config = RunConfig(model=model, backend="jax", batch_size=batches[0], dataset=dataset, precision=precision or CALIBRATED_PRECISION)
+        costs = measure_step_costs(config, batches)
         at_batches = {}
         for batch in batches:
             at = costs.at(batch)
             at_batches[batch] = {"flops": at.flops, "bytes": at.bytes, "kernels": at.kernels, "ops": at.ops}
-        counted[model] = {"layers": costs.layers, "params": costs.params, "batches": at_batches}
+        counted[key] = {"layers": costs.layers, "params": costs.params, "batches": at_batches}
     return counted
 
 
 def cached_costs(point: MeasuredPoint) -> dict[str, float]:
     """The point's step costs as CALIBRATION_COSTS holds them (flops, bytes, kernels, ops at its batch; the model's layers)."""
-    model = CALIBRATION_COSTS[point.model]
+    model = CALIBRATION_COSTS[point.costs_key]
     return {**model["batches"][point.batch], "layers": model["layers"]}
 
 

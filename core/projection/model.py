@@ -29,7 +29,7 @@ the residuals' standard error, x sqrt(1 + 1/n)), capped so that high / low is at
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,8 +196,11 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
 
     Compiled backends fit (host_s, efficiency, byte_share); eager ones (host_s, per_layer_s) with
     `efficiency` and `byte_share` given (the compiled backend's: their points are host-bound).
-    When no observation's device term outweighs its host's, the device constants rest on small
-    terms: the fit says so in `notes`.
+    The points bound the byte share from above only (below some share the memory term never
+    decides a step), so the fit takes the largest share whose fit is no worse than the best by
+    more than one point's average share of the squared error (`_largest_byte_share`): the most
+    memory time the points allow, not an arbitrary floor. When no observation's device term
+    outweighs its host's, the device constants rest on small terms: the fit says so in `notes`.
     """
     from scipy.optimize import least_squares
 
@@ -229,10 +232,16 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
         starts = [[math.log(shortest / 2), math.log(value), math.log(0.3)] for value in (1e-3, 1e-2, 1e-1)]
         bounds = ([math.log(1e-7), math.log(1e-5), math.log(1e-3)], [0.0, 0.0, 0.0])
     best = min((least_squares(residuals, start, bounds=bounds) for start in starts), key=lambda result: result.cost)
-    constants = constants_of(best.x)
+    params = best.x if eager else _largest_byte_share(residuals, best, starts, bounds)
+    constants = constants_of(params)
     notes: tuple[str, ...] = ()
+    if not eager and params[2] > best.x[2] + 1e-9:
+        notes += (
+            f"the points bound the byte share from above only: {constants.byte_share:.0%}, the largest whose fit is within one "
+            "point's share of the best fit's squared error, is taken (the most memory time they allow)",
+        )
     if not eager and not any(_device_outweighs_host(backend, o, constants) for o in observations):
-        notes = (
+        notes += (
             "no point's device term outweighs its host's: the efficiency and byte share rest on small terms, "
             "so a device-bound projection leans on them more than the points can confirm",
         )
@@ -243,6 +252,31 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
     return Constants(
         backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(final), names, notes, constants.byte_share
     )
+
+
+BYTE_SHARES = (1.0, 0.7, 0.5, 0.35, 0.25, 0.18, 0.13, 0.09, 0.06, 0.04, 0.03, 0.02, 0.014, 0.01)
+"""The byte shares `_largest_byte_share` tries, largest first (steps of about 1.4x)."""
+
+
+def _largest_byte_share(residuals: Callable[[Sequence[float]], list[float]], best: Any, starts: list[list[float]], bounds: Any) -> Any:
+    """(log host, log efficiency, log share) at the largest of BYTE_SHARES whose fit costs at most the best's x (1 + 1/n)."""
+    from scipy.optimize import least_squares
+
+    allowed = best.cost * (1 + 1 / len(best.fun))
+    for share in BYTE_SHARES:
+        if math.log(share) <= best.x[2]:
+            break
+        fixed = math.log(share)
+        trial = min(
+            (
+                least_squares(lambda two, at=fixed: residuals([two[0], two[1], at]), start[:2], bounds=(bounds[0][:2], bounds[1][:2]))
+                for start in starts
+            ),
+            key=lambda result: result.cost,
+        )
+        if trial.cost <= allowed:
+            return [trial.x[0], trial.x[1], fixed]
+    return list(best.x)
 
 
 def _device_outweighs_host(backend: str, observation: Observation, constants: Constants) -> bool:

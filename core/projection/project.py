@@ -201,10 +201,12 @@ def caveats(
         said.append(
             "no TPU point: a TPU runs the compiled step without a host launch per kernel; the GPU-calibrated constants are applied as they are"
         )
-    if any(point.precision != config.precision for point in points):
+    at_precision = sum(point.precision == config.precision for point in points)
+    if at_precision * 2 < len(points):
+        name = PRECISION_NAMES[config.precision]
         said.append(
-            f"the points all ran in float32: at {PRECISION_NAMES[config.precision]} the device's {PRECISION_NAMES[config.precision]} "
-            "ceiling is used with the float32 efficiency"
+            f"{at_precision} of the {len(points)} points ran in {name}, the others in float32: the device's {name} ceiling is used "
+            "with an efficiency fitted mostly in float32"
         )
     if any(point.steps_per_call != config.steps_per_call for point in points):
         said.append(

@@ -1,8 +1,9 @@
 """Leave-one-out over the recorded GPU points: each projected from a fit that never saw it, its range, its error.
 
-For every point, the backend's constants are fitted to the other points (PyTorch's efficiency to
-the JAX points other than it), the point's step projected from its own step costs on its device,
-and its range drawn from that fit's residuals as a projection's is (`model.spread`). The
+For every point, the backend's constants are fitted to the other points (PyTorch's efficiency and
+byte share to the JAX points other than it), the point's step projected from its own step costs on
+its device and checked against its steady step (`MeasuredPoint.step_s`), and its range drawn from
+that fit's residuals as a projection's is (`model.spread`). The
 benchmark `projection_error` reports these rows; the target is a geometric-mean error of at most
 30%, every measured point inside its range, no range wider than 2x.
 """

@@ -104,7 +104,7 @@ def test_a_sample_projects_as_text_without_tensorflow_labelled_a_projection_with
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(LABEL) and "(nothing is recorded)" in done.stdout
     assert "calibrated on" in done.stdout and "39,432 samples/s measured (its median step)" in done.stdout
-    assert "no TPU point" in done.stdout and "points all ran in float32" in done.stdout
+    assert "no TPU point" in done.stdout and "0 of the 19 points ran in bfloat16, the others in float32" in done.stdout
 
 
 def test_an_unknown_device_exits_2_at_once_with_the_known_names_in_one_line(tmp_path: Path) -> None:
