@@ -8,6 +8,7 @@ what they cover. Never a measurement: it is labelled as a projection and never s
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from core.config import MAX_BATCH_SIZE, RunConfig
@@ -221,6 +222,7 @@ def caveats(
             "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
         )
     said += _coverage(config.backend, rows, costs.layers, points)
+    said += input_pipeline_caveats(config, points, calibration.constants(config.backend))
     if any(not row["fits"]["fits"] for row in rows):
         said.append(f"batch {config.batch_size:,} does not fit {device.name}'s memory by this estimate: a run there would fail")
     return said
@@ -242,6 +244,22 @@ def _coverage(backend: str, rows: list[dict[str, Any]], layers: int, points: lis
                 f"({_count(low)} to {_count(high)}, x/÷ {COVERAGE_FACTOR:g}): the projection there extrapolates"
             )
     return said
+
+
+def input_pipeline_caveats(config: RunConfig, points: list[calibration.MeasuredPoint], constants: Constants) -> list[str]:
+    """A caveat for a job on real data: the model has no input-pipeline term, and how far the points on real data fell from it."""
+    if config.dataset == "synthetic":
+        return []
+    real_data = {point.name for point in points if point.dataset != "synthetic"}
+    off = {name: math.exp(-residual) for name, residual in zip(constants.points, constants.residuals, strict=True) if name in real_data}
+    said = "the model has no term for the input pipeline (reading, shuffling and copying each batch on the host)"
+    if not off:
+        return [f"{said}, and no point ran on real data: on {config.dataset} it may take longer than projected"]
+    worst = max(off, key=lambda name: abs(math.log(off[name])))
+    return [
+        f"{said}: the points on real data took {min(off.values()):.2g}-{max(off.values()):.2g}x their fitted step "
+        f"({worst}: {off[worst]:.2g}x), so on {config.dataset} the step may be that far off"
+    ]
 
 
 def _count(value: float) -> str:
