@@ -16,8 +16,9 @@ the device works through them behind it, so the two overlap and the longer one i
 scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted;
 `byte_share` the share of XLA's pre-fusion byte count that reaches memory once the compiler fuses
 the step's elementwise operations, the largest the points allow (they bound it from above only:
-`fit`). For PyTorch both are the JAX fit's: its points are all host-bound and cannot tell them. The regime is the term that weighs most: the host's fixed cost
-or the kernels' launches (fixed-cost-bound), the FLOPs (compute-bound) or the bytes (memory-bound).
+`fit`). For PyTorch both are the JAX fit's: its points are all host-bound and cannot tell them.
+The regime is the term that weighs most: the host's fixed cost or the kernels' launches
+(fixed-cost-bound), the FLOPs (compute-bound) or the bytes (memory-bound).
 
 Fits are least squares on log(projected / measured) step times (`scipy.optimize.least_squares`),
 so every point weighs the same whatever its speed. The range is the fit's 90% prediction
