@@ -246,12 +246,8 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
             "no point's device term outweighs its host's: the efficiency and byte share rest on small terms, "
             "so a device-bound projection leans on them more than the points can confirm",
         )
-    final = [
-        math.log(step_parts(backend, o.costs, o.target, constants, o.steps_per_call).step_s) - log_step
-        for o, log_step in zip(observations, measured, strict=True)
-    ]
     return Constants(
-        backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(final), names, notes, constants.byte_share
+        backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(residuals(params)), names, notes, constants.byte_share
     )
 
 

@@ -117,7 +117,7 @@ def project(
             "versions": costs.versions,
             "notes": list(costs.notes),
         },
-        "caveats": caveats(config, device, costs, rows, constants.notes, band.text() if band.capped else ""),
+        "caveats": caveats(config, device, costs, rows, constants, band.text() if band.capped else ""),
     }
     return document
 
@@ -176,14 +176,14 @@ def _row(
 
 
 def caveats(
-    config: RunConfig, device: Accelerator, costs: StepCosts, rows: list[dict[str, Any]], fit_notes: tuple[str, ...], capped: str
+    config: RunConfig, device: Accelerator, costs: StepCosts, rows: list[dict[str, Any]], constants: Constants, capped: str
 ) -> list[str]:
-    """Where this projection leans on more than its points show, each in a sentence (never widened silently)."""
+    """Where this projection leans on more than its points show (`constants`' notes among them), each in a sentence (never widened silently)."""
     points = calibration.points_for(config.backend)
     said: list[str] = []
     if capped:
         said.append(f"range: {capped}")
-    said += list(fit_notes)
+    said += list(constants.notes)
     if config.backend == "tensorflow":
         said.append(
             "no TensorFlow job has run on a GPU here: the TensorFlow projection uses the JAX points' constants "
@@ -222,7 +222,7 @@ def caveats(
             "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
         )
     said += _coverage(config.backend, rows, costs.layers, points)
-    said += input_pipeline_caveats(config, points, calibration.constants(config.backend))
+    said += input_pipeline_caveats(config, points, constants)
     if any(not row["fits"]["fits"] for row in rows):
         said.append(f"batch {config.batch_size:,} does not fit {device.name}'s memory by this estimate: a run there would fail")
     return said
