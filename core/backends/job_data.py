@@ -80,13 +80,18 @@ def epoch_arrays(data: JobData, batch_size: int, steps_per_call: int, start_batc
     of that many batches go on in the order TensorFlow's runs take (the data's, cycled).
     """
     examples = data.examples
-    batches = max(1, examples // batch_size)
-    batches = max(steps_per_call, batches // steps_per_call * steps_per_call)
+    batches = batches_per_epoch(examples, batch_size, steps_per_call)
     wanted = batches * batch_size
     if wanted <= examples and (start_batch == 0 or not data.synthetic):
         return first_examples(data.x, wanted), first_examples(data.y, wanted), batches  # shuffled each epoch: its start does not matter
     index = (np.arange(wanted) + start_batch * batch_size) % wanted % examples
     return _map(data.x, lambda array: array[index]), _map(data.y, lambda array: array[index]), batches
+
+
+def batches_per_epoch(examples: int, batch_size: int, steps_per_call: int) -> int:
+    """Batches in one of a backend job's epochs: the data's whole batches, a whole number of calls, one call at least."""
+    batches = max(1, examples // batch_size)
+    return max(steps_per_call, batches // steps_per_call * steps_per_call)
 
 
 def first_examples(value: Any, count: int) -> Any:

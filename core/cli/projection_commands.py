@@ -142,7 +142,7 @@ def projection_text(document: dict[str, Any]) -> str:
     constants = calibration["constants"]
     lines += ["", f"calibrated on ({calibration['backend']} constants: {_constants_text(constants)}):"]
     lines += [
-        f"  {point['backend']} {point['model']} on {point['device']}, batch {point['batch']}: "
+        f"  {point['backend']} {point['model']} on {point['device']}, batch {point['batch']}{_point_setting(point)}: "
         f"{point['steady_samples_per_s']:,.0f} samples/s measured{' (its median step)' if point['median_step_ms'] is not None else ''} "
         f"({point['source']})"
         for point in calibration["points"]
@@ -159,11 +159,17 @@ def _constants_text(constants: dict[str, Any]) -> str:
         f"host {constants['host_s'] * 1e3:.3g} ms per {per}",
         f"efficiency {constants['efficiency']:.3%} of the ceiling",
         f"{constants['byte_share']:.1%} of XLA's pre-fusion bytes reach memory",
+        f"{constants['epoch_s'] * 1e3:.3g} ms per epoch",
     ]
     if constants.get("per_layer_s") is not None:
         parts.append(f"{constants['per_layer_s'] * 1e3:.3g} ms per layer")
     parts.append(f"{constants['kernel_s'] * 1e6:g} µs per kernel (fixed)")
     return ", ".join(parts)
+
+
+def _point_setting(point: dict[str, Any]) -> str:
+    """ ", digits, float16": a point's data set and precision where they are not synthetic and float32."""
+    return "".join(f", {value}" for value in (point["dataset"], point["precision"]) if value not in ("synthetic", "off"))
 
 
 def _figure(value: float) -> str:

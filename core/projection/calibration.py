@@ -15,9 +15,12 @@ fit and the leave-one-out benchmark take no compiling, and `derive_calibration_c
 again (a test compares them with the live count on the machine it runs on).
 
 The fitted constants (`constants(backend)`): least squares on log step times (`model.fit`), JAX
-from the JAX points; PyTorch from the PyTorch points, with the JAX fit's efficiency and byte share
-(its points are all host-bound); TensorFlow borrows the JAX constants (no TensorFlow job has run on
-a GPU here). A point's step is its steady one (`MeasuredPoint.step_s`: a JAX job's median step).
+from the JAX points; PyTorch from the PyTorch points, with the JAX fit's efficiency, byte share and
+epoch (its points are all host-bound, at 16 batches an epoch or more); TensorFlow borrows the JAX
+constants (no TensorFlow job has run on a GPU here). A point's step is its steady one
+(`MeasuredPoint.step_s`: a JAX job's median step), and it carried its share of its epoch's work:
+an epoch is the whole batches of the job's data (`MeasuredPoint.examples`: 4,096 synthetic
+examples, the 1,797 digits), so the MLP at batch 4,096 paid all of it every step.
 What the records say besides: NVML's GPU utilisation over the H100's JAX jobs' steady state was
 0.6% (mlp), 4% (cnn), 16% (resnet) and 9% (transformer), the H200's 14-58%: the GPU was idle
 most of every step at these batches, so the fitted efficiency and byte share are effective rates
@@ -31,10 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.backends.job_data import batches_per_epoch
 from core.config import RunConfig
 from core.projection.catalogue import ceiling as device_ceiling
 from core.projection.catalogue import find_device
 from core.projection.model import Constants, Costs, Observation, Target, fit
+from core.workloads.data import SYNTHETIC_EXAMPLES
 
 JAX_RECORD = "benchmarks/records/gpu_check-2026-11-27-h100-jax.json"
 TORCH_RECORD = "benchmarks/records/gpu_check-2026-11-27-h100-torch.json"
@@ -43,11 +48,16 @@ H200_CHECK = "benchmarks/records/gpu_check-2026-11-28-h200"
 CALIBRATED_DEVICE = "H100-SXM"
 CALIBRATED_PRECISION = "off"
 H200_DATE = "2026-11-28"
+DIGITS_EXAMPLES = 1_797
+"""The shipped digits' examples (resources/digits.npz): a backend job's epoch on them."""
 
 
 @dataclass(frozen=True)
 class MeasuredPoint:
-    """One measured GPU job: backend, sample model, batch, steps per call, samples/s, the device and the record it is in."""
+    """One measured GPU job: backend, sample model, batch, steps per call, samples/s, the device and the record it is in.
+
+    `examples`: the job's data, whose whole batches make its epoch (synthetic: SYNTHETIC_EXAMPLES).
+    """
 
     backend: str
     model: str
@@ -60,6 +70,12 @@ class MeasuredPoint:
     date: str = "2026-11-27"
     median_step_ms: float | None = None
     dataset: str = "synthetic"
+    examples: int = SYNTHETIC_EXAMPLES
+
+    @property
+    def batches_per_epoch(self) -> int:
+        """Steps the job's epoch had (`core.backends.job_data.batches_per_epoch`): the share of its once-an-epoch work each carried."""
+        return batches_per_epoch(self.examples, self.batch, self.steps_per_call)
 
     @property
     def name(self) -> str:
@@ -104,6 +120,8 @@ class MeasuredPoint:
             "steps_per_call": self.steps_per_call,
             "precision": self.precision,
             "dataset": self.dataset,
+            "examples": self.examples,
+            "batches_per_epoch": self.batches_per_epoch,
             "samples_per_s": self.samples_per_s,
             "median_step_ms": self.median_step_ms,
             "step_s": self.step_s,
@@ -220,6 +238,7 @@ POINTS: tuple[MeasuredPoint, ...] = (
         date=H200_DATE,
         median_step_ms=1.1131012500023019,
         dataset="digits",
+        examples=DIGITS_EXAMPLES,
     ),
     MeasuredPoint(
         "jax",
@@ -231,6 +250,7 @@ POINTS: tuple[MeasuredPoint, ...] = (
         date=H200_DATE,
         median_step_ms=2.013513624998353,
         dataset="digits",
+        examples=DIGITS_EXAMPLES,
     ),
     MeasuredPoint(
         "jax",
@@ -242,6 +262,7 @@ POINTS: tuple[MeasuredPoint, ...] = (
         date=H200_DATE,
         median_step_ms=3.6456197499994403,
         dataset="digits",
+        examples=DIGITS_EXAMPLES,
     ),
 )
 """Every recorded GPU measurement of a distinct job (samples/s of the steady steps, as the records hold them).
@@ -337,7 +358,15 @@ def cached_costs(point: MeasuredPoint) -> dict[str, float]:
 
 def point_costs(point: MeasuredPoint) -> Costs:
     cached = cached_costs(point)
-    return Costs(point.batch, cached["flops"], cached["bytes"], int(cached["kernels"]), int(cached["ops"]), int(cached["layers"]))
+    return Costs(
+        point.batch,
+        cached["flops"],
+        cached["bytes"],
+        int(cached["kernels"]),
+        int(cached["ops"]),
+        int(cached["layers"]),
+        point.batches_per_epoch,
+    )
 
 
 def point_target(point: MeasuredPoint) -> Target:
@@ -357,11 +386,11 @@ def calibration_backend(backend: str) -> str:
 
 
 def fit_points(backend: str, points: Sequence[MeasuredPoint]) -> Constants:
-    """`backend`'s constants fitted to `points` (its own; for PyTorch, the efficiency and byte share of the JAX points among `points`)."""
+    """`backend`'s constants fitted to `points` (its own; for PyTorch, the efficiency, byte share and epoch of the JAX points among `points`)."""
     own = [observation(point) for point in points if point.backend == backend]
     if backend == "torch":
         jax = fit_points("jax", points)
-        return fit(backend, own, efficiency=jax.efficiency, byte_share=jax.byte_share)
+        return fit(backend, own, efficiency=jax.efficiency, byte_share=jax.byte_share, epoch_s=jax.epoch_s)
     return fit(backend, own)
 
 

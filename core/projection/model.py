@@ -5,18 +5,29 @@ here, so it borrows the JAX constants and says so) runs a step as one compiled c
 clock waits for each step's result before the next begins: the host's per-call work and the
 device's add up:
 
-    step = host_s / steps_per_call + kernels x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth)
+    step = host_s / steps_per_call + epoch_s / batches_per_epoch
+           + kernels x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth)
 
 PyTorch through Keras runs eagerly: the host dispatches each layer's operations one by one while
 the device works through them behind it, so the two overlap and the longer one is the step:
 
-    step = max(host_s + per_layer_s x layers, ops x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth))
+    step = max(host_s + per_layer_s x layers + epoch_s / batches_per_epoch,
+               ops x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth))
+
+`epoch_s` is what Keras's `fit` does once an epoch (the end-of-epoch state sync and metrics, which
+wait for every call in flight, and a new epoch's iterator), shared by the epoch's batches: a
+backend job's epoch is its data's whole batches (`core.backends.job_data.batches_per_epoch`), so
+a batch near the data's size pays it every step (the H200's MLP on the digits: 1.1 ms a step at
+batch 64, 28 batches an epoch; 3.6 ms at 4,096, one an epoch, for a device share of about 0.2 ms).
+Keras's JAX fit on this CPU: 0.3-0.5 ms an epoch for the MLP, 0.5 for the CNN (a scratch fit of one
+batch an epoch against 64, RESULTS.md). The TensorFlow engine's loop runs an endless data set: no epochs.
 
 `ceiling` is the device's matmul FLOP/s at the run's precision (measured, or its datasheet peak
 scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted;
 `byte_share` the share of XLA's pre-fusion byte count that reaches memory once the compiler fuses
 the step's elementwise operations, the largest the points allow (they bound it from above only:
-`fit`). For PyTorch both are the JAX fit's: its points are all host-bound and cannot tell them.
+`fit`). For PyTorch these and `epoch_s` are the JAX fit's: its points are all host-bound and ran
+16 batches an epoch or more, so they cannot tell them.
 The regime is the term that weighs most: the host's fixed cost or the kernels' launches
 (fixed-cost-bound), the FLOPs (compute-bound) or the bytes (memory-bound).
 
@@ -57,6 +68,8 @@ class Costs:
     kernels: int
     ops: int
     layers: int
+    batches_per_epoch: int | None
+    """Steps an epoch of the job's loop shares its once-an-epoch work among; None: the loop has no epochs (TensorFlow's)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Constants:
-    """A backend's constants (`host_s`, `efficiency`, `byte_share`; `per_layer_s` for eager backends) and the fit's residuals."""
+    """A backend's constants (`host_s`, `efficiency`, `byte_share`, `epoch_s`; `per_layer_s` for eager backends) and the fit's residuals."""
 
     backend: str
     host_s: float
@@ -79,11 +92,12 @@ class Constants:
     points: tuple[str, ...]
     notes: tuple[str, ...] = ()
     byte_share: float = 1.0
+    epoch_s: float = 0.0
 
     @property
     def fitted(self) -> int:
-        """How many constants were fitted from the points: host, efficiency and byte share; eager backends host and per layer."""
-        return 2 if self.backend in EAGER_BACKENDS else 3
+        """How many constants were fitted from the points: host, efficiency, byte share and epoch; eager backends host and per layer."""
+        return 2 if self.backend in EAGER_BACKENDS else 4
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +105,7 @@ class Constants:
             "host_s": self.host_s,
             "efficiency": self.efficiency,
             "byte_share": self.byte_share,
+            "epoch_s": self.epoch_s,
             "per_layer_s": self.per_layer_s if self.backend in EAGER_BACKENDS else None,
             "kernel_s": KERNEL_S,
             "residuals": list(self.residuals),
@@ -101,10 +116,11 @@ class Constants:
 
 @dataclass(frozen=True)
 class StepParts:
-    """A projected step, term by term (seconds), the regime and why."""
+    """A projected step, term by term (seconds; `host_s` holds `epoch_s`, the step's share of the epoch's work), the regime and why."""
 
     step_s: float
     host_s: float
+    epoch_s: float
     launch_s: float
     compute_s: float
     memory_s: float
@@ -119,13 +135,14 @@ class StepParts:
 def step_parts(backend: str, costs: Costs, target: Target, constants: Constants, steps_per_call: int = 1) -> StepParts:
     """The projected step of `costs` on `target` with a backend's `constants` (see the module docstring)."""
     eager = backend in EAGER_BACKENDS
-    host = constants.host_s + constants.per_layer_s * costs.layers if eager else constants.host_s / max(1, steps_per_call)
+    epoch = constants.epoch_s / costs.batches_per_epoch if costs.batches_per_epoch else 0.0
+    host = (constants.host_s + constants.per_layer_s * costs.layers if eager else constants.host_s / max(1, steps_per_call)) + epoch
     launch = (costs.ops if eager else costs.kernels) * KERNEL_S
     compute = costs.flops / (constants.efficiency * target.ceiling_flops)
     memory = constants.byte_share * costs.bytes / target.bandwidth_bytes_s
     device = launch + max(compute, memory)
     regime, why = _regime(eager, costs, host, launch, compute, memory, constants, target, steps_per_call)
-    return StepParts(max(host, device) if eager else host + device, host, launch, compute, memory, regime, why)
+    return StepParts(max(host, device) if eager else host + device, host, epoch, launch, compute, memory, regime, why)
 
 
 def _regime(
@@ -145,15 +162,17 @@ def _regime(
         f"{_si(costs.flops, 'FLOP')} at {constants.efficiency:.2%} of {target.ceiling_flops / 1e12:,.0f} TFLOP/s = {_ms(compute)}; "
         f"{constants.byte_share:.0%} of {_si(costs.bytes, 'B')} at {target.bandwidth_bytes_s / 1e12:,.2f} TB/s = {_ms(memory)}"
     )
+    epoch = _epoch_text(costs, constants)
     if eager:
-        host_text = f"the host's {_ms(host)} per step ({_ms(constants.host_s)} + {costs.layers} layers x {_ms(constants.per_layer_s)})"
+        host_text = (
+            f"the host's {_ms(host)} per step ({_ms(constants.host_s)} + {costs.layers} layers x {_ms(constants.per_layer_s)}{epoch})"
+        )
         if host >= device:
             return FIXED, f"{host_text} outlasts the device's {_ms(device)}, which works behind it ({launches}; {work})"
         device_text = f"the device's {_ms(device)} outlasts {host_text}, which it works behind"
     else:
-        host_text = f"the host's {_ms(host)} per step" + (
-            f" ({_ms(constants.host_s)} per call / {per_call} steps)" if per_call > 1 else " (per call)"
-        )
+        per_call_text = f"{_ms(constants.host_s)} per call" + (f" / {per_call} steps" if per_call > 1 else "")
+        host_text = f"the host's {_ms(host)} per step ({per_call_text}{epoch})"
         if host >= max(launch, compute, memory):
             return FIXED, f"{host_text} weighs most, before the device's {_ms(device)} it waits for ({launches}; {work})"
         device_text = f"the device's {_ms(device)} follows {host_text}"
@@ -162,6 +181,14 @@ def _regime(
     if compute >= memory:
         return COMPUTE, f"the FLOPs outlast the bytes on the device ({work}; {launches}); {device_text}"
     return MEMORY, f"the bytes outlast the FLOPs on the device ({work}; {launches}); {device_text}"
+
+
+def _epoch_text(costs: Costs, constants: Constants) -> str:
+    """ " + 2.5 ms per epoch / 16 steps": the step's share of the epoch's work, as the host's terms name it ("" without epochs)."""
+    if not costs.batches_per_epoch or not constants.epoch_s:
+        return ""
+    steps = "1 step" if costs.batches_per_epoch == 1 else f"{costs.batches_per_epoch:,} steps"
+    return f" + {_ms(constants.epoch_s)} per epoch / {steps}"
 
 
 def _ms(seconds: float) -> str:
@@ -192,11 +219,18 @@ class Observation:
     step_s: float
 
 
-def fit(backend: str, observations: Sequence[Observation], efficiency: float | None = None, byte_share: float | None = None) -> Constants:
+def fit(
+    backend: str,
+    observations: Sequence[Observation],
+    efficiency: float | None = None,
+    byte_share: float | None = None,
+    epoch_s: float | None = None,
+) -> Constants:
     """The backend's constants fitted to `observations` (least squares on log step times).
 
-    Compiled backends fit (host_s, efficiency, byte_share); eager ones (host_s, per_layer_s) with
-    `efficiency` and `byte_share` given (the compiled backend's: their points are host-bound).
+    Compiled backends fit (host_s, efficiency, byte_share, epoch_s); eager ones (host_s, per_layer_s)
+    with `efficiency`, `byte_share` and `epoch_s` given (the compiled backend's: their points are
+    host-bound and never ran an epoch of few batches).
     The points bound the byte share from above only (below some share the memory term never
     decides a step), so the fit takes the largest share whose fit is no worse than the best by
     more than one point's average share of the squared error (`_largest_byte_share`): the most
@@ -207,7 +241,7 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
 
     eager = backend in EAGER_BACKENDS
     names = tuple(observation.name for observation in observations)
-    needed = 2 if eager else 3
+    needed = 2 if eager else 4
     if len(observations) < needed:
         raise ValueError(f"fitting the {backend} constants needs {needed} points or more, got {len(observations)}")
     measured = [math.log(observation.step_s) for observation in observations]
@@ -216,8 +250,8 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
     def constants_of(params: Sequence[float]) -> Constants:
         host, second = math.exp(params[0]), math.exp(params[1])
         if eager:
-            return Constants(backend, host, efficiency or 1.0, second, (), names, byte_share=byte_share or 1.0)
-        return Constants(backend, host, second, 0.0, (), names, byte_share=math.exp(params[2]))
+            return Constants(backend, host, efficiency or 1.0, second, (), names, byte_share=byte_share or 1.0, epoch_s=epoch_s or 0.0)
+        return Constants(backend, host, second, 0.0, (), names, byte_share=math.exp(params[2]), epoch_s=math.exp(params[3]))
 
     def residuals(params: Sequence[float]) -> list[float]:
         constants = constants_of(params)
@@ -230,8 +264,12 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
         starts = [[math.log(shortest), math.log(value)] for value in (1e-5, 1e-4, 1e-3)]
         bounds = ([math.log(1e-7), math.log(1e-9)], [0.0, 0.0])
     else:
-        starts = [[math.log(shortest / 2), math.log(value), math.log(0.3)] for value in (1e-3, 1e-2, 1e-1)]
-        bounds = ([math.log(1e-7), math.log(1e-5), math.log(1e-3)], [0.0, 0.0, 0.0])
+        starts = [
+            [math.log(shortest / 2), math.log(value), math.log(0.3), math.log(epoch)]
+            for value in (1e-3, 1e-2, 1e-1)
+            for epoch in (1e-4, 1e-3)
+        ]
+        bounds = ([math.log(1e-7), math.log(1e-5), math.log(1e-3), math.log(1e-7)], [0.0, 0.0, 0.0, 0.0])
     best = min((least_squares(residuals, start, bounds=bounds) for start in starts), key=lambda result: result.cost)
     params = best.x if eager else _largest_byte_share(residuals, best, starts, bounds)
     constants = constants_of(params)
@@ -247,7 +285,15 @@ def fit(backend: str, observations: Sequence[Observation], efficiency: float | N
             "so a device-bound projection leans on them more than the points can confirm",
         )
     return Constants(
-        backend, constants.host_s, constants.efficiency, constants.per_layer_s, tuple(residuals(params)), names, notes, constants.byte_share
+        backend,
+        constants.host_s,
+        constants.efficiency,
+        constants.per_layer_s,
+        tuple(residuals(params)),
+        names,
+        notes,
+        constants.byte_share,
+        constants.epoch_s,
     )
 
 
@@ -256,23 +302,28 @@ BYTE_SHARES = (1.0, 0.7, 0.5, 0.35, 0.25, 0.18, 0.13, 0.09, 0.06, 0.04, 0.03, 0.
 
 
 def _largest_byte_share(residuals: Callable[[Sequence[float]], list[float]], best: Any, starts: list[list[float]], bounds: Any) -> Any:
-    """(log host, log efficiency, log share) at the largest of BYTE_SHARES whose fit costs at most the best's x (1 + 1/n)."""
+    """(log host, log efficiency, log share, log epoch) at the largest of BYTE_SHARES whose fit costs at most the best's x (1 + 1/n)."""
     from scipy.optimize import least_squares
 
+    free = [0, 1, 3]  # the byte share, params[2], is held at each share tried
     allowed = best.cost * (1 + 1 / len(best.fun))
     for share in BYTE_SHARES:
         if math.log(share) <= best.x[2]:
             break
         fixed = math.log(share)
+
+        def with_share(others: Sequence[float], at: float = fixed) -> list[float]:
+            return residuals([others[0], others[1], at, others[2]])
+
         trial = min(
             (
-                least_squares(lambda two, at=fixed: residuals([two[0], two[1], at]), start[:2], bounds=(bounds[0][:2], bounds[1][:2]))
+                least_squares(with_share, [start[i] for i in free], bounds=([bounds[0][i] for i in free], [bounds[1][i] for i in free]))
                 for start in starts
             ),
             key=lambda result: result.cost,
         )
         if trial.cost <= allowed:
-            return [trial.x[0], trial.x[1], fixed]
+            return [trial.x[0], trial.x[1], fixed, trial.x[2]]
     return list(best.x)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from core.backends.job_data import batches_per_epoch
 from core.config import MAX_BATCH_SIZE, RunConfig
 from core.formatting import format_bytes
 from core.projection import calibration
@@ -85,7 +86,7 @@ def project(
                 f"batch {counted.batch:,}: needs {format_bytes(counted.memory_bytes)}, more than the {format_bytes(usable)} usable on {device.name}"
             )
             continue
-        rows.append(_row(config, counted, costs.layers, target, constants, band.factor, usable, samples_to_target))
+        rows.append(_row(config, counted, costs, target, constants, band.factor, usable, samples_to_target))
     points = calibration.points_for(backend)
     document: dict[str, Any] = {
         "projection": True,
@@ -113,6 +114,7 @@ def project(
             "method": costs.method,
             "layers": costs.layers,
             "params": costs.params,
+            "examples": costs.examples,
             "memory_estimate": costs.memory_estimate,
             "versions": costs.versions,
             "notes": list(costs.notes),
@@ -127,22 +129,30 @@ MEMORY_HOW = (
     "temporaries: activations, gradients): a GPU's own fusion and library workspaces differ"
 )
 CONSTANTS_HOW = (
-    "host_s, efficiency and byte_share fitted (least squares on log step times) to the points named; PyTorch's host_s and "
-    "per_layer_s to its points, its efficiency and byte_share the JAX fit's; kernel_s fixed (kernel_s_source)"
+    "host_s, efficiency, byte_share and epoch_s fitted (least squares on log step times) to the points named; PyTorch's host_s and "
+    "per_layer_s to its points, its efficiency, byte_share and epoch_s the JAX fit's; kernel_s fixed (kernel_s_source)"
 )
+
+
+def epoch_batches(config: RunConfig, examples: int, batch: int) -> int | None:
+    """The steps of an epoch of `config`'s job at `batch` (a Keras `fit` on JAX or PyTorch); None for the TensorFlow engine's endless data."""
+    if config.backend == "tensorflow":
+        return None
+    return batches_per_epoch(examples, batch, config.steps_per_call)
 
 
 def _row(
     config: RunConfig,
     counted: BatchCosts,
-    layers: int,
+    step_costs: StepCosts,
     target: Target,
     constants: Constants,
     factor: float,
     usable: int,
     samples_to_target: int | None,
 ) -> dict[str, Any]:
-    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, layers)
+    epoch = epoch_batches(config, step_costs.examples, counted.batch)
+    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, step_costs.layers, epoch)
     parts = step_parts(config.backend, costs, target, constants, config.steps_per_call)
     mid = parts.step_s
     step = {"low": mid / factor, "mid": mid, "high": mid * factor}
@@ -164,7 +174,14 @@ def _row(
         "bytes": counted.bytes,
         "kernels": counted.kernels,
         "ops": counted.ops,
-        "terms_s": {"host": parts.host_s, "launch": parts.launch_s, "compute": parts.compute_s, "memory": parts.memory_s},
+        "batches_per_epoch": epoch,
+        "terms_s": {
+            "host": parts.host_s,
+            "epoch": parts.epoch_s,
+            "launch": parts.launch_s,
+            "compute": parts.compute_s,
+            "memory": parts.memory_s,
+        },
         "device_bound_samples_per_s": counted.batch / bound,
         "time_to_target_s": None,
     }
@@ -222,6 +239,7 @@ def caveats(
             "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
         )
     said += _coverage(config.backend, rows, costs.layers, points)
+    said += _epoch_caveats(rows, constants)
     said += input_pipeline_caveats(config, points, constants)
     if any(not row["fits"]["fits"] for row in rows):
         said.append(f"batch {config.batch_size:,} does not fit {device.name}'s memory by this estimate: a run there would fail")
@@ -246,13 +264,29 @@ def _coverage(backend: str, rows: list[dict[str, Any]], layers: int, points: lis
     return said
 
 
+EPOCH_WEIGHT = 0.25
+"""A step whose share of the epoch's work is at least this share of it hears why (`_epoch_caveats`)."""
+
+
+def _epoch_caveats(rows: list[dict[str, Any]], constants: Constants) -> list[str]:
+    """A caveat for batches whose data holds so few of them that Keras's once-an-epoch work weighs on every step."""
+    heavy = [row for row in rows if row["terms_s"]["epoch"] >= EPOCH_WEIGHT * row["step_s"]["mid"]]
+    if not heavy:
+        return []
+    at = ", ".join(f"{row['batch']:,} ({row['batches_per_epoch']:,} per epoch)" for row in heavy)
+    return [
+        f"at batch {at} the data holds so few batches that fit's once-an-epoch work ({constants.epoch_s * 1e3:.2g} ms, fitted) "
+        f"weighs {EPOCH_WEIGHT:.0%} or more of each step: more examples (a larger data set) would take most of it off"
+    ]
+
+
 def input_pipeline_caveats(config: RunConfig, points: list[calibration.MeasuredPoint], constants: Constants) -> list[str]:
     """A caveat for a job on real data: the model has no input-pipeline term, and how far the points on real data fell from it."""
     if config.dataset == "synthetic":
         return []
     real_data = {point.name for point in points if point.dataset != "synthetic"}
     off = {name: math.exp(-residual) for name, residual in zip(constants.points, constants.residuals, strict=True) if name in real_data}
-    said = "the model has no term for the input pipeline (reading, shuffling and copying each batch on the host)"
+    said = "the model has no per-batch term for the input pipeline (reading, shuffling and copying each batch on the host; fit's once-an-epoch work is one)"
     if not off:
         return [f"{said}, and no point ran on real data: on {config.dataset} it may take longer than projected"]
     worst = max(off, key=lambda name: abs(math.log(off[name])))

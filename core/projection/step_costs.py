@@ -19,8 +19,9 @@ values for each batch (nothing computed, nothing allocated, as `core.backends.st
   temporaries (activations, gradients, workspace), `compiled.memory_analysis()`; CPU's buffer
   assignment, which a GPU's differs from by its own fusion and library workspaces.
 
-The model's layers (top level, inputs left out) and parameters come with them, and the memory
-estimate the app shows before a run (weights, gradients, optimizer state).
+The model's layers (top level, inputs left out) and parameters come with them, the examples of
+the job's data (whose whole batches make a backend job's epoch), and the memory estimate the app
+shows before a run (weights, gradients, optimizer state).
 """
 
 from __future__ import annotations
@@ -76,12 +77,13 @@ class BatchCosts:
 
 @dataclass(frozen=True)
 class StepCosts:
-    """The model's step costs at each batch counted, its layers and parameters, and how they were counted."""
+    """The model's step costs at each batch counted, its layers and parameters, its data's examples, and how they were counted."""
 
     model: str
     layers: int
     params: int
     batches: tuple[BatchCosts, ...]
+    examples: int
     memory_estimate: dict[str, Any] = field(default_factory=dict)
     method: str = METHOD
     versions: dict[str, str] = field(default_factory=dict)
@@ -96,6 +98,7 @@ class StepCosts:
             "layers": self.layers,
             "params": self.params,
             "batches": [costs.to_dict() for costs in self.batches],
+            "examples": self.examples,
             "memory_estimate": self.memory_estimate,
             "method": self.method,
             "versions": self.versions,
@@ -128,6 +131,7 @@ def measure_step_costs(config: RunConfig, batches: list[int], timeout_s: float =
         layers=int(answer["layers"]),
         params=int(answer["params"]),
         batches=counted,
+        examples=int(answer["examples"]),
         memory_estimate=answer.get("memory_estimate", {}),
         versions=answer.get("versions", {}),
         notes=tuple(answer.get("notes", [])),
@@ -191,6 +195,7 @@ def step_costs_here(config: RunConfig, batches: list[int]) -> dict[str, Any]:
         "layers": len(layers),
         "params": int(model.count_params()),
         "batches": counted,
+        "examples": data.examples,
         "memory_estimate": estimate_for_model(model, optimizer, config.precision).to_dict() if built else {},
         "versions": {"jax": jax.__version__, "keras": keras.__version__},
         "notes": notes,

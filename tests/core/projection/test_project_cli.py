@@ -57,6 +57,7 @@ def test_the_cnn_on_an_h100_per_batch_a_range_a_regime_a_memory_fit_flops_and_by
     assert set(rows) == {64, 256, 1024, 4096} and rows[64]["regime"] == FIXED  # the H100 point says so: host-bound at 64
     assert rows[256]["flops"] == pytest.approx(4 * rows[64]["flops"], rel=0.01)
     assert any("TensorFlow" in caveat for caveat in document["caveats"])  # the default backend: calibrated on JAX, said
+    assert all(row["batches_per_epoch"] is None and row["terms_s"]["epoch"] == 0 for row in rows.values())  # its loop has no epochs
     assert not (tmp_path / "history.sqlite").exists()
 
 
@@ -93,6 +94,12 @@ def test_a_keras_file_saved_here_projects_with_tensorflow_hidden_on_jax(tmp_path
     assert document["model"] == "small.keras" and document["step_costs"]["params"] == 20 * 32 + 32 + 32 * 3 + 3
     first = document["rows"][0]
     assert first["time_to_target_s"]["low"] == pytest.approx(100000 / first["samples_per_s"]["high"])
+    # a JAX job is Keras's fit: each step carries its share of the epoch's work, an epoch the data's whole batches
+    examples = document["step_costs"]["examples"]
+    assert examples > 0 and first["batches_per_epoch"] == examples // 32
+    assert first["terms_s"]["epoch"] == pytest.approx(document["calibration"]["constants"]["epoch_s"] / first["batches_per_epoch"])
+    heavy = [row["batch"] for row in document["rows"] if row["terms_s"]["epoch"] >= 0.25 * row["step_s"]["mid"]]
+    assert heavy and all(f"{batch:,} ({examples // batch} per epoch)" in " ".join(document["caveats"]) for batch in heavy)
     assert any("calibrated on H100-SXM, H200 only" in caveat for caveat in document["caveats"])
 
 
@@ -104,6 +111,7 @@ def test_a_sample_projects_as_text_without_tensorflow_labelled_a_projection_with
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(LABEL) and "(nothing is recorded)" in done.stdout
     assert "calibrated on" in done.stdout and "39,432 samples/s measured (its median step)" in done.stdout
+    assert "ms per epoch" in done.stdout and "batch 4096, digits: 1,123,540 samples/s" in done.stdout
     assert "no TPU point" in done.stdout and "0 of the 19 points ran in bfloat16, the others in float32" in done.stdout
 
 

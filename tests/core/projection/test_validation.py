@@ -22,39 +22,40 @@ def test_the_leave_one_out_figures() -> None:
     rows = {row.point.name: row for row in leave_one_out()}
     ratios = {name: round(row.ratio, 2) for name, row in rows.items()}
     assert ratios == {
-        "jax mlp b64 H100-SXM": 1.04,
-        "jax cnn b64 H100-SXM": 1.62,
-        "jax resnet b64 H100-SXM": 1.72,
-        "jax transformer b64 H100-SXM": 0.91,
-        "torch mlp b64 H100-SXM": 1.44,
-        "torch cnn b64 H100-SXM": 0.94,
-        "torch resnet b64 H100-SXM": 0.97,
+        "jax mlp b64 H100-SXM": 1.27,
+        "jax cnn b64 H100-SXM": 1.97,
+        "jax resnet b64 H100-SXM": 2.04,
+        "jax transformer b64 H100-SXM": 1.0,
+        "torch mlp b64 H100-SXM": 1.45,
+        "torch cnn b64 H100-SXM": 0.95,
+        "torch resnet b64 H100-SXM": 0.98,
         "torch transformer b64 H100-SXM": 1.23,
-        "jax cnn b64 H200": 0.91,
+        "jax cnn b64 H200": 1.09,
         "torch cnn b64 H200": 0.68,
-        "jax cnn b256 H200": 0.81,
-        "jax resnet b256 H200": 0.64,
-        "jax transformer b256 H200": 0.59,
-        "jax mlp b256 H200": 0.76,
-        "jax cnn b1024 H200": 1.12,
-        "jax resnet b1024 H200": 0.44,
-        "jax transformer b1024 H200": 0.98,
-        "jax mlp b1024 H200": 0.99,
-        "torch cnn b256 H200": 0.93,
-        "torch mlp b256 H200": 0.96,
+        "jax cnn b256 H200": 0.91,
+        "jax resnet b256 H200": 0.74,
+        "jax transformer b256 H200": 0.69,
+        "jax mlp b256 H200": 0.84,
+        "jax cnn b1024 H200": 1.07,
+        "jax resnet b1024 H200": 0.55,
+        "jax transformer b1024 H200": 0.93,
+        "jax mlp b1024 H200": 0.8,
+        "torch cnn b256 H200": 0.92,
+        "torch mlp b256 H200": 0.94,
         "torch resnet b256 H200": 1.04,
-        "torch transformer b256 H200": 1.1,
-        "jax cnn b4096 H200": 2.49,
-        "jax mlp b64 H200": 0.59,
-        "jax mlp b64 H200 float16": 0.74,
-        "jax mlp b64 H200 digits": 0.69,
-        "jax mlp b512 H200 digits": 1.31,
-        "jax mlp b4096 H200 digits": 2.46,
+        "torch transformer b256 H200": 1.09,
+        "jax cnn b4096 H200": 1.76,
+        "jax mlp b64 H200": 0.71,
+        "jax mlp b64 H200 float16": 0.88,
+        "jax mlp b64 H200 digits": 0.79,
+        "jax mlp b512 H200 digits": 0.95,
+        "jax mlp b4096 H200 digits": 0.94,
     }
     total = summary(list(rows.values()))
-    # host and device added, a byte share, JAX's steady step its median: 11 of the 28 points fall outside their 2x range (the
-    # CNN's device rate, the H100 machine's slower host, the digits at batch 4,096) and the geometric mean misses its 30%
-    assert total["geomean_error"] == pytest.approx(0.342, abs=0.002) and total["geomean_error"] > 0.30
-    assert total["geomean_error_by_backend"] == {"jax": pytest.approx(0.441, abs=0.002), "torch": pytest.approx(0.155, abs=0.002)}
-    assert total["inside"] == 17 and not rows["jax cnn b4096 H200"].inside and rows["jax mlp b64 H100-SXM"].inside
+    # host and device added, a byte share, each step a share of its epoch's work, JAX's steady step its median: the geometric
+    # mean meets its 30%, but 8 of the 28 points fall outside their 2x range (the H100 machine's slower host under the JAX CNN
+    # and ResNet, the CNN's and the ResNet's device rates at large batches, PyTorch's MLP and CNN at batch 64)
+    assert total["geomean_error"] == pytest.approx(0.253, abs=0.002) and total["geomean_error"] <= 0.30
+    assert total["geomean_error_by_backend"] == {"jax": pytest.approx(0.302, abs=0.002), "torch": pytest.approx(0.157, abs=0.002)}
+    assert total["inside"] == 20 and not rows["jax cnn b4096 H200"].inside and rows["jax mlp b4096 H200 digits"].inside
     assert total["widest"] <= 2.0 + 1e-9 and not total["met"]
