@@ -14,18 +14,23 @@ device's own rate shows; one batch an epoch of the 4,096 synthetic examples, so 
 carries Keras's once-an-epoch work, the projection's `epoch_s`: the MLP's digits took 3.6 ms a
 step at that batch, 1.1 at 64), then PyTorch, then 1,024 and 256 again (run-to-run spread). DIR/points.json holds every job's JSON (or
 why none), the host probe's (HOST_PROBE, first), the machine's nvidia-smi line and the date;
-`calibration.py` cites it point by point.
+`calibration.py` cites it point by point. The last `--bare-s` seconds of the budget go to
+`benchmarks/bare_steps.py` over the JAX points that ran (one child process): each one's compiled
+step alone on the device, DIR/points.json's `bare_steps`, to tell the device's share of a step
+from the host's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: benchmarks.gpu_check runs each job as the GPU check does
@@ -34,6 +39,8 @@ from benchmarks.gpu_check import run_main  # noqa: E402
 
 MIN_JOB_S = 25.0
 """A job is not started with less than this left: it would be cut off while compiling."""
+MIN_BARE_S = 15.0
+"""`bare_steps` is not started with less than this left (JAX's start and the first compile)."""
 
 PLAN: tuple[tuple[str, str, int], ...] = (
     ("jax", "mlp", 64),
@@ -93,9 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=170.0)
     parser.add_argument("--points", type=parse_points, default=PLAN, help="BACKEND:MODEL:BATCH,... (default: the plan)")
     parser.add_argument("--no-host-probe", action="store_true", help="skip the host's own step time (HOST_PROBE) first")
+    parser.add_argument("--bare-s", type=float, default=40.0, help="seconds of the budget kept for bare_steps at the end (0: none)")
     options = parser.parse_args(argv)
     options.out.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + options.budget_s
+    end = time.monotonic() + options.budget_s
+    deadline = end - options.bare_s
     host_probe = None
     if not options.no_host_probe:
         host_probe = run_main(job_argv(*HOST_PROBE, "CPU:0", options.steps), None, min(60.0, options.budget_s / 4))
@@ -120,15 +129,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate = (record["json"] or {}).get("samples_per_s")
         print(f"{backend} {model} b{batch}: {f'{rate:,.0f} samples/s' if rate else 'no figure'} ({record['seconds']} s)", flush=True)
         points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), **record})
+    bare = [(point["model"], point["batch"]) for point in points if point["backend"] == "jax" and point.get("returncode") == 0]
     document = {
         "machine": nvidia_smi_line(),
         "device": options.device,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host_probe": host_probe,
         "points": points,
+        "bare_steps": bare_steps(list(dict.fromkeys(bare)), end - time.monotonic(), options.device) if options.bare_s > 0 else None,
     }
     (options.out / "points.json").write_text(json.dumps(document, indent=1))
     return 0
+
+
+def bare_steps(points: list[tuple[str, int]], left_s: float, device: str) -> dict[str, Any]:
+    """`benchmarks/bare_steps.py` over `points` in one child process within `left_s`, on the CPU where `device` is one: the points
+    it measured before its limit."""
+    if not points or left_s < MIN_BARE_S:
+        return {"points": [], "skipped": f"{len(points)} JAX points, {left_s:.0f} s left"}
+    command = [sys.executable, str(ROOT / "benchmarks" / "bare_steps.py"), "--points", ",".join(f"{m}:{b}" for m, b in points)]
+    start = time.monotonic()
+    try:
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"} if device.startswith("CPU") else None
+        done = subprocess.run(command, capture_output=True, text=True, timeout=left_s, cwd=ROOT, env=env)
+        stdout, stderr, ended = done.stdout, done.stderr, f"exit {done.returncode}"
+    except subprocess.TimeoutExpired as expired:
+        stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
+        stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr or ""
+        ended = f"stopped at its limit of {left_s:.0f} s"
+    measured = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    for point in measured:
+        print(f"bare jax {point['model']} b{point['batch']}: {point.get('step_ms', 0):.3f} ms a step {point.get('error', '')}", flush=True)
+    return {"points": measured, "ended": ended, "seconds": round(time.monotonic() - start, 1), "stderr_tail": stderr[-2000:]}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,26 @@
+"""benchmarks/bare_steps.py: a sample model's compiled JAX train step timed alone, one JSON line per point, a bad point named."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_each_point_is_one_json_line_and_a_point_that_cannot_be_built_says_why_leaving_the_others() -> None:
+    command = [sys.executable, "benchmarks/bare_steps.py", "--points", "nosuch:8,mlp:16", "--calls", "5", "--repeats", "2"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    failed, measured = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
+    assert (failed["model"], failed["batch"]) == ("nosuch", 8) and "nosuch" in failed["error"] and "step_ms" not in failed
+    assert (measured["model"], measured["batch"], measured["device"]) == ("mlp", 16, "cpu")
+    assert len(measured["repeats_ms"]) == 2 and measured["step_ms"] == pytest.approx(statistics.median(measured["repeats_ms"]))
+    assert 0 < measured["step_ms"] < 1e3 and measured["calls"] == 5
