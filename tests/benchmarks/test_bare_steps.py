@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -11,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.hidden_packages import env_without_tensorflow_and_qt
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_each_point_is_one_json_line_and_a_point_that_cannot_be_built_says_why_leaving_the_others() -> None:
     command = [sys.executable, "benchmarks/bare_steps.py", "--points", "nosuch:8,mlp:16", "--calls", "5", "--repeats", "2"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    hidden = env_without_tensorflow_and_qt(JAX_PLATFORMS="cpu")  # as on the GPU machine: no TensorFlow, no Qt
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=hidden)
     assert done.returncode == 0, done.stderr[-2000:]
     failed, measured = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     assert (failed["model"], failed["batch"]) == ("nosuch", 8) and "nosuch" in failed["error"] and "step_ms" not in failed
