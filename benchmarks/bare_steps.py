@@ -44,15 +44,11 @@ def bare_step(model_name: str, batch: int, calls: int, repeats: int) -> dict[str
     import jax
     import keras
 
-    from core.backends.job_data import epoch_arrays, first_examples, job_data
-    from core.backends.job_setup import make_optimizer
+    from core.backends.job_data import epoch_arrays, first_examples
     from core.backends.step_flops import traced_train_step
+    from core.projection.step_costs import compiled_job_model
 
-    config = RunConfig(model=model_name, backend="jax", batch_size=batch)
-    data = job_data(config)
-    model = data.workload.build_model(seed=config.seed)
-    optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate, config.optimizer))
-    model.compile(optimizer=optimizer, loss=data.loss, loss_weights=data.loss_weights, steps_per_execution=1, jit_compile="auto")
+    data, model, _ = compiled_job_model(RunConfig(model=model_name, backend="jax", batch_size=batch))
     start = time.perf_counter()
     compiled = traced_train_step(model, data.x, data.y, batch, donate=True).lower().compile()
     compile_s = time.perf_counter() - start

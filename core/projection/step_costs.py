@@ -162,21 +162,31 @@ def _ops(text: str) -> list[str]:
     return [match.group(1) for match in map(_INSTRUCTION.match, text.splitlines()) if match]
 
 
-def step_costs_here(config: RunConfig, batches: list[int]) -> dict[str, Any]:
-    """In the child (KERAS_BACKEND=jax already set): the reply `measure_step_costs` reads."""
-    import jax
+def compiled_job_model(config: RunConfig) -> tuple[Any, Any, Any]:
+    """(job data, model, optimizer): `config`'s model built and compiled as `core.backends.fit_job` does (its precision policy,
+    data, losses, optimizer), one step per call; KERAS_BACKEND=jax already set."""
     import keras
 
     from core.backends.job_data import job_data
     from core.backends.job_setup import PRECISION_POLICIES, make_optimizer
-    from core.workloads.memory_estimate import estimate_for_model
 
-    stage("building the model")
     keras.config.set_dtype_policy(PRECISION_POLICIES[config.precision])
     data = job_data(config)
     model = data.workload.build_model(seed=config.seed)
     optimizer = make_optimizer(config, data.workload.make_optimizer(config.learning_rate, config.optimizer))
     model.compile(optimizer=optimizer, loss=data.loss, loss_weights=data.loss_weights, steps_per_execution=1, jit_compile="auto")
+    return data, model, optimizer
+
+
+def step_costs_here(config: RunConfig, batches: list[int]) -> dict[str, Any]:
+    """In the child (KERAS_BACKEND=jax already set): the reply `measure_step_costs` reads."""
+    import jax
+    import keras
+
+    from core.workloads.memory_estimate import estimate_for_model
+
+    stage("building the model")
+    data, model, optimizer = compiled_job_model(config)
     counted: list[dict[str, Any]] = []
     notes: list[str] = []
     built = False
