@@ -207,7 +207,10 @@ def caveats(
             "(its compiled step is dispatched the same way; its own per-step cost is unmeasured)"
         )
     if config.backend in EAGER_BACKENDS:
-        said.append(f"{config.backend}'s points are all host-bound: its efficiency and byte share on the device are the JAX fit's")
+        said.append(
+            f"{config.backend}'s points are all host-bound and ran 16 batches an epoch or more: its efficiency and byte share on the "
+            "device and its once-an-epoch cost are the JAX fit's"
+        )
     calibrated = {point.device for point in points}
     if device.name not in calibrated:
         said.append(
