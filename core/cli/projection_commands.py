@@ -163,6 +163,8 @@ def _constants_text(constants: dict[str, Any]) -> str:
     ]
     if constants.get("per_layer_s") is not None:
         parts.append(f"{constants['per_layer_s'] * 1e3:.3g} ms per layer")
+    if constants.get("scatter_s"):
+        parts.append(f"{constants['scatter_s'] * 1e12:.3g} ps per scattered element")
     parts.append(f"{constants['kernel_s'] * 1e6:g} µs per kernel (fixed)")
     return ", ".join(parts)
 

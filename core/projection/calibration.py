@@ -15,8 +15,10 @@ fit and the leave-one-out benchmark take no compiling, and `derive_calibration_c
 again (a test compares them with the live count on the machine it runs on).
 
 The fitted constants (`constants(backend)`): least squares on log step times (`model.fit`), JAX
-from the JAX points; PyTorch from the PyTorch points, with the JAX fit's efficiency, byte share and
-epoch (its points are all host-bound, at 16 batches an epoch or more); TensorFlow borrows the JAX
+from the JAX points (a scatter's cost per element from the CNN's max pooling and the
+Transformer's embedding); PyTorch from the PyTorch points, with the JAX fit's efficiency, byte
+share and epoch (its points are all host-bound, at 16 batches an epoch or more) and no scatter
+term (its own pooling and embedding kernels); TensorFlow borrows the JAX
 constants (no TensorFlow job has run on a GPU here). A point's step is its steady one
 (`MeasuredPoint.step_s`: a JAX job's median step), and it carried its share of its epoch's work:
 an epoch is the whole batches of the job's data (`MeasuredPoint.examples`: 4,096 synthetic
@@ -278,46 +280,46 @@ CALIBRATION_COSTS: dict[str, dict[str, Any]] = {
         "layers": 4,
         "params": 50_826,
         "batches": {
-            64: {"flops": 17_960_132.0, "bytes": 10_726_649.0, "kernels": 47, "ops": 282},
-            256: {"flops": 70_164_320.0, "bytes": 17_439_736.0, "kernels": 47, "ops": 282},
-            512: {"flops": 139_770_016.0, "bytes": 26_390_520.0, "kernels": 47, "ops": 282},
-            1024: {"flops": 278_981_120.0, "bytes": 44_292_084.0, "kernels": 47, "ops": 282},
-            4096: {"flops": 1_114_248_704.0, "bytes": 151_701_600.0, "kernels": 45, "ops": 282},
+            64: {"flops": 17_960_132.0, "bytes": 10_726_649.0, "kernels": 47, "ops": 282, "scattered": 0},
+            256: {"flops": 70_164_320.0, "bytes": 17_439_736.0, "kernels": 47, "ops": 282, "scattered": 0},
+            512: {"flops": 139_770_016.0, "bytes": 26_390_520.0, "kernels": 47, "ops": 282, "scattered": 0},
+            1024: {"flops": 278_981_120.0, "bytes": 44_292_084.0, "kernels": 47, "ops": 282, "scattered": 0},
+            4096: {"flops": 1_114_248_704.0, "bytes": 151_701_600.0, "kernels": 45, "ops": 282, "scattered": 0},
         },
     },
     "mlp float16": {
         "layers": 4,
         "params": 50_826,
         "batches": {
-            64: {"flops": 18_232_188.0, "bytes": 11_308_432.0, "kernels": 50, "ops": 340},
+            64: {"flops": 18_232_188.0, "bytes": 11_308_432.0, "kernels": 50, "ops": 340, "scattered": 0},
         },
     },
     "cnn": {
         "layers": 7,
         "params": 421_642,
         "batches": {
-            64: {"flops": 1_488_950_656.0, "bytes": 288_178_176.0, "kernels": 84, "ops": 356},
-            256: {"flops": 5_941_889_536.0, "bytes": 939_740_288.0, "kernels": 84, "ops": 356},
-            1024: {"flops": 23_753_668_608.0, "bytes": 3_545_991_424.0, "kernels": 84, "ops": 356},
-            4096: {"flops": 95_000_707_072.0, "bytes": 13_970_989_056.0, "kernels": 82, "ops": 356},
+            64: {"flops": 1_488_950_656.0, "bytes": 288_178_176.0, "kernels": 84, "ops": 356, "scattered": 2_408_448},
+            256: {"flops": 5_941_889_536.0, "bytes": 939_740_288.0, "kernels": 84, "ops": 356, "scattered": 9_633_792},
+            1024: {"flops": 23_753_668_608.0, "bytes": 3_545_991_424.0, "kernels": 84, "ops": 356, "scattered": 38_535_168},
+            4096: {"flops": 95_000_707_072.0, "bytes": 13_970_989_056.0, "kernels": 82, "ops": 356, "scattered": 154_140_672},
         },
     },
     "resnet": {
         "layers": 30,
         "params": 309_994,
         "batches": {
-            64: {"flops": 17_583_112_192.0, "bytes": 2_967_417_088.0, "kernels": 286, "ops": 1503},
-            256: {"flops": 70_322_176_000.0, "bytes": 11_706_221_568.0, "kernels": 286, "ops": 1503},
-            1024: {"flops": 281_278_611_456.0, "bytes": 46_661_177_344.0, "kernels": 286, "ops": 1503},
+            64: {"flops": 17_583_112_192.0, "bytes": 2_967_417_088.0, "kernels": 286, "ops": 1503, "scattered": 0},
+            256: {"flops": 70_322_176_000.0, "bytes": 11_706_221_568.0, "kernels": 286, "ops": 1503, "scattered": 0},
+            1024: {"flops": 281_278_611_456.0, "bytes": 46_661_177_344.0, "kernels": 286, "ops": 1503, "scattered": 0},
         },
     },
     "transformer": {
         "layers": 14,
         "params": 1_355_266,
         "batches": {
-            64: {"flops": 5_036_421_120.0, "bytes": 3_168_027_392.0, "kernels": 331, "ops": 1562},
-            256: {"flops": 20_101_036_032.0, "bytes": 12_020_624_384.0, "kernels": 331, "ops": 1562},
-            1024: {"flops": 80_359_292_928.0, "bytes": 47_430_389_760.0, "kernels": 325, "ops": 1562},
+            64: {"flops": 5_036_421_120.0, "bytes": 3_168_027_392.0, "kernels": 331, "ops": 1562, "scattered": 524_288},
+            256: {"flops": 20_101_036_032.0, "bytes": 12_020_624_384.0, "kernels": 331, "ops": 1562, "scattered": 2_097_152},
+            1024: {"flops": 80_359_292_928.0, "bytes": 47_430_389_760.0, "kernels": 325, "ops": 1562, "scattered": 8_388_608},
         },
     },
 }
@@ -345,13 +347,13 @@ def derive_calibration_costs(keys: Sequence[str] = tuple(CALIBRATION_COSTS), dat
         at_batches = {}
         for batch in batches:
             at = costs.at(batch)
-            at_batches[batch] = {"flops": at.flops, "bytes": at.bytes, "kernels": at.kernels, "ops": at.ops}
+            at_batches[batch] = {"flops": at.flops, "bytes": at.bytes, "kernels": at.kernels, "ops": at.ops, "scattered": at.scattered}
         counted[key] = {"layers": costs.layers, "params": costs.params, "batches": at_batches}
     return counted
 
 
 def cached_costs(point: MeasuredPoint) -> dict[str, float]:
-    """The point's step costs as CALIBRATION_COSTS holds them (flops, bytes, kernels, ops at its batch; the model's layers)."""
+    """The point's step costs as CALIBRATION_COSTS holds them (flops, bytes, kernels, ops, scattered at its batch; the model's layers)."""
     model = CALIBRATION_COSTS[point.costs_key]
     return {**model["batches"][point.batch], "layers": model["layers"]}
 
@@ -366,6 +368,7 @@ def point_costs(point: MeasuredPoint) -> Costs:
         int(cached["ops"]),
         int(cached["layers"]),
         point.batches_per_epoch,
+        int(cached["scattered"]),
     )
 
 

@@ -7,6 +7,7 @@ device's add up:
 
     step = host_s / steps_per_call + epoch_s / batches_per_epoch
            + kernels x kernel_s + max(flops / (efficiency x ceiling), byte_share x bytes / bandwidth)
+           + scattered x scatter_s
 
 PyTorch through Keras runs eagerly: the host dispatches each layer's operations one by one while
 the device works through them behind it, so the two overlap and the longer one is the step:
@@ -21,6 +22,15 @@ a batch near the data's size pays it every step (the H200's MLP on the digits: 1
 batch 64, 28 batches an epoch; 3.6 ms at 4,096, one an epoch, for a device share of about 0.2 ms).
 Keras's JAX fit on this CPU: 0.3-0.5 ms an epoch for the MLP, 0.5 for the CNN (a scratch fit of one
 batch an epoch against 64, RESULTS.md). The TensorFlow engine's loop runs an endless data set: no epochs.
+
+`scattered` is the elements the step's scatters go over (`core.projection.step_costs`: the
+gradient of max pooling, of an embedding lookup). XLA's GPU emitter runs a select-and-scatter as
+a kernel of its own, one thread per source element searching its window and adding into the
+output with an atomic operation (`IrEmitterUnnested`'s select-and-scatter and scatter emitters,
+`EmitAtomicOperationForNestedComputation`), far from the fused kernels' rate: `scatter_s` is
+their cost per element, fitted (about 22 ps on the H200 points: the CNN's two max poolings took
+about 3.5 ms of its 10 ms step at batch 4,096, where its FLOPs and bytes account for 3 ms).
+PyTorch runs its own pooling and embedding gradient kernels: no such term.
 
 `ceiling` is the device's matmul FLOP/s at the run's precision (measured, or its datasheet peak
 scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted;
@@ -70,6 +80,8 @@ class Costs:
     layers: int
     batches_per_epoch: int | None
     """Steps an epoch of the job's loop shares its once-an-epoch work among; None: the loop has no epochs (TensorFlow's)."""
+    scattered: int
+    """Elements the step's scatters go over (`core.projection.step_costs.count_scattered`)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Constants:
-    """A backend's constants (`host_s`, `efficiency`, `byte_share`, `epoch_s`; `per_layer_s` for eager backends) and the fit's residuals."""
+    """A backend's constants (`host_s`, `efficiency`, `byte_share`, `epoch_s`, `scatter_s`; `per_layer_s` for eager backends) and the fit's residuals."""
 
     backend: str
     host_s: float
@@ -93,11 +105,15 @@ class Constants:
     notes: tuple[str, ...] = ()
     byte_share: float = 1.0
     epoch_s: float = 0.0
+    scatter_s: float = 0.0
 
     @property
     def fitted(self) -> int:
-        """How many constants were fitted from the points: host, efficiency, byte share and epoch; eager backends host and per layer."""
-        return 2 if self.backend in EAGER_BACKENDS else 4
+        """How many constants were fitted from the points: host, efficiency, byte share, epoch and (where a point scattered) scatter;
+        eager backends host and per layer."""
+        if self.backend in EAGER_BACKENDS:
+            return 2
+        return 5 if self.scatter_s else 4
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +122,7 @@ class Constants:
             "efficiency": self.efficiency,
             "byte_share": self.byte_share,
             "epoch_s": self.epoch_s,
+            "scatter_s": self.scatter_s,
             "per_layer_s": self.per_layer_s if self.backend in EAGER_BACKENDS else None,
             "kernel_s": KERNEL_S,
             "residuals": list(self.residuals),
@@ -124,12 +141,13 @@ class StepParts:
     launch_s: float
     compute_s: float
     memory_s: float
+    scatter_s: float
     regime: str
     why: str
 
     @property
     def device_s(self) -> float:
-        return self.launch_s + max(self.compute_s, self.memory_s)
+        return self.launch_s + max(self.compute_s, self.memory_s) + self.scatter_s
 
 
 def step_parts(backend: str, costs: Costs, target: Target, constants: Constants, steps_per_call: int = 1) -> StepParts:
@@ -140,28 +158,30 @@ def step_parts(backend: str, costs: Costs, target: Target, constants: Constants,
     launch = (costs.ops if eager else costs.kernels) * KERNEL_S
     compute = costs.flops / (constants.efficiency * target.ceiling_flops)
     memory = constants.byte_share * costs.bytes / target.bandwidth_bytes_s
-    device = launch + max(compute, memory)
-    regime, why = _regime(eager, costs, host, launch, compute, memory, constants, target, steps_per_call)
-    return StepParts(max(host, device) if eager else host + device, host, epoch, launch, compute, memory, regime, why)
+    scatter = costs.scattered * constants.scatter_s
+    device = launch + max(compute, memory) + scatter
+    regime, why = _regime(eager, costs, host, (launch, compute, memory, scatter), constants, target, steps_per_call)
+    return StepParts(max(host, device) if eager else host + device, host, epoch, launch, compute, memory, scatter, regime, why)
 
 
 def _regime(
     eager: bool,
     costs: Costs,
     host: float,
-    launch: float,
-    compute: float,
-    memory: float,
+    terms: tuple[float, float, float, float],
     constants: Constants,
     target: Target,
     per_call: int,
 ) -> tuple[str, str]:
-    device = launch + max(compute, memory)
+    launch, compute, memory, scatter = terms
+    device = launch + max(compute, memory) + scatter
     launches = f"{costs.ops if eager else costs.kernels:,} {'operations' if eager else 'kernels'} x {KERNEL_S * 1e6:g} µs = {_ms(launch)}"
     work = (
         f"{_si(costs.flops, 'FLOP')} at {constants.efficiency:.2%} of {target.ceiling_flops / 1e12:,.0f} TFLOP/s = {_ms(compute)}; "
         f"{constants.byte_share:.0%} of {_si(costs.bytes, 'B')} at {target.bandwidth_bytes_s / 1e12:,.2f} TB/s = {_ms(memory)}"
     )
+    if scatter:
+        work += f"; {costs.scattered:,} elements scattered x {constants.scatter_s * 1e12:.3g} ps = {_ms(scatter)}"
     epoch = _epoch_text(costs, constants)
     if eager:
         host_text = (
@@ -173,11 +193,13 @@ def _regime(
     else:
         per_call_text = f"{_ms(constants.host_s)} per call" + (f" / {per_call} steps" if per_call > 1 else "")
         host_text = f"the host's {_ms(host)} per step ({per_call_text}{epoch})"
-        if host >= max(launch, compute, memory):
+        if host >= max(terms):
             return FIXED, f"{host_text} weighs most, before the device's {_ms(device)} it waits for ({launches}; {work})"
         device_text = f"the device's {_ms(device)} follows {host_text}"
-    if launch >= max(compute, memory):
+    if launch >= max(compute, memory, scatter):
         return FIXED, f"the kernel launches ({launches}) outlast their work ({work}); {device_text}"
+    if scatter >= max(compute, memory):
+        return MEMORY, f"the scatters' atomic writes outlast the FLOPs and the bytes on the device ({work}; {launches}); {device_text}"
     if compute >= memory:
         return COMPUTE, f"the FLOPs outlast the bytes on the device ({work}; {launches}); {device_text}"
     return MEMORY, f"the bytes outlast the FLOPs on the device ({work}; {launches}); {device_text}"
@@ -228,9 +250,10 @@ def fit(
 ) -> Constants:
     """The backend's constants fitted to `observations` (least squares on log step times).
 
-    Compiled backends fit (host_s, efficiency, byte_share, epoch_s); eager ones (host_s, per_layer_s)
-    with `efficiency`, `byte_share` and `epoch_s` given (the compiled backend's: their points are
-    host-bound and never ran an epoch of few batches).
+    Compiled backends fit (host_s, efficiency, byte_share, epoch_s) and `scatter_s` where an
+    observation scattered (no point can tell it otherwise: it stays 0); eager ones (host_s,
+    per_layer_s) with `efficiency`, `byte_share` and `epoch_s` given (the compiled backend's: their
+    points are host-bound and never ran an epoch of few batches).
     The points bound the byte share from above only (below some share the memory term never
     decides a step), so the fit takes the largest share whose fit is no worse than the best by
     more than one point's average share of the squared error (`_largest_byte_share`): the most
@@ -240,8 +263,9 @@ def fit(
     from scipy.optimize import least_squares
 
     eager = backend in EAGER_BACKENDS
+    scatters = not eager and any(observation.costs.scattered for observation in observations)
     names = tuple(observation.name for observation in observations)
-    needed = 2 if eager else 4
+    needed = 2 if eager else 5 if scatters else 4
     if len(observations) < needed:
         raise ValueError(f"fitting the {backend} constants needs {needed} points or more, got {len(observations)}")
     measured = [math.log(observation.step_s) for observation in observations]
@@ -251,7 +275,10 @@ def fit(
         host, second = math.exp(params[0]), math.exp(params[1])
         if eager:
             return Constants(backend, host, efficiency or 1.0, second, (), names, byte_share=byte_share or 1.0, epoch_s=epoch_s or 0.0)
-        return Constants(backend, host, second, 0.0, (), names, byte_share=math.exp(params[2]), epoch_s=math.exp(params[3]))
+        scatter = math.exp(params[4]) if scatters else 0.0
+        return Constants(
+            backend, host, second, 0.0, (), names, byte_share=math.exp(params[2]), epoch_s=math.exp(params[3]), scatter_s=scatter
+        )
 
     def residuals(params: Sequence[float]) -> list[float]:
         constants = constants_of(params)
@@ -264,12 +291,15 @@ def fit(
         starts = [[math.log(shortest), math.log(value)] for value in (1e-5, 1e-4, 1e-3)]
         bounds = ([math.log(1e-7), math.log(1e-9)], [0.0, 0.0])
     else:
+        scatter_starts = (1e-12, 1e-10) if scatters else (None,)
         starts = [
-            [math.log(shortest / 2), math.log(value), math.log(0.3), math.log(epoch)]
+            [math.log(shortest / 2), math.log(value), math.log(0.3), math.log(epoch)] + ([math.log(scatter)] if scatter else [])
             for value in (1e-3, 1e-2, 1e-1)
             for epoch in (1e-4, 1e-3)
+            for scatter in scatter_starts
         ]
-        bounds = ([math.log(1e-7), math.log(1e-5), math.log(1e-3), math.log(1e-7)], [0.0, 0.0, 0.0, 0.0])
+        low, high = [math.log(1e-7), math.log(1e-5), math.log(1e-3), math.log(1e-7)], [0.0] * 4
+        bounds = (low + [math.log(1e-15)], high + [math.log(1e-6)]) if scatters else (low, high)
     best = min((least_squares(residuals, start, bounds=bounds) for start in starts), key=lambda result: result.cost)
     params = best.x if eager else _largest_byte_share(residuals, best, starts, bounds)
     constants = constants_of(params)
@@ -294,6 +324,7 @@ def fit(
         notes,
         constants.byte_share,
         constants.epoch_s,
+        constants.scatter_s,
     )
 
 
@@ -302,10 +333,10 @@ BYTE_SHARES = (1.0, 0.7, 0.5, 0.35, 0.25, 0.18, 0.13, 0.09, 0.06, 0.04, 0.03, 0.
 
 
 def _largest_byte_share(residuals: Callable[[Sequence[float]], list[float]], best: Any, starts: list[list[float]], bounds: Any) -> Any:
-    """(log host, log efficiency, log share, log epoch) at the largest of BYTE_SHARES whose fit costs at most the best's x (1 + 1/n)."""
+    """(log host, log efficiency, log share, log epoch[, log scatter]) at the largest of BYTE_SHARES whose fit costs at most the best's x (1 + 1/n)."""
     from scipy.optimize import least_squares
 
-    free = [0, 1, 3]  # the byte share, params[2], is held at each share tried
+    free = [i for i in range(len(best.x)) if i != 2]  # the byte share, params[2], is held at each share tried
     allowed = best.cost * (1 + 1 / len(best.fun))
     for share in BYTE_SHARES:
         if math.log(share) <= best.x[2]:
@@ -313,7 +344,7 @@ def _largest_byte_share(residuals: Callable[[Sequence[float]], list[float]], bes
         fixed = math.log(share)
 
         def with_share(others: Sequence[float], at: float = fixed) -> list[float]:
-            return residuals([others[0], others[1], at, others[2]])
+            return residuals([*others[:2], at, *others[2:]])
 
         trial = min(
             (
@@ -323,7 +354,7 @@ def _largest_byte_share(residuals: Callable[[Sequence[float]], list[float]], bes
             key=lambda result: result.cost,
         )
         if trial.cost <= allowed:
-            return [trial.x[0], trial.x[1], fixed, trial.x[2]]
+            return [*trial.x[:2], fixed, *trial.x[2:]]
     return list(best.x)
 
 

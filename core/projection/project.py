@@ -129,8 +129,9 @@ MEMORY_HOW = (
     "temporaries: activations, gradients): a GPU's own fusion and library workspaces differ"
 )
 CONSTANTS_HOW = (
-    "host_s, efficiency, byte_share and epoch_s fitted (least squares on log step times) to the points named; PyTorch's host_s and "
-    "per_layer_s to its points, its efficiency, byte_share and epoch_s the JAX fit's; kernel_s fixed (kernel_s_source)"
+    "host_s, efficiency, byte_share, epoch_s and scatter_s fitted (least squares on log step times) to the points named; PyTorch's "
+    "host_s and per_layer_s to its points, its efficiency, byte_share and epoch_s the JAX fit's (no scatter_s: its own pooling and "
+    "embedding gradients); kernel_s fixed (kernel_s_source)"
 )
 
 
@@ -152,12 +153,13 @@ def _row(
     samples_to_target: int | None,
 ) -> dict[str, Any]:
     epoch = epoch_batches(config, step_costs.examples, counted.batch)
-    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, step_costs.layers, epoch)
+    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, step_costs.layers, epoch, counted.scattered)
     parts = step_parts(config.backend, costs, target, constants, config.steps_per_call)
     mid = parts.step_s
     step = {"low": mid / factor, "mid": mid, "high": mid * factor}
     rate = {"low": counted.batch / step["high"], "mid": counted.batch / mid, "high": counted.batch / step["low"]}
-    bound = max(parts.launch_s, costs.flops / target.ceiling_flops, parts.memory_s)  # the device alone, every FLOP at its ceiling
+    # the device alone, every FLOP at its ceiling
+    bound = max(parts.launch_s, costs.flops / target.ceiling_flops, parts.memory_s, parts.scatter_s)
     row: dict[str, Any] = {
         "batch": counted.batch,
         "step_s": step,
@@ -174,6 +176,7 @@ def _row(
         "bytes": counted.bytes,
         "kernels": counted.kernels,
         "ops": counted.ops,
+        "scattered": counted.scattered,
         "batches_per_epoch": epoch,
         "terms_s": {
             "host": parts.host_s,
@@ -181,6 +184,7 @@ def _row(
             "launch": parts.launch_s,
             "compute": parts.compute_s,
             "memory": parts.memory_s,
+            "scatter": parts.scatter_s,
         },
         "device_bound_samples_per_s": counted.batch / bound,
         "time_to_target_s": None,

@@ -15,6 +15,9 @@ values for each batch (nothing computed, nothing allocated, as `core.backends.st
   left out): on a GPU each is at least one kernel launch. The CPU compiler fuses as the GPU one
   roughly does, not exactly: a proxy, the same for the calibration points and the projected model;
 - ops: the lowered step's instructions before fusion (what an eager backend dispatches one by one);
+- scattered: the elements the step's scatters go over, before fusion (a select-and-scatter's operand, the
+  gradient of max pooling; a scatter's updates, the gradient of an embedding lookup): XLA's GPU
+  emitter adds them into the output with atomic operations, far slower per element than its fused kernels;
 - memory: the compiled step's arguments (the state and the batch) + outputs not aliased to them +
   temporaries (activations, gradients, workspace), `compiled.memory_analysis()`; CPU's buffer
   assignment, which a GPU's differs from by its own fusion and library workspaces.
@@ -27,6 +30,7 @@ shows before a run (weights, gradients, optimizer state).
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -41,13 +45,16 @@ DEFAULT_TIMEOUT_S = 300.0
 WHAT = "counting the step's costs with XLA"
 METHOD = (
     "XLA's cost analysis of Keras's JAX train step lowered for each batch on this machine's CPU (flops, bytes accessed); "
-    "kernels: the compiled step's top-level instructions that launch work; memory: the compiled step's buffers"
+    "kernels: the compiled step's top-level instructions that launch work; scattered: the elements its scatters go over; "
+    "memory: the compiled step's buffers"
 )
 FREE_OPS = frozenset(
     {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "after-all", "opt-barrier"}
 )
 """Instructions that launch no kernel of their own (a copy of the donated state is the CPU compiler's, not the step's)."""
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\(")
+_SHAPED = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\w+\[([\d,]*)\]")
+_SCATTER_OPERANDS = re.compile(r"\s(select-and-scatter|scatter)\(([^)]*)\)")
 
 
 class CostsUnavailable(RuntimeError):
@@ -66,6 +73,7 @@ class BatchCosts:
     memory_bytes: int
     temp_bytes: int
     argument_bytes: int
+    scattered: int
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -148,6 +156,27 @@ def count_ops(hlo_text: str) -> int:
     return sum(1 for op in _ops(hlo_text) if op not in FREE_OPS)
 
 
+def count_scattered(hlo_text: str) -> int:
+    """Elements an HLO module's scatters go over: each select-and-scatter's operand (its result's shape), each scatter's updates."""
+    shapes: dict[str, int] = {}
+    scattered = 0
+    for line in hlo_text.splitlines():
+        shaped = _SHAPED.match(line)
+        if not shaped:
+            continue
+        elements = math.prod(int(size) for size in shaped.group(2).split(",") if size)
+        shapes[shaped.group(1)] = elements
+        scatter = _SCATTER_OPERANDS.search(line)
+        if scatter is None:
+            continue
+        if scatter.group(1) == "select-and-scatter":
+            scattered += elements
+        else:  # scatter(operand, indices, updates)
+            operands = [name.strip().lstrip("%") for name in scatter.group(2).split(",")]
+            scattered += shapes.get(operands[2], 0) if len(operands) >= 3 else 0
+    return scattered
+
+
 def _entry(text: str) -> str:
     start = text.find("\nENTRY")
     if start < 0:
@@ -220,6 +249,7 @@ def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[st
     flops += skipped_trips(traced.jaxpr).flops  # every trip of a recurrent layer's loop, as the run's own count
     if flops <= 0 or moved <= 0:
         raise ValueError("XLA's cost analysis of the train step holds no FLOP or byte count")
+    hlo = lowered.as_text(dialect="hlo")
     compiled = lowered.compile()
     memory = compiled.memory_analysis()
     if memory is None:
@@ -231,7 +261,8 @@ def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[st
         "flops": flops,
         "bytes": moved,
         "kernels": count_kernels(compiled.as_text() or ""),
-        "ops": count_ops(lowered.as_text(dialect="hlo")),
+        "ops": count_ops(hlo),
+        "scattered": count_scattered(hlo),
         "memory_bytes": arguments + max(0, outputs - alias) + temp,
         "temp_bytes": temp,
         "argument_bytes": arguments,

@@ -58,6 +58,10 @@ def test_the_cnn_on_an_h100_per_batch_a_range_a_regime_a_memory_fit_flops_and_by
     assert rows[256]["flops"] == pytest.approx(4 * rows[64]["flops"], rel=0.01)
     assert any("TensorFlow" in caveat for caveat in document["caveats"])  # the default backend: calibrated on JAX, said
     assert all(row["batches_per_epoch"] is None and row["terms_s"]["epoch"] == 0 for row in rows.values())  # its loop has no epochs
+    # its two max poolings' gradients are select-and-scatters: their elements grow with the batch, each an atomic write
+    assert rows[4096]["scattered"] == 64 * rows[64]["scattered"] > 0
+    assert rows[4096]["terms_s"]["scatter"] == pytest.approx(64 * rows[64]["terms_s"]["scatter"])
+    assert "elements scattered" in rows[4096]["why"]
     assert not (tmp_path / "history.sqlite").exists()
 
 

@@ -23,39 +23,40 @@ def test_the_leave_one_out_figures() -> None:
     ratios = {name: round(row.ratio, 2) for name, row in rows.items()}
     assert ratios == {
         "jax mlp b64 H100-SXM": 1.27,
-        "jax cnn b64 H100-SXM": 1.97,
-        "jax resnet b64 H100-SXM": 2.04,
+        "jax cnn b64 H100-SXM": 1.91,
+        "jax resnet b64 H100-SXM": 2.13,
         "jax transformer b64 H100-SXM": 1.0,
         "torch mlp b64 H100-SXM": 1.45,
         "torch cnn b64 H100-SXM": 0.95,
         "torch resnet b64 H100-SXM": 0.98,
         "torch transformer b64 H100-SXM": 1.23,
-        "jax cnn b64 H200": 1.09,
+        "jax cnn b64 H200": 1.06,
         "torch cnn b64 H200": 0.68,
-        "jax cnn b256 H200": 0.91,
-        "jax resnet b256 H200": 0.74,
-        "jax transformer b256 H200": 0.69,
-        "jax mlp b256 H200": 0.84,
-        "jax cnn b1024 H200": 1.07,
-        "jax resnet b1024 H200": 0.55,
-        "jax transformer b1024 H200": 0.93,
-        "jax mlp b1024 H200": 0.8,
+        "jax cnn b256 H200": 0.82,
+        "jax resnet b256 H200": 0.87,
+        "jax transformer b256 H200": 0.61,
+        "jax mlp b256 H200": 0.85,
+        "jax cnn b1024 H200": 0.82,
+        "jax resnet b1024 H200": 0.66,
+        "jax transformer b1024 H200": 1.09,
+        "jax mlp b1024 H200": 0.86,
         "torch cnn b256 H200": 0.92,
         "torch mlp b256 H200": 0.94,
         "torch resnet b256 H200": 1.04,
         "torch transformer b256 H200": 1.09,
-        "jax cnn b4096 H200": 1.76,
+        "jax cnn b4096 H200": 1.38,
         "jax mlp b64 H200": 0.71,
         "jax mlp b64 H200 float16": 0.88,
-        "jax mlp b64 H200 digits": 0.79,
-        "jax mlp b512 H200 digits": 0.95,
-        "jax mlp b4096 H200 digits": 0.94,
+        "jax mlp b64 H200 digits": 0.8,
+        "jax mlp b512 H200 digits": 1.05,
+        "jax mlp b4096 H200 digits": 1.41,
     }
     total = summary(list(rows.values()))
-    # host and device added, a byte share, each step a share of its epoch's work, JAX's steady step its median: the geometric
-    # mean meets its 30%, but 8 of the 28 points fall outside their 2x range (the H100 machine's slower host under the JAX CNN
-    # and ResNet, the CNN's and the ResNet's device rates at large batches, PyTorch's MLP and CNN at batch 64)
-    assert total["geomean_error"] == pytest.approx(0.253, abs=0.002) and total["geomean_error"] <= 0.30
-    assert total["geomean_error_by_backend"] == {"jax": pytest.approx(0.302, abs=0.002), "torch": pytest.approx(0.157, abs=0.002)}
-    assert total["inside"] == 20 and not rows["jax cnn b4096 H200"].inside and rows["jax mlp b4096 H200 digits"].inside
+    # host and device added, a byte share, each step a share of its epoch's work, the scatters' atomic writes, JAX's steady
+    # step its median: the geometric mean meets its 30%, but 6 of the 28 points fall outside their 2x range (the H100
+    # machine's slower host under the JAX CNN and ResNet, the ResNet at 1,024 and the Transformer at 256 faster than the
+    # efficiency and byte share the others share, PyTorch's MLP and CNN at batch 64)
+    assert total["geomean_error"] == pytest.approx(0.250, abs=0.002) and total["geomean_error"] <= 0.30
+    assert total["geomean_error_by_backend"] == {"jax": pytest.approx(0.297, abs=0.002), "torch": pytest.approx(0.157, abs=0.002)}
+    assert total["inside"] == 22 and rows["jax cnn b4096 H200"].inside and not rows["jax resnet b1024 H200"].inside
     assert total["widest"] <= 2.0 + 1e-9 and not total["met"]
