@@ -30,7 +30,8 @@ output with an atomic operation (`IrEmitterUnnested`'s select-and-scatter and sc
 `EmitAtomicOperationForNestedComputation`), far from the fused kernels' rate: `scatter_s` is
 their cost per element, fitted (about 22 ps on the H200 points: the CNN's two max poolings took
 about 3.5 ms of its 10 ms step at batch 4,096, where its FLOPs and bytes account for 3 ms).
-PyTorch runs its own pooling and embedding gradient kernels: no such term.
+PyTorch, and TensorFlow without XLA, run their own pooling and embedding gradient kernels: no such
+term (`core.projection.project.scatters_in_xla`).
 
 `ceiling` is the device's matmul FLOP/s at the run's precision (measured, or its datasheet peak
 scaled: `catalogue.ceiling`); `efficiency` is the share of it a training step reaches, fitted;

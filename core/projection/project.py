@@ -28,7 +28,7 @@ JAX_MEMORY_FRACTION = 0.75
 DRIVER_RESERVED_BYTES = 503_316_480
 """Memory the driver holds before any job: 480 MiB on the H100 (benchmarks/records/...-h100-jax.json, inventory nvml_reserved_bytes)."""
 COVERAGE_FACTOR = 2.0
-"""A step's FLOPs or kernels beyond this factor of the calibration points' span is outside what they cover (said)."""
+"""A step's FLOPs, kernels, layers or scattered elements beyond this factor of the calibration points' span is outside what they cover (said)."""
 
 
 class ProjectionRefused(ValueError):
@@ -142,6 +142,14 @@ def epoch_batches(config: RunConfig, examples: int, batch: int) -> int | None:
     return batches_per_epoch(examples, batch, config.steps_per_call)
 
 
+def scatters_in_xla(config: RunConfig) -> bool:
+    """Whether `config`'s step runs its scatters as XLA's atomic kernels (JAX; TensorFlow with XLA): the scatter term applies.
+
+    TensorFlow without XLA and PyTorch run their own pooling and embedding gradient kernels.
+    """
+    return config.backend == "jax" or (config.backend == "tensorflow" and config.xla)
+
+
 def _row(
     config: RunConfig,
     counted: BatchCosts,
@@ -153,7 +161,8 @@ def _row(
     samples_to_target: int | None,
 ) -> dict[str, Any]:
     epoch = epoch_batches(config, step_costs.examples, counted.batch)
-    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, step_costs.layers, epoch, counted.scattered)
+    scattered = counted.scattered if scatters_in_xla(config) else 0
+    costs = Costs(counted.batch, counted.flops, counted.bytes, counted.kernels, counted.ops, step_costs.layers, epoch, scattered)
     parts = step_parts(config.backend, costs, target, constants, config.steps_per_call)
     mid = parts.step_s
     step = {"low": mid / factor, "mid": mid, "high": mid * factor}
@@ -209,6 +218,12 @@ def caveats(
         said.append(
             "no TensorFlow job has run on a GPU here: the TensorFlow projection uses the JAX points' constants "
             "(its compiled step is dispatched the same way; its own per-step cost is unmeasured)"
+            + (
+                ""
+                if config.xla or not any(row["scattered"] for row in rows)
+                else "; without XLA its scatters (max pooling's or an embedding's gradient) are its own kernels, "
+                "not XLA's atomic ones: no scatter term, their cost is unmeasured"
+            )
         )
     if config.backend in EAGER_BACKENDS:
         said.append(
@@ -245,7 +260,7 @@ def caveats(
             "at its fit, while a larger batch usually fills the device better (a smaller one less), so a projection above their batch "
             "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
         )
-    said += _coverage(config.backend, rows, costs.layers, points)
+    said += coverage_caveats(config, rows, costs.layers, points)
     said += _epoch_caveats(rows, constants)
     said += input_pipeline_caveats(config, points, constants)
     if any(not row["fits"]["fits"] for row in rows):
@@ -253,16 +268,22 @@ def caveats(
     return said
 
 
-def _coverage(backend: str, rows: list[dict[str, Any]], layers: int, points: list[calibration.MeasuredPoint]) -> list[str]:
-    """Caveats for a step whose FLOPs, kernels (or layers, eager) lie beyond `COVERAGE_FACTOR` of the points' span."""
+def coverage_caveats(config: RunConfig, rows: list[dict[str, Any]], layers: int, points: list[calibration.MeasuredPoint]) -> list[str]:
+    """Caveats for a step whose FLOPs, kernels (or layers, eager; or scattered elements, where `scatters_in_xla`) lie beyond
+    `COVERAGE_FACTOR` of the points' span (the scattered elements': of the points that scattered, where the step scatters)."""
     said = []
     measures = [("flops", "FLOPs", lambda row: row["flops"]), ("kernels", "kernels", lambda row: row["kernels"])]
-    if backend in EAGER_BACKENDS:
+    if config.backend in EAGER_BACKENDS:
         measures.append(("layers", "layers", lambda row: layers))
+    if scatters_in_xla(config):
+        measures.append(("scattered", "scattered elements", lambda row: row["scattered"]))
     for key, words, of in measures:
         span = [calibration.cached_costs(point)[key] for point in points]
+        if key == "scattered":
+            span = [value for value in span if value] or [0]
         low, high = min(span), max(span)
-        outside = [row["batch"] for row in rows if not low / COVERAGE_FACTOR <= of(row) <= high * COVERAGE_FACTOR]
+        counted = [row for row in rows if key != "scattered" or of(row)]
+        outside = [row["batch"] for row in counted if not low / COVERAGE_FACTOR <= of(row) <= high * COVERAGE_FACTOR]
         if outside:
             said.append(
                 f"{words} per step at batch {', '.join(f'{b:,}' for b in outside)} lie outside what the points cover "

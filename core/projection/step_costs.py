@@ -157,23 +157,25 @@ def count_ops(hlo_text: str) -> int:
 
 
 def count_scattered(hlo_text: str) -> int:
-    """Elements an HLO module's scatters go over: each select-and-scatter's operand (its result's shape), each scatter's updates."""
+    """Elements an HLO module's scatters go over: each select-and-scatter's operand (its result's shape), each scatter's updates.
+
+    A scatter's operands are its N inputs, its indices and its N updates (N > 1: a variadic scatter).
+    """
     shapes: dict[str, int] = {}
     scattered = 0
     for line in hlo_text.splitlines():
         shaped = _SHAPED.match(line)
-        if not shaped:
-            continue
-        elements = math.prod(int(size) for size in shaped.group(2).split(",") if size)
-        shapes[shaped.group(1)] = elements
+        if shaped:
+            shapes[shaped.group(1)] = math.prod(int(size) for size in shaped.group(2).split(",") if size)
         scatter = _SCATTER_OPERANDS.search(line)
         if scatter is None:
             continue
         if scatter.group(1) == "select-and-scatter":
-            scattered += elements
-        else:  # scatter(operand, indices, updates)
+            scattered += shapes[shaped.group(1)] if shaped else 0
+        else:
             operands = [name.strip().lstrip("%") for name in scatter.group(2).split(",")]
-            scattered += shapes.get(operands[2], 0) if len(operands) >= 3 else 0
+            inputs = (len(operands) - 1) // 2
+            scattered += sum(shapes.get(name, 0) for name in operands[inputs + 1 :])
     return scattered
 
 

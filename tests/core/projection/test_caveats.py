@@ -1,10 +1,10 @@
-"""A projection's caveats about data: a job on real data hears how far the points on real data fell from the model."""
+"""A projection's caveats: a job on real data hears how far the points on real data fell; a step beyond the points' span, that it extrapolates."""
 
 from __future__ import annotations
 
 from core.config import RunConfig
 from core.projection import calibration
-from core.projection.project import input_pipeline_caveats
+from core.projection.project import coverage_caveats, input_pipeline_caveats
 
 
 def test_a_job_on_real_data_hears_how_far_the_points_on_real_data_fell_and_on_synthetic_data_nothing() -> None:
@@ -19,3 +19,20 @@ def test_without_a_point_on_real_data_it_says_so() -> None:
     torch = calibration.constants("torch")
     (said,) = input_pipeline_caveats(RunConfig(model="cnn", backend="torch", dataset="digits"), calibration.points_for("torch"), torch)
     assert "no point ran on real data" in said
+
+
+def test_a_step_beyond_the_points_flops_or_scattered_elements_hears_that_it_extrapolates_and_a_step_that_never_scatters_nothing() -> None:
+    points = calibration.points_for("jax")  # FLOPs 18 MFLOP to 281 GFLOP; scattered 0.5 to 154 million elements
+    within = {"batch": 64, "flops": 1.5e9, "kernels": 84, "scattered": 2_408_448}
+    beyond = {"batch": 65_536, "flops": 1.5e12, "kernels": 84, "scattered": 2_466_250_752}
+    jax = RunConfig(model="cnn", backend="jax")
+    said = coverage_caveats(jax, [within, beyond], 7, points)
+    assert len(said) == 2 and all("at batch 65,536 lie outside" in caveat for caveat in said)
+    assert said[0].startswith("FLOPs per step") and said[1].startswith("scattered elements per step") and "154M" in said[1]
+    assert coverage_caveats(jax, [within, {**within, "batch": 256, "scattered": 0}], 7, points) == []
+    # TensorFlow without XLA and PyTorch run their own pooling kernels: no scatter term to leave the span of
+    tensorflow = RunConfig(model="cnn", backend="tensorflow")
+    assert coverage_caveats(tensorflow, [{**within, "scattered": 10**12}], 7, points) == []
+    assert len(coverage_caveats(tensorflow.with_changes(xla=True), [{**within, "scattered": 10**12}], 7, points)) == 1
+    torch = RunConfig(model="cnn", backend="torch")
+    assert coverage_caveats(torch, [{**within, "flops": 1e9, "scattered": 10**12}], 7, calibration.points_for("torch")) == []
