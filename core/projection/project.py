@@ -218,13 +218,12 @@ def caveats(
         said.append(
             "no TensorFlow job has run on a GPU here: the TensorFlow projection uses the JAX points' constants "
             "(its compiled step is dispatched the same way; its own per-step cost is unmeasured)"
-            + (
-                ""
-                if config.xla or not any(row["scattered"] for row in rows)
-                else "; without XLA its scatters (max pooling's or an embedding's gradient) are its own kernels, "
+        )
+        if not scatters_in_xla(config) and any(row["scattered"] for row in rows):
+            said[-1] += (
+                "; without XLA its scatters (max pooling's or an embedding's gradient) are its own kernels, "
                 "not XLA's atomic ones: no scatter term, their cost is unmeasured"
             )
-        )
     if config.backend in EAGER_BACKENDS:
         said.append(
             f"{config.backend}'s points are all host-bound and ran 16 batches an epoch or more: its efficiency and byte share on the "
@@ -270,7 +269,8 @@ def caveats(
 
 def coverage_caveats(config: RunConfig, rows: list[dict[str, Any]], layers: int, points: list[calibration.MeasuredPoint]) -> list[str]:
     """Caveats for a step whose FLOPs, kernels (or layers, eager; or scattered elements, where `scatters_in_xla`) lie beyond
-    `COVERAGE_FACTOR` of the points' span (the scattered elements': of the points that scattered, where the step scatters)."""
+    `COVERAGE_FACTOR` of the points' span. A zero is an absent cost (a step that scatters nothing), not a small one: it takes
+    no part, in the span or in the rows checked."""
     said = []
     measures = [("flops", "FLOPs", lambda row: row["flops"]), ("kernels", "kernels", lambda row: row["kernels"])]
     if config.backend in EAGER_BACKENDS:
@@ -278,12 +278,9 @@ def coverage_caveats(config: RunConfig, rows: list[dict[str, Any]], layers: int,
     if scatters_in_xla(config):
         measures.append(("scattered", "scattered elements", lambda row: row["scattered"]))
     for key, words, of in measures:
-        span = [calibration.cached_costs(point)[key] for point in points]
-        if key == "scattered":
-            span = [value for value in span if value] or [0]
+        span = [value for value in (calibration.cached_costs(point)[key] for point in points) if value] or [0]
         low, high = min(span), max(span)
-        counted = [row for row in rows if key != "scattered" or of(row)]
-        outside = [row["batch"] for row in counted if not low / COVERAGE_FACTOR <= of(row) <= high * COVERAGE_FACTOR]
+        outside = [row["batch"] for row in rows if of(row) and not low / COVERAGE_FACTOR <= of(row) <= high * COVERAGE_FACTOR]
         if outside:
             said.append(
                 f"{words} per step at batch {', '.join(f'{b:,}' for b in outside)} lie outside what the points cover "
