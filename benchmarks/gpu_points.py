@@ -9,7 +9,8 @@ Each point is one `main.py run --model M --backend B --strategy one-device --dev
 data, float32, one step per call: the settings of the points `core.projection.calibration` holds.
 The points run in order of what they add until the budget runs out: the JAX models at batch 64
 first (the H100's batch: their median step was 1.6-5.0 ms there on 2026-11-27, the CNN's 1.6 ms
-on an H200 on 2026-11-28 — the machine's host or the app's version?), then 4,096 (where the
+on an H200 on 2026-11-28 — the machine's host or the app's version? `then_version.py` runs that
+day's version beside them), then 4,096 (where the
 device's own rate shows; one batch an epoch of the 4,096 synthetic examples, so every step also
 carries Keras's once-an-epoch work, the projection's `epoch_s`: the MLP's digits took 3.6 ms a
 step at that batch, 1.1 at 64), then PyTorch, then 1,024 and 256 again (run-to-run spread). DIR/points.json holds every job's JSON (or

@@ -12,7 +12,7 @@
 # only (glibc 2.28), which the GPU machine has if its PyTorch is 2.6 or newer (built for
 # manylinux_2_28 too); manylinux2014 is asked for as well, should a release still ship it.
 #
-#     bash benchmarks/gpu_wheels.sh      # here, with network: a few MB into gpu_wheels/
+#     bash benchmarks/gpu_wheels.sh      # here, with network: a few MB into gpu_wheels/ (and then-c4a2cd1.tar)
 #     # there, from the repository root:
 #     pip install --no-index --no-deps --target /tmp/gpu_wheels gpu_wheels/*.whl; PYTHONPATH=/tmp/gpu_wheels python benchmarks/gpu_check.py --out "$OUT/gpu_check.json"
 set -euo pipefail
@@ -28,9 +28,12 @@ mkdir -p "$FOLDER"
 "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform any --dest "$FOLDER" "${WHEELS[@]}"
 
-ls -l "$FOLDER"/*.whl
-total=$(du -cb "$FOLDER"/*.whl | tail -1 | cut -f1)
-echo "$FOLDER: $(ls "$FOLDER"/*.whl | wc -l) wheels, $total bytes"
+# The version of the app that ran the H100's GPU check, for benchmarks/then_version.py (needs this clone's history).
+git archive --format=tar -o "$FOLDER/then-c4a2cd1.tar" c4a2cd1
+
+ls -l "$FOLDER"
+total=$(du -cb "$FOLDER"/* | tail -1 | cut -f1)
+echo "$FOLDER: $(ls "$FOLDER"/*.whl | wc -l) wheels and the 2026-11-27 version's archive, $total bytes"
 if [ "$total" -ge "$LIMIT_BYTES" ]; then
     echo "more than the 64 MiB the GPU machine's copy may carry" >&2
     exit 1
