@@ -141,28 +141,48 @@ def run_command(command: Command, out: Path, env: dict[str, str], limit_s: float
     return record
 
 
-def run_main(argv: Sequence[str], env: dict[str, str] | None, limit_s: float) -> dict[str, Any]:
-    """`main.py ARGV` in a child process under `limit_s`: its JSON (or its stdout where none), exit code, seconds, stderr's end."""
+@dataclass(frozen=True)
+class Limited:
+    """A child process run under a time limit: its exit code (None: stopped at `limit_s`), what it printed, its seconds."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    limit_s: float
+
+    @property
+    def ended(self) -> str:
+        """ "exit 0", or "stopped at its limit of 120 s"."""
+        return f"exit {self.returncode}" if self.returncode is not None else f"stopped at its limit of {self.limit_s:.0f} s"
+
+
+def run_limited(command: Sequence[str], limit_s: float, cwd: Path | str = ROOT, env: dict[str, str] | None = None) -> Limited:
+    """`command` in a child process under `limit_s`, what it printed kept even when it is stopped at the limit."""
     start = time.monotonic()
     try:
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True, env=env, timeout=limit_s, cwd=ROOT
-        )
+        done = subprocess.run(list(command), capture_output=True, text=True, env=env, timeout=limit_s, cwd=cwd)
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as expired:
         returncode = None
         stdout = (expired.stdout or b"").decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
         stderr = (expired.stderr or b"").decode() if isinstance(expired.stderr, bytes) else expired.stderr or ""
-        stderr += f"\n(stopped at its limit of {limit_s:g} s)"
+    return Limited(returncode, stdout, stderr, round(time.monotonic() - start, 1), limit_s)
+
+
+def run_main(argv: Sequence[str], env: dict[str, str] | None, limit_s: float) -> dict[str, Any]:
+    """`main.py ARGV` in a child process under `limit_s`: its JSON (or its stdout where none), exit code, seconds, stderr's end."""
+    done = run_limited([sys.executable, str(ROOT / "main.py"), *argv], limit_s, env=env)
+    stderr = done.stderr + (f"\n(stopped at its limit of {limit_s:g} s)" if done.returncode is None else "")
     try:
-        document: Any = json.loads(stdout) if stdout.strip() else None
+        document: Any = json.loads(done.stdout) if done.stdout.strip() else None
     except ValueError:
         document = None
     return {
-        "returncode": returncode,
-        "seconds": round(time.monotonic() - start, 1),
+        "returncode": done.returncode,
+        "seconds": done.seconds,
         "json": document,
-        "stdout": "" if document is not None else stdout[-STDERR_TAIL:],
+        "stdout": "" if document is not None else done.stdout[-STDERR_TAIL:],
         "stderr_tail": stderr[-STDERR_TAIL:],
     }
 

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: benchmarks.gpu_check runs each job as the GPU check does
 
-from benchmarks.gpu_check import run_main  # noqa: E402
+from benchmarks.gpu_check import run_limited, run_main  # noqa: E402
 
 MIN_JOB_S = 25.0
 """A job is not started with less than this left: it would be cut off while compiling."""
@@ -149,19 +149,12 @@ def bare_steps(points: list[tuple[str, int]], left_s: float, device: str) -> dic
     if not points or left_s < MIN_BARE_S:
         return {"points": [], "skipped": f"{len(points)} JAX points, {left_s:.0f} s left"}
     command = [sys.executable, str(ROOT / "benchmarks" / "bare_steps.py"), "--points", ",".join(f"{m}:{b}" for m, b in points)]
-    start = time.monotonic()
-    try:
-        env = {**os.environ, "JAX_PLATFORMS": "cpu"} if device.startswith("CPU") else None
-        done = subprocess.run(command, capture_output=True, text=True, timeout=left_s, cwd=ROOT, env=env)
-        stdout, stderr, ended = done.stdout, done.stderr, f"exit {done.returncode}"
-    except subprocess.TimeoutExpired as expired:
-        stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
-        stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr or ""
-        ended = f"stopped at its limit of {left_s:.0f} s"
-    measured = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"} if device.startswith("CPU") else None
+    done = run_limited(command, left_s, env=env)
+    measured = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     for point in measured:
         print(f"bare jax {point['model']} b{point['batch']}: {point.get('step_ms', 0):.3f} ms a step {point.get('error', '')}", flush=True)
-    return {"points": measured, "ended": ended, "seconds": round(time.monotonic() - start, 1), "stderr_tail": stderr[-2000:]}
+    return {"points": measured, "ended": done.ended, "seconds": done.seconds, "stderr_tail": done.stderr[-2000:]}
 
 
 if __name__ == "__main__":

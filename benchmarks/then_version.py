@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: run_limited comes from benchmarks.gpu_check
+
+from benchmarks.gpu_check import run_limited  # noqa: E402
+
 THEN_COMMIT = "c4a2cd1"
 """The version that ran the H100's GPU check (its commit recorded that check's figures)."""
 ARCHIVE = ROOT / "gpu_wheels" / f"then-{THEN_COMMIT}.tar"
@@ -55,21 +59,14 @@ def run_then_check(archive: Path, out: Path, budget_s: float, models: Sequence[s
             *("--backends", "jax", "--models", ",".join(models), "--max-batch-s", "0", "--budget-s", str(max(30.0, budget_s - 20))),
             *(["--cpu-only"] if cpu_only else []),
         ]
-        start = time.monotonic()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=budget_s, cwd=folder)
-            ended, stdout, stderr = f"exit {done.returncode}", done.stdout, done.stderr
-        except subprocess.TimeoutExpired as expired:
-            stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
-            stderr = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr or ""
-            ended = f"stopped at its limit of {budget_s:.0f} s"
+        done = run_limited(command, budget_s, cwd=folder)
     document = json.loads(json_path.read_text()) if json_path.exists() else None
     return {
-        "ended": ended,
-        "seconds": round(time.monotonic() - start, 1),
+        "ended": done.ended,
+        "seconds": done.seconds,
         "json": document,
-        "stdout_tail": stdout[-3000:],
-        "stderr_tail": stderr[-2000:],
+        "stdout_tail": done.stdout[-3000:],
+        "stderr_tail": done.stderr[-2000:],
     }
 
 
