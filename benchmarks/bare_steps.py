@@ -12,7 +12,9 @@ stopped at its time limit keeps the points it had.
 
 What it is for (issue 41): a `main.py run` step is the host's share (Keras's per-step work, its
 once-an-epoch work) plus the device's; this is the device's (and JAX's bare dispatch, where that
-is longer), so a GPU's points tell the projection's device term apart from its host term.
+is longer), so a GPU's points tell the projection's device term apart from its host term. Each
+point also counts its compiled step's kernels as `core.projection.step_costs` counts them: on a GPU,
+the GPU compiler's own count, to set beside the CPU's that the projection uses.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def bare_step(model_name: str, batch: int, calls: int, repeats: int) -> dict[str
 
     from core.backends.job_data import epoch_arrays, first_examples
     from core.backends.step_flops import traced_train_step
-    from core.projection.step_costs import compiled_job_model
+    from core.projection.step_costs import compiled_job_model, count_kernels
 
     data, model, _ = compiled_job_model(RunConfig(model=model_name, backend="jax", batch_size=batch))
     start = time.perf_counter()
@@ -75,6 +77,7 @@ def bare_step(model_name: str, batch: int, calls: int, repeats: int) -> dict[str
         "repeats_ms": [step * 1e3 for step in steps],
         "calls": calls,
         "compile_s": round(compile_s, 2),
+        "kernels": count_kernels(compiled.as_text() or ""),
         "device": str(jax.devices()[0].device_kind),
         "versions": {"jax": jax.__version__, "keras": keras.__version__},
     }

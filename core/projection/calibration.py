@@ -403,6 +403,21 @@ def constants(backend: str) -> Constants:
     return fit_points(calibration_backend(backend), POINTS)
 
 
+def same_job_apart(points: Sequence[MeasuredPoint]) -> tuple[MeasuredPoint, MeasuredPoint] | None:
+    """The job measured on two devices whose steps differ most: (the slower point, the faster), or None where no job was.
+
+    A job is the backend, model, batch, precision, data and steps per call; at the points' smallest
+    batches the step is mostly the host's fixed cost, so this is how far two machines' hosts (and
+    the versions that measured them) set the same step apart.
+    """
+
+    def job(point: MeasuredPoint) -> tuple[object, ...]:
+        return (point.backend, point.model, point.batch, point.precision, point.dataset, point.steps_per_call)
+
+    pairs = [(a, b) for a in points for b in points if job(a) == job(b) and a.device != b.device and a.step_s > b.step_s]
+    return max(pairs, key=lambda pair: pair[0].step_s / pair[1].step_s, default=None)
+
+
 def points_for(backend: str) -> list[MeasuredPoint]:
     """The points `backend`'s constants come from (PyTorch's efficiency comes from the JAX points besides)."""
     return [point for point in POINTS if point.backend == calibration_backend(backend)]

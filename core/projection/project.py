@@ -233,9 +233,9 @@ def caveats(
     if device.name not in calibrated:
         said.append(
             f"calibrated on {', '.join(sorted(calibrated))} only: on {device.name} the fitted efficiency is applied to its own ceiling, "
-            "and the fixed per-step cost is their hosts' (Intel Xeons: the JAX CNN at batch 64 took 2.7 ms a step on the H100's machine, "
-            "1.6 ms on the H200's): another host changes it"
+            "and the fixed per-step cost is their hosts'"
         )
+    said += host_caveats(points)
     if device.kind == "TPU":
         said.append(
             "no TPU point: a TPU runs the compiled step without a host launch per kernel; the GPU-calibrated constants are applied as they are"
@@ -265,6 +265,20 @@ def caveats(
     if any(not row["fits"]["fits"] for row in rows):
         said.append(f"batch {config.batch_size:,} does not fit {device.name}'s memory by this estimate: a run there would fail")
     return said
+
+
+def host_caveats(points: list[calibration.MeasuredPoint]) -> list[str]:
+    """A caveat saying how far the points' own machines set the same job's step apart (`calibration.same_job_apart`)."""
+    apart = calibration.same_job_apart(points)
+    if apart is None:
+        return []
+    slow, fast = apart
+    return [
+        f"the host's fixed cost per step is the fit's, and hosts differ: the same job ({fast.backend} {fast.model}, batch {fast.batch}) "
+        f"took {slow.step_s * 1e3:.3g} ms a step on the {slow.device}'s machine ({slow.date}) and {fast.step_s * 1e3:.3g} ms on the "
+        f"{fast.device}'s ({fast.date}), {slow.step_s / fast.step_s:.2f}x; your machine's host may set a fixed-cost-bound step "
+        "as far from this projection"
+    ]
 
 
 def coverage_caveats(config: RunConfig, rows: list[dict[str, Any]], layers: int, points: list[calibration.MeasuredPoint]) -> list[str]:

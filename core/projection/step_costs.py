@@ -13,7 +13,9 @@ values for each batch (nothing computed, nothing allocated, as `core.backends.st
 - kernels: the compiled step's top-level instructions that launch work (fusions, custom calls,
   dots, convolutions, ...; parameters, constants, tuples, bitcasts and copies of the donated state
   left out): on a GPU each is at least one kernel launch. The CPU compiler fuses as the GPU one
-  roughly does, not exactly: a proxy, the same for the calibration points and the projected model;
+  roughly does, not exactly: a proxy, the same for the calibration points and the projected model
+  (XLA's GPU compiler, run for an H100 on a CPU without a GPU, emits 0.49-0.59 as many kernels for
+  the sample models' steps: benchmarks/RESULTS.md, 2026-11-29);
 - ops: the lowered step's instructions before fusion (what an eager backend dispatches one by one);
 - scattered: the elements the step's scatters go over, before fusion (a select-and-scatter's operand, the
   gradient of max pooling; a scatter's updates, the gradient of an embedding lookup): XLA's GPU

@@ -99,8 +99,8 @@ def test_the_constants_are_fitted_from_the_points_the_jax_ones_on_the_jax_points
     assert (torch.efficiency, torch.byte_share, torch.epoch_s) == (jax.efficiency, jax.byte_share, jax.epoch_s)
     assert torch.scatter_s == 0  # PyTorch's pooling and embedding gradients are its own kernels, not XLA's atomic scatters
     assert torch.per_layer_s > 0 and len(torch.residuals) == 9
-    # PyTorch's points fit within 41% across both GPUs and batches; JAX's do not: the H100's machine took 2.7 ms a step for
-    # the CNN at batch 64 where the H200's took 1.6, and the ResNet's device rate at batch 1,024 beats the efficiency the
+    # PyTorch's points fit within 41% across both GPUs and batches; JAX's do not: the H100's machine took 1.7x the H200's step
+    # for the CNN at batch 64 (`same_job_apart`), and the ResNet's device rate at batch 1,024 beats the efficiency the
     # others share: one host constant and one efficiency leave residuals up to 2x (RESULTS.md)
     assert max(abs(r) for r in torch.residuals) < 0.35 < max(abs(r) for r in jax.residuals) < 0.9
     assert KERNEL_S == 3e-6

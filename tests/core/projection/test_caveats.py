@@ -1,10 +1,11 @@
-"""A projection's caveats: a job on real data hears how far the points on real data fell; a step beyond the points' span, that it extrapolates."""
+"""A projection's caveats: a job on real data hears how far the points on real data fell; a step beyond the points' span, that it
+extrapolates; every projection, how far the points' own machines set the same job apart."""
 
 from __future__ import annotations
 
 from core.config import RunConfig
 from core.projection import calibration
-from core.projection.project import coverage_caveats, input_pipeline_caveats
+from core.projection.project import coverage_caveats, host_caveats, input_pipeline_caveats
 
 
 def test_a_job_on_real_data_hears_how_far_the_points_on_real_data_fell_and_on_synthetic_data_nothing() -> None:
@@ -36,3 +37,23 @@ def test_a_step_beyond_the_points_flops_or_scattered_elements_hears_that_it_extr
     assert len(coverage_caveats(tensorflow.with_changes(xla=True), [{**within, "scattered": 10**12}], 7, points)) == 1
     torch = RunConfig(model="cnn", backend="torch")
     assert coverage_caveats(torch, [{**within, "flops": 1e9, "scattered": 10**12}], 7, calibration.points_for("torch")) == []
+
+
+def test_the_same_job_on_two_machines_is_found_in_the_points_and_said_with_its_steps() -> None:
+    for backend, slower in (("jax", "jax cnn b64 H100-SXM"), ("torch", "torch cnn b64 H100-SXM")):
+        points = calibration.points_for(backend)
+        apart = calibration.same_job_apart(points)
+        assert apart is not None
+        slow, fast = apart
+        assert slow.name == slower and fast.name == slower.replace("H100-SXM", "H200")
+        # the widest such pair: no other job measured on both machines sets them further apart
+        ratio = slow.step_s / fast.step_s
+        for a in points:
+            for b in points:
+                if (a.backend, a.model, a.batch, a.precision, a.dataset) == (b.backend, b.model, b.batch, b.precision, b.dataset):
+                    assert a.step_s / b.step_s <= ratio
+        (said,) = host_caveats(points)
+        assert f"{slow.step_s * 1e3:.3g} ms a step on the H100-SXM's machine" in said and f"{ratio:.2f}x" in said
+    # one machine's points, or no job measured twice: nothing to say
+    assert calibration.same_job_apart([point for point in calibration.POINTS if point.device == "H200"]) is None
+    assert host_caveats(calibration.points_for("jax")[:1]) == []

@@ -110,6 +110,7 @@ def test_a_keras_file_saved_here_projects_with_tensorflow_hidden_on_jax(tmp_path
     heavy = [row["batch"] for row in document["rows"] if row["terms_s"]["epoch"] >= 0.25 * row["step_s"]["mid"]]
     assert heavy and all(f"{batch:,} ({examples // batch} per epoch)" in " ".join(document["caveats"]) for batch in heavy)
     assert any("calibrated on H100-SXM, H200 only" in caveat for caveat in document["caveats"])
+    assert any("hosts differ: the same job (jax cnn, batch 64)" in caveat for caveat in document["caveats"])
 
 
 @pytest.mark.slow
