@@ -248,9 +248,16 @@ def caveats(
             "with an efficiency fitted mostly in float32"
         )
     if any(point.steps_per_call != config.steps_per_call for point in points):
-        said.append(
-            f"the points all ran 1 step per call: the host's per-call cost is taken as shared by the {config.steps_per_call} steps of a call"
-        )
+        if config.backend in EAGER_BACKENDS:
+            said.append(
+                f"the points all ran 1 step per call: {config.backend} dispatches every step's operations one by one whatever the "
+                f"steps per call, so the projection takes nothing off for {config.steps_per_call} steps a call (unmeasured)"
+            )
+        else:
+            said.append(
+                f"the points all ran 1 step per call: the host's per-call cost is taken as shared by the {config.steps_per_call} "
+                "steps of a call"
+            )
     batches = sorted({point.batch for point in points})
     other = [row["batch"] for row in rows if row["batch"] not in batches]
     if other:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from core.config import RunConfig
 from core.projection import calibration
-from core.projection.project import coverage_caveats, host_caveats, input_pipeline_caveats
+from core.projection.catalogue import find_device
+from core.projection.project import coverage_caveats, host_caveats, input_pipeline_caveats, project
+from core.projection.step_costs import BatchCosts, StepCosts
 
 
 def test_a_job_on_real_data_hears_how_far_the_points_on_real_data_fell_and_on_synthetic_data_nothing() -> None:
@@ -57,3 +59,29 @@ def test_the_same_job_on_two_machines_is_found_in_the_points_and_said_with_its_s
     # one machine's points, or no job measured twice: nothing to say
     assert calibration.same_job_apart([point for point in calibration.POINTS if point.device == "H200"]) is None
     assert host_caveats(calibration.points_for("jax")[:1]) == []
+
+
+def _cnn_costs() -> StepCosts:
+    """The CNN's step costs as the points' job counted them (CALIBRATION_COSTS), memory a nominal 1 GB: no child to count them."""
+    cached = calibration.CALIBRATION_COSTS["cnn"]
+    batches = tuple(
+        BatchCosts(batch, at["flops"], at["bytes"], at["kernels"], at["ops"], 10**9, 10**8, 10**8, at["scattered"])
+        for batch, at in cached["batches"].items()
+    )
+    return StepCosts("cnn", cached["layers"], cached["params"], batches, 4096)
+
+
+def test_steps_per_call_are_said_as_shared_by_a_compiled_step_and_as_taking_nothing_off_an_eager_one() -> None:
+    device = find_device("H100")
+    for backend, said, unsaid in (
+        ("jax", "taken as shared by the 4 steps of a call", "takes nothing off"),
+        ("torch", "takes nothing off", "shared by"),
+    ):
+        config = RunConfig(model="cnn", backend=backend, steps_per_call=4)
+        document = project(config, device, _cnn_costs())
+        (caveat,) = [caveat for caveat in document["caveats"] if caveat.startswith("the points all ran 1 step per call")]
+        assert said in caveat and unsaid not in caveat, caveat
+        # and the step itself: the compiled one shares the host's per-call cost, the eager one not
+        one = project(config.with_changes(steps_per_call=1), device, _cnn_costs())
+        host, host_one = document["rows"][0]["terms_s"]["host"], one["rows"][0]["terms_s"]["host"]
+        assert (host < host_one) if backend == "jax" else host == host_one
