@@ -13,7 +13,18 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from core.config import RunConfig
 from core.formatting import format_bytes
@@ -45,6 +56,11 @@ class ProjectionView(QWidget):
         self.project_button = _named(QPushButton("Project"), "projectButton")
         self.project_button.setToolTip("Count the step's costs here (XLA on this CPU, a few seconds) and project them on that device")
         self.project_button.clicked.connect(self.start)
+        self.caveats_button = _named(QPushButton("Caveats"), "projectionCaveatsButton")
+        self.caveats_button.setToolTip("Where this projection leans on more than its measured points show")
+        self.caveats_button.setEnabled(False)
+        self.caveats_button.clicked.connect(self.show_caveats)
+        self.caveats_box: QMessageBox | None = None
         self.label = _named(QLabel(), "projectionLabel")
         self.label.setWordWrap(True)
         self.label.setTextFormat(Qt.TextFormat.RichText)
@@ -59,6 +75,7 @@ class ProjectionView(QWidget):
         row.addWidget(QLabel("give?"))
         row.addWidget(self.project_button)
         row.addStretch(1)
+        row.addWidget(self.caveats_button)
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.label)
@@ -89,6 +106,7 @@ class ProjectionView(QWidget):
     def _fail(self, message: str) -> None:
         self._finished()
         self.document = None
+        self._set_caveats([])
         self.table.setRowCount(0)
         self.label.setText(f"No projection: {html.escape(message)}")
 
@@ -97,9 +115,9 @@ class ProjectionView(QWidget):
         self.document = document
         points = calibrated_on(document["calibration"]["points"])
         caveats = document["caveats"]
-        said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: hover here." if caveats else ""
+        said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: press Caveats or hover here." if caveats else ""
         self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{said}")
-        self.label.setToolTip("\n".join(f"• {text}" for text in caveats))
+        self._set_caveats(caveats)
         self.table.setRowCount(len(document["rows"]))
         italic = QFont(self.table.font())
         italic.setItalic(True)
@@ -117,6 +135,26 @@ class ProjectionView(QWidget):
                 item.setFont(italic)  # projected, not measured: drawn apart from the measured table
                 item.setToolTip(row["why"])
                 self.table.setItem(index, column, item)
+
+    def _set_caveats(self, caveats: list[str]) -> None:
+        self.label.setToolTip("\n".join(f"• {text}" for text in caveats))
+        self.caveats_button.setText(f"Caveats ({len(caveats)})…" if caveats else "Caveats")
+        self.caveats_button.setEnabled(bool(caveats))
+
+    def show_caveats(self) -> None:
+        """The projection's caveats in a box of their own (not modal: the table stays in view)."""
+        if self.document is None:
+            return
+        if self.caveats_box is not None:
+            self.caveats_box.close()
+        caveats = self.document["caveats"]
+        box = QMessageBox(QMessageBox.Icon.Information, "Projection caveats", f"{html.escape(self.document['label'])}", parent=self)
+        box.setObjectName("projectionCaveatsBox")
+        box.setInformativeText("".join(f"<p>• {html.escape(text)}</p>" for text in caveats))
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        self.caveats_box = box
+        box.show()
 
 
 def calibrated_on(points: list[dict[str, Any]]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -14,6 +16,7 @@ def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measure
     panel = ready_window.compare_panel
     view = panel.projection
     measured_rows = panel.table.rowCount()
+    assert not view.caveats_button.isEnabled()  # nothing projected yet
     view.device_combo.setCurrentText("H100-SXM")
     qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
@@ -28,3 +31,12 @@ def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measure
         assert view.table.item(index, 0).font().italic()  # drawn apart from the measured rows
         assert view.table.item(index, 3).text() in ("fixed-cost-bound", "compute-bound", "memory-bound")
     assert panel.table.rowCount() == measured_rows  # nothing measured was added
+    # its caveats, a button away (not only a tooltip): each one said in a box that leaves the table in view
+    caveats = view.document["caveats"]
+    assert caveats and view.caveats_button.isEnabled() and view.caveats_button.text() == f"Caveats ({len(caveats)})…"
+    qtbot.mouseClick(view.caveats_button, Qt.MouseButton.LeftButton)
+    box = view.caveats_box
+    assert box is not None and box.isVisible() and not box.isModal()
+    assert all(html.escape(caveat) in box.informativeText() for caveat in caveats)
+    assert any("hosts differ" in caveat for caveat in caveats)  # the points' own machines, computed from them
+    box.close()
