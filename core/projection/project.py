@@ -283,7 +283,7 @@ def host_caveats(points: list[calibration.MeasuredPoint]) -> list[str]:
     return [
         f"the host's fixed cost per step is the fit's, and hosts differ: the same job ({fast.backend} {fast.model}, batch {fast.batch}) "
         f"took {slow.step_s * 1e3:.3g} ms a step on the {slow.device}'s machine ({slow.date}) and {fast.step_s * 1e3:.3g} ms on the "
-        f"{fast.device}'s ({fast.date}), {slow.step_s / fast.step_s:.2f}x; your machine's host may set a fixed-cost-bound step "
+        f"{fast.device}'s ({fast.date}), {slow.step_s / fast.step_s:.2f}x; the machine driving the device may set a fixed-cost-bound step "
         "as far from this projection"
     ]
 
