@@ -251,9 +251,19 @@ class IniEntry:
 
     @property
     def wrapped(self) -> str:
-        """The wrapper of the first value Qt would read as an object ("@Variant", "@Rect", …), or "" when it reads none."""
+        """The wrapper of the first value Qt would read as an object ("@Variant", "@Rect", …), or "" when it reads none.
+
+        Qt reads a value as a wrapper only when it starts with "@" and ends with ")" (QSettingsPrivate::stringToVariant):
+        "@DateTime(…" cut short by a list's comma stays text. Any wrapper but the safe ones is flagged, known or not.
+        """
         for value in self.values:
-            if value.startswith("@") and not value.startswith("@@") and not value.startswith(_SAFE_WRAPPERS) and value != "@Invalid()":
+            if (
+                value.startswith("@")
+                and value.endswith(")")
+                and not value.startswith("@@")
+                and not value.startswith(_SAFE_WRAPPERS)
+                and value != "@Invalid()"
+            ):
                 return value.split("(", 1)[0][:24] if "(" in value else value[:24]
         return ""
 

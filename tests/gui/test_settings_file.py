@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QByteArray, QDateTime, QPoint, QRect, QSettings, QSize
+from PySide6.QtCore import QByteArray, QDate, QDateTime, QPoint, QRect, QSettings, QSize, QTime
 
 from core.machine.runtime import RuntimeSettings
 from gui.settings import (
@@ -179,11 +179,18 @@ def test_typed_readers_take_only_their_kind_and_say_what_else_they_found(tmp_pat
 
 
 def test_the_screen_finds_every_value_qt_reads_as_an_object(tmp_path: Path) -> None:
-    """Harmless objects (a date, a rect, a size, a point) written by Qt, then disguised the ways Qt still reads them:
+    """Harmless objects (two date-times, one whose bytes hold a comma; a rect, a size, a point) written by Qt, then disguised the ways Qt still reads them:
     escaped, quoted, in a list, split over lines, in each kind of section. The screen must flag every one Qt loads."""
     written = tmp_path / "written.ini"
     qt = QSettings(str(written), QSettings.Format.IniFormat)
-    for key, value in {"dt": QDateTime.currentDateTime(), "rect": QRect(1, 2, 3, 4), "size": QSize(3, 4), "point": QPoint(1, 2)}.items():
+    objects = {
+        "dt": QDateTime(QDate(2026, 11, 29), QTime(1, 2, 3, 4)),
+        "dt-comma": QDateTime(QDate(2026, 11, 29), QTime(0, 0, 0, 44)),  # 44 ms: a "," among its bytes, so Qt quotes the value
+        "rect": QRect(1, 2, 3, 4),
+        "size": QSize(3, 4),
+        "point": QPoint(1, 2),
+    }
+    for key, value in objects.items():
         qt.setValue(f"o/{key}", value)
     qt.sync()
     raw = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in written.read_text(encoding="latin-1").splitlines() if "=" in line}
@@ -199,7 +206,7 @@ def test_the_screen_finds_every_value_qt_reads_as_an_object(tmp_path: Path) -> N
         "continued": lambda v: v[:3] + "\\\n" + v[3:],
         "half-quoted": lambda v: f'"{v[:4]}"{v[4:]}',
     }
-    plain_texts = ["plain", '"a, b"', "@@Variant(x)", "@String(abc)", "@ByteArray(abc)", "@Invalid()", "x\\,y"]
+    plain_texts = ["plain", '"a, b"', "@@Variant(x)", "@String(abc)", "@ByteArray(abc)", "@Invalid()", "x\\,y", "@Rect(1 2 3 4"]
     cases = [form(value) for value in raw.values() for form in forms.values()] + plain_texts
     for index, text in enumerate(cases):
         for section in ("[s]\n", "[General]\n", ""):
