@@ -173,7 +173,7 @@ def run_limited(command: Sequence[str], limit_s: float, cwd: Path | str = ROOT, 
 def run_main(argv: Sequence[str], env: dict[str, str] | None, limit_s: float) -> dict[str, Any]:
     """`main.py ARGV` in a child process under `limit_s`: its JSON (or its stdout where none), exit code, seconds, stderr's end."""
     done = run_limited([sys.executable, str(ROOT / "main.py"), *argv], limit_s, env=env)
-    stderr = done.stderr + (f"\n(stopped at its limit of {limit_s:g} s)" if done.returncode is None else "")
+    stderr = done.stderr + (f"\n({done.ended})" if done.returncode is None else "")
     try:
         document: Any = json.loads(done.stdout) if done.stdout.strip() else None
     except ValueError:

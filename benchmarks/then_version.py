@@ -84,15 +84,15 @@ def comparison(here: dict[str, Any], record: dict[str, Any]) -> list[dict[str, A
     """Per job of the record: the median step here, on the H100's machine, and here ÷ there (None where a side has no figure)."""
     ours, theirs = median_steps(here), median_steps(record)
     rows = []
-    for model, device in theirs:
+    for (model, device), there in theirs.items():
         mine = ours.get((model, device))
         rows.append(
             {
                 "model": model,
                 "device": device,
                 "median_step_ms_here": mine,
-                "median_step_ms_h100_machine": theirs[(model, device)],
-                "here_over_h100_machine": None if mine is None else mine / theirs[(model, device)],
+                "median_step_ms_h100_machine": there,
+                "here_over_h100_machine": None if mine is None else mine / there,
             }
         )
     return rows

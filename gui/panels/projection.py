@@ -148,7 +148,7 @@ class ProjectionView(QWidget):
         if self.caveats_box is not None:
             self.caveats_box.close()
         caveats = self.document["caveats"]
-        box = QMessageBox(QMessageBox.Icon.Information, "Projection caveats", f"{html.escape(self.document['label'])}", parent=self)
+        box = QMessageBox(QMessageBox.Icon.Information, "Projection caveats", html.escape(self.document["label"]), parent=self)
         box.setObjectName("projectionCaveatsBox")
         box.setInformativeText("".join(f"<p>• {html.escape(text)}</p>" for text in caveats))
         box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
