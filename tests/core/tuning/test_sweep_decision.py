@@ -41,8 +41,9 @@ def test_the_issue_s_sweep_stars_batch_64_at_8_steps_per_call_or_says_it_is_tied
     assert [row["status"] for row in rows] == ["completed"] * 4
     assert data["best"] == FASTEST or FASTEST in data["tied_with_best"], data
     if dataset == "synthetic":  # batch 32's loss did not fall beyond noise in 40 steps: it reached nothing, by luck at most
-        assert rows[data["best"]]["settings"]["batch_size"] == 64
         assert all(row["time_to_target_s"] is None for row in rows[:2])
+        if data["best_by"] == BY_TIME:  # by samples/s, batch 32 · 8 may tie with 64 · 8 and be starred (busy.sh did)
+            assert rows[data["best"]]["settings"]["batch_size"] == 64
     assert data["best_beyond_noise"] == (data["tied_with_best"] == [])
     if data["best_by"] == BY_TIME:
         assert data["target_decides"] and data["target_undecided"] == ""
