@@ -77,7 +77,7 @@ def bare_step(model_name: str, batch: int, calls: int, repeats: int) -> dict[str
         "repeats_ms": [step * 1e3 for step in steps],
         "calls": calls,
         "compile_s": round(compile_s, 2),
-        "kernels": count_kernels(compiled.as_text() or ""),
+        "kernels": count_kernels(compiled.as_text() or "").kernels,
         "device": str(jax.devices()[0].device_kind),
         "versions": {"jax": jax.__version__, "keras": keras.__version__},
     }

@@ -10,7 +10,9 @@ data, float32, one step per call: the settings of the points `core.projection.ca
 The points run in order of what they add until the budget runs out: the JAX models at batch 64
 first (the H100's batch: their median step was 1.6-5.0 ms there on 2026-11-27, the CNN's 1.6 ms
 on an H200 on 2026-11-28 — the machine's host or the app's version? `then_version.py` runs that
-day's version beside them), then 4,096 (where the
+day's version beside them), then the recurrent files of benchmarks/recurrent/ (a GRU over 32 and
+64 tokens, a JAX scan trip by trip; an LSTM over 64, cuDNN's on a GPU: what a loop's trip costs
+against `core.projection.step_costs`' loop kernels), then 4,096 (where the
 device's own rate shows; one batch an epoch of the 4,096 synthetic examples, so every step also
 carries Keras's once-an-epoch work, the projection's `epoch_s`: the MLP's digits took 3.6 ms a
 step at that batch, 1.1 at 64), then PyTorch, then 1,024 and 256 again (run-to-run spread). DIR/points.json holds every job's JSON (or
@@ -47,6 +49,9 @@ PLAN: tuple[tuple[str, str, int], ...] = (
     ("jax", "mlp", 64),
     ("jax", "resnet", 64),
     ("jax", "transformer", 64),
+    ("jax", "benchmarks/recurrent/gru_32.py", 64),
+    ("jax", "benchmarks/recurrent/gru_64.py", 64),
+    ("jax", "benchmarks/recurrent/lstm_64.py", 64),
     ("jax", "mlp", 4096),
     ("jax", "resnet", 4096),
     ("jax", "transformer", 4096),
@@ -59,7 +64,7 @@ PLAN: tuple[tuple[str, str, int], ...] = (
     ("jax", "cnn", 256),
     ("torch", "cnn", 256),
 )
-"""(backend, sample model, batch) in the order they run."""
+"""(backend, sample model or model file, batch) in the order they run."""
 HOST_PROBE = ("jax", "mlp", 8)
 """Run first on the host's CPU: a step of almost no work, so its time is Keras's and JAX's fixed cost per step on that
 machine's CPU, which a projection's host term could be read from (the user's machine can time the same)."""
@@ -75,9 +80,11 @@ def parse_points(text: str) -> tuple[tuple[str, str, int], ...]:
 
 
 def job_argv(backend: str, model: str, batch: int, device: str, steps: int) -> list[str]:
+    """`main.py run`'s arguments for one point; a `.py` model file (the recurrent points, this repository's) trusted."""
     return [
         *("run", "--model", model, "--backend", backend, "--strategy", "one-device", "--devices", device),
         *("--batch-size", str(batch), "--steps", str(steps), "--json", "--no-verdict", "--no-save"),
+        *(["--trust"] if model.endswith(".py") else []),
     ]
 
 
@@ -130,7 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate = (record["json"] or {}).get("samples_per_s")
         print(f"{backend} {model} b{batch}: {f'{rate:,.0f} samples/s' if rate else 'no figure'} ({record['seconds']} s)", flush=True)
         points.append({"backend": backend, "model": model, "batch": batch, "command": "main.py " + " ".join(argv_), **record})
-    bare = [(point["model"], point["batch"]) for point in points if point["backend"] == "jax" and point.get("returncode") == 0]
+    bare = [
+        (point["model"], point["batch"])
+        for point in points
+        if point["backend"] == "jax" and point.get("returncode") == 0 and not point["model"].endswith(".py")  # sample models only
+    ]
     document = {
         "machine": nvidia_smi_line(),
         "device": options.device,

@@ -166,11 +166,25 @@ CATALOGUE: tuple[Accelerator, ...] = (
 
 
 class UnknownDevice(ValueError):
-    """A device name the catalogue does not hold; the message lists the names it does."""
+    """A device name the catalogue does not hold; the message names the cards it could mean ("A100": two) and lists every name."""
 
     def __init__(self, given: str):
         self.given = given
-        super().__init__(f"unknown device {given!r}; known devices: {', '.join(device_names())}")
+        self.candidates = _names_starting(given)
+        super().__init__(f"unknown device {given!r}; {known_devices_text(given)}")
+
+
+def known_devices_text(given: str) -> str:
+    """ "it names A100-80GB and A100-40GB: say which; known devices: …": what a refused name is told."""
+    candidates = _names_starting(given)
+    which = f"it names {', '.join(candidates[:-1])} and {candidates[-1]}: say which; " if len(candidates) > 1 else ""
+    return f"{which}known devices: {', '.join(device_names())}"
+
+
+def _names_starting(given: str) -> list[str]:
+    """The catalogue names whose name or alias begins with `given` (case, spaces and dashes aside)."""
+    wanted = _key(given)
+    return [device.name for device in CATALOGUE if wanted and any(_key(name).startswith(wanted) for name in (device.name, *device.aliases))]
 
 
 def device_names() -> list[str]:

@@ -17,7 +17,7 @@ from core.formatting import format_bytes
 from core.projection import calibration
 from core.projection.catalogue import PRECISION_NAMES, Accelerator
 from core.projection.catalogue import ceiling as device_ceiling
-from core.projection.model import EAGER_BACKENDS, KERNEL_SOURCE, Constants, Costs, Target, spread, step_parts
+from core.projection.model import EAGER_BACKENDS, KERNEL_S, KERNEL_SOURCE, Constants, Costs, Target, spread, step_parts
 from core.projection.step_costs import BatchCosts, StepCosts
 
 LABEL = "PROJECTION, not a measurement"
@@ -184,6 +184,8 @@ def _row(
         "flops": counted.flops,
         "bytes": counted.bytes,
         "kernels": counted.kernels,
+        "loop_kernels": counted.loop_kernels,
+        "unknown_trip_loops": counted.unknown_trip_loops,
         "ops": counted.ops,
         "scattered": counted.scattered,
         "batches_per_epoch": epoch,
@@ -267,6 +269,7 @@ def caveats(
             "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
         )
     said += coverage_caveats(config, rows, costs.layers, points)
+    said += loop_caveats(config, rows)
     said += _epoch_caveats(rows, constants)
     said += input_pipeline_caveats(config, points, constants)
     if any(not row["fits"]["fits"] for row in rows):
@@ -307,6 +310,36 @@ def coverage_caveats(config: RunConfig, rows: list[dict[str, Any]], layers: int,
                 f"{words} per step at batch {', '.join(f'{b:,}' for b in outside)} lie outside what the points cover "
                 f"({_count(low)} to {_count(high)}, x/÷ {COVERAGE_FACTOR:g}): the projection there extrapolates"
             )
+    return said
+
+
+def loop_caveats(config: RunConfig, rows: list[dict[str, Any]]) -> list[str]:
+    """Caveats for a step with loops (a recurrent layer's time steps), which no point ran: the kernels their trips would launch,
+    counted as one launch each loop, and loops whose trips XLA cannot know (each waits for the host on a GPU)."""
+    said = []
+    looped = [row for row in rows if row["loop_kernels"]]
+    if looped:
+        by_count: dict[int, list[int]] = {}
+        for row in looped:
+            by_count.setdefault(row["loop_kernels"], []).append(row["batch"])
+        counts = "; ".join(
+            f"{count:,} kernels ({count * KERNEL_S * 1e3:.3g} ms at {KERNEL_S * 1e6:g} µs each) at batch {', '.join(f'{b:,}' for b in batches)}"
+            for count, batches in by_count.items()
+        )
+        cudnn = "an LSTM" if config.backend == "jax" else "an LSTM or GRU"
+        said.append(
+            "the step runs loops (a recurrent layer's time steps), which no point ran, each counted as one kernel: on a GPU Keras "
+            f"runs {cudnn} whose settings cuDNN takes (Keras's defaults: tanh and sigmoid, a bias, not unrolled, no mask) as cuDNN's own kernels "
+            f"on {config.backend} (unmeasured here); any other loop launches its body's kernels every trip, {counts}, "
+            "which this projection leaves out: such a step would take that much longer"
+        )
+    unknown = max((row["unknown_trip_loops"] for row in rows), default=0)
+    if unknown:
+        said.append(
+            f"{unknown} loop(s) whose trip count is known only as the step runs (a `lax.while_loop`): on a GPU each trip also waits "
+            "for the host to read the loop's condition (XLA's while loop copies it back), which the projection leaves out: it is "
+            "likely high"
+        )
     return said
 
 

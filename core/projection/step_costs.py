@@ -8,14 +8,17 @@ JAX train step (`model.train_step`, the state donated as Keras's trainer donates
 values for each batch (nothing computed, nothing allocated, as `core.backends.step_flops` does):
 
 - flops, bytes: XLA's cost analysis of the lowered step ("flops", "bytes accessed"), each loop's skipped trips
-  added to the FLOPs (`core.backends.loop_flops`; bytes count a loop body once): the
-  platform-independent HLO before fusion, so bytes count every op's operands and results;
+  added (`core.backends.loop_flops`): the platform-independent HLO before fusion, so bytes count
+  every op's operands and results;
 - kernels: the compiled step's top-level instructions that launch work (fusions, custom calls,
   dots, convolutions, ...; parameters, constants, tuples, bitcasts and copies of the donated state
   left out): on a GPU each is at least one kernel launch. The CPU compiler fuses as the GPU one
   roughly does, not exactly: a proxy, the same for the calibration points and the projected model
   (XLA's GPU compiler, run for an H100 on a CPU without a GPU, emits 0.49-0.59 as many kernels for
-  the sample models' steps: benchmarks/RESULTS.md, 2026-11-29);
+  the sample models' steps: benchmarks/RESULTS.md, 2026-11-29); a loop (a recurrent layer's time
+  steps) counts one, and `loop_kernels` the kernels its trips launch where XLA runs them trip by
+  trip (on a GPU, Keras runs an LSTM or GRU that cuDNN takes as cuDNN's kernels instead: the
+  projection keeps the loop at one and says the difference, `core.projection.project.loop_caveats`);
 - ops: the lowered step's instructions before fusion (what an eager backend dispatches one by one);
 - scattered: the elements the step's scatters go over, before fusion (a select-and-scatter's operand, the
   gradient of max pooling; a scatter's updates, the gradient of an embedding lookup): XLA's GPU
@@ -57,6 +60,11 @@ FREE_OPS = frozenset(
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*.*?\s([a-z][\w\-]*)\(")
 _SHAPED = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\w+\[([\d,]*)\]")
 _SCATTER_OPERANDS = re.compile(r"\s(select-and-scatter|scatter)\(([^)]*)\)")
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_WHILE_BODY = re.compile(r"\bbody=%?([\w.\-]+)")
+_CALLED = re.compile(r"\bto_apply=%?([\w.\-]+)")
+_TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+_MAX_LOOP_DEPTH = 16
 
 
 class CostsUnavailable(RuntimeError):
@@ -76,13 +84,18 @@ class BatchCosts:
     temp_bytes: int
     argument_bytes: int
     scattered: int
+    loop_kernels: int = 0
+    """Kernels its loops' trips launch where XLA runs them trip by trip (a recurrent layer's time steps: `count_kernels`),
+    beyond `kernels` (which counts each loop as one)."""
+    unknown_trip_loops: int = 0
+    """Loops whose trip count XLA does not know (a `lax.while_loop`): counted one trip."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BatchCosts:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
 @dataclass(frozen=True)
@@ -148,9 +161,71 @@ def measure_step_costs(config: RunConfig, batches: list[int], timeout_s: float =
     )
 
 
-def count_kernels(compiled_text: str) -> int:
-    """Top-level instructions of the compiled module's ENTRY computation that launch work (see FREE_OPS)."""
-    return sum(1 for op in _ops(_entry(compiled_text)) if op not in FREE_OPS)
+@dataclass(frozen=True)
+class Launches:
+    """The kernels a compiled step launches: its ENTRY's (each loop one), those its loops' trips launch when XLA runs them trip by
+    trip, and the loops whose trip count XLA does not know."""
+
+    kernels: int
+    loop_kernels: int = 0
+    unknown_trip_loops: int = 0
+
+
+def count_kernels(compiled_text: str) -> Launches:
+    """The instructions of the compiled module's ENTRY computation that launch work (see FREE_OPS, a `while` loop or a `call`
+    one), and the kernels its loops' trips launch: each body's, once per trip, nested loops multiplied, loops inside a call too.
+
+    XLA's GPU runtime runs a loop whose trip count it knows (`known_trip_count` in the while's backend
+    config: a scan's) as its body's kernels that many times; one whose count it does not know (a
+    `lax.while_loop`) checks its condition on the host before each trip; its body is counted once and
+    the loop in `unknown_trip_loops` (XLA's `WhileThunk::ExecuteOnStream`, xla/backends/gpu/runtime/while_thunk.cc).
+    """
+    computations = _computations(compiled_text)
+    entry = next((name for name, (is_entry, _) in computations.items() if is_entry), "")
+    kernels, looped, unknown = _launches(entry, computations, depth=0)
+    return Launches(kernels, looped, unknown)
+
+
+def _launches(name: str, computations: dict[str, tuple[bool, list[str]]], depth: int) -> tuple[int, int, int]:
+    """(kernels, each loop one; kernels its loops' trips launch; loops of unknown trip count) of one computation."""
+    kernels = looped = unknown = 0
+    for line in computations.get(name, (False, []))[1]:
+        match = _INSTRUCTION.match(line)
+        if match is None or match.group(1) in FREE_OPS:
+            continue
+        kernels += 1
+        if depth >= _MAX_LOOP_DEPTH:
+            continue
+        if match.group(1) == "call":  # the CPU compiler outlines small work, a loop among it, into a call (counted one, as before)
+            called = _CALLED.search(line)
+            _, inner_looped, inner_unknown = _launches(called.group(1), computations, depth + 1) if called else (0, 0, 0)
+            looped, unknown = looped + inner_looped, unknown + inner_unknown
+            continue
+        body = _WHILE_BODY.search(line) if match.group(1) == "while" else None
+        if body is None:
+            continue
+        trips = _TRIP_COUNT.search(line)
+        count = int(trips.group(1)) if trips else 1
+        inner_kernels, inner_looped, inner_unknown = _launches(body.group(1), computations, depth + 1)
+        looped += count * (inner_kernels + inner_looped)
+        unknown += count * inner_unknown + (0 if trips else 1)
+    return kernels, looped, unknown
+
+
+def _computations(text: str) -> dict[str, tuple[bool, list[str]]]:
+    """Each computation of an HLO module's text: its name -> (is it ENTRY, its instruction lines)."""
+    computations: dict[str, tuple[bool, list[str]]] = {}
+    lines: list[str] | None = None
+    for line in text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header:
+            lines = []
+            computations[header.group(2)] = (bool(header.group(1)), lines)
+        elif line.startswith("}"):
+            lines = None
+        elif lines is not None:
+            lines.append(line)
+    return computations
 
 
 def count_ops(hlo_text: str) -> int:
@@ -179,16 +254,6 @@ def count_scattered(hlo_text: str) -> int:
             inputs = (len(operands) - 1) // 2
             scattered += sum(shapes.get(name, 0) for name in operands[inputs + 1 :])
     return scattered
-
-
-def _entry(text: str) -> str:
-    start = text.find("\nENTRY")
-    if start < 0:
-        start = 0 if text.startswith("ENTRY") else -1
-    if start < 0:
-        return ""
-    end = text.find("\n}", start)
-    return text[start : end if end >= 0 else len(text)]
 
 
 def _ops(text: str) -> list[str]:
@@ -250,7 +315,8 @@ def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[st
     lowered = traced.lower()
     analysis = xla_cost_analysis(lowered)
     flops, moved = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
-    flops += skipped_trips(traced.jaxpr).flops  # every trip of a recurrent layer's loop, as the run's own count
+    trips = skipped_trips(traced.jaxpr)  # every trip of a recurrent layer's loop, as the run's own count
+    flops, moved = flops + trips.flops, moved + trips.bytes
     if flops <= 0 or moved <= 0:
         raise ValueError("XLA's cost analysis of the train step holds no FLOP or byte count")
     hlo = lowered.as_text(dialect="hlo")
@@ -259,12 +325,15 @@ def _batch_costs(model: Any, x: Any, y: Any, batch: int, build: bool) -> dict[st
     if memory is None:
         raise ValueError("XLA's compiled train step holds no memory analysis")
     arguments, outputs = int(memory.argument_size_in_bytes), int(memory.output_size_in_bytes)
+    launches = count_kernels(compiled.as_text() or "")
     temp, alias = int(memory.temp_size_in_bytes), int(memory.alias_size_in_bytes)
     return {
         "batch": batch,
         "flops": flops,
         "bytes": moved,
-        "kernels": count_kernels(compiled.as_text() or ""),
+        "kernels": launches.kernels,
+        "loop_kernels": launches.loop_kernels,
+        "unknown_trip_loops": launches.unknown_trip_loops,
         "ops": count_ops(hlo),
         "scattered": count_scattered(hlo),
         "memory_bytes": arguments + max(0, outputs - alias) + temp,

@@ -39,3 +39,17 @@ def test_a_point_is_a_real_run_with_its_json_and_a_point_past_the_budget_says_so
     document = json.loads((skipped / "points.json").read_text())
     [point] = document["points"]
     assert "skipped" in point and "json" not in point and document["host_probe"] is None and document["bare_steps"] is None
+
+
+@pytest.mark.slow
+def test_a_recurrent_point_is_its_trusted_model_file_run_and_stays_out_of_the_bare_steps(tmp_path: Path) -> None:
+    command = [sys.executable, "benchmarks/gpu_points.py", "--out", str(tmp_path), "--device", "CPU:0", "--steps", "5"]
+    command += ["--points", "jax:benchmarks/recurrent/gru_32.py:16", "--budget-s", "150", "--bare-s", "20", "--no-host-probe"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads((tmp_path / "points.json").read_text())
+    [point] = document["points"]
+    assert point["returncode"] == 0 and point["json"]["status"] == "completed", point["stderr_tail"]
+    assert "--trust" in point["command"] and point["json"]["model"].endswith("gru_32.py")
+    assert (point["json"]["backend"], point["json"]["batch_size"]) == ("jax", 16) and point["json"]["samples_per_s"] > 0
+    assert document["bare_steps"]["points"] == [] and document["bare_steps"]["skipped"].startswith("0 JAX points")

@@ -44,8 +44,14 @@ def test_an_unknown_device_is_refused_with_every_known_name() -> None:
     with pytest.raises(UnknownDevice) as refused:
         find_device("GTX 480")
     assert "'GTX 480'" in str(refused.value) and all(name in str(refused.value) for name in NAMED + TPUS)
-    with pytest.raises(UnknownDevice):
+    with pytest.raises(UnknownDevice) as ambiguous:
         find_device("A100")  # two cards: the name must say which
+    assert "it names A100-80GB and A100-40GB: say which" in str(ambiguous.value)
+    with pytest.raises(UnknownDevice) as ambiguous:
+        find_device("tpu v")
+    assert ambiguous.value.candidates == ["TPU-v4", "TPU-v5e", "TPU-v5p"]
+    assert "TPU-v4, TPU-v5e and TPU-v5p: say which" in str(ambiguous.value)
+    assert "say which" not in str(refused.value)
 
 
 def test_gpu_peaks_are_the_apps_gpu_table_tf32_for_float32_where_the_card_has_it_and_none_for_missing_units() -> None:

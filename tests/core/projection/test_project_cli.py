@@ -132,6 +132,10 @@ def test_an_unknown_device_exits_2_at_once_with_the_known_names_in_one_line(tmp_
     [line] = done.stderr.strip().splitlines()
     assert "GTX-480" in line and all(name in line for name in device_names())
     assert time.monotonic() - began < 30  # refused as the options are parsed: no child, no Keras
+    done = project(["--model", "cnn", "--device", "a100"], tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert "got 'a100'; it names A100-80GB and A100-40GB: say which; known devices:" in line
 
 
 def test_a_precision_the_device_lacks_and_pytorch_on_a_tpu_are_refused_before_anything_is_counted(tmp_path: Path) -> None:
