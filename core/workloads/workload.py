@@ -47,7 +47,8 @@ def check_workload(config: RunConfig) -> RunConfig:
         raise ConfigError("custom_objects", config.custom_objects, "none for a sample model: custom classes belong to a model file")
     datasets = data_module.DATASETS
     if config.dataset not in datasets:
-        raise ConfigError("dataset", config.dataset, ", ".join(datasets))
+        own_file = " (an .npz file is for your own model file: --model FILE)" if config.dataset.lower().endswith(NPZ_SUFFIX) else ""
+        raise ConfigError("dataset", config.dataset, f"for a sample model: {', '.join(datasets)}{own_file}")
     spec = MODELS[config.model]
     if not spec.accepts(datasets[config.dataset]):
         usable = [name for name, ds in datasets.items() if spec.accepts(ds)]

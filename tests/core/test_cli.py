@@ -86,6 +86,7 @@ def test_mirrored_run_on_logical_cpus_from_the_cli(cli_env):
         (["--lr", "nan"], "learning_rate: got nan"),
         (["--strategy", "one-device", "--devices", "GPU:3"], "devices: got 'GPU:3'"),
         (["--data", "imagenet"], "dataset: got 'imagenet'"),
+        (["--data", "mine.npz"], "digits, mnist, fashion_mnist, cifar10, imdb (an .npz file is for your own model file: --model FILE)"),
     ],
 )
 def test_bad_input_exits_2_with_the_reason_on_stderr(cli_env, args, fragment):
