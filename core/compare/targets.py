@@ -45,7 +45,30 @@ def parse_targets(text: str) -> list[CompareTarget]:
     parts = [part.strip() for part in re.split(r"[;\n]", text or "") if part.strip()]
     if not parts:
         raise ConfigError("targets", text, "one or more of " + TARGET_FORMS)
-    return [parse_target(part) for part in parts]
+    targets = []
+    for part in parts:
+        try:
+            targets.append(parse_target(part))
+        except ConfigError:
+            _refuse_commas_between_targets(part)
+            raise
+    return targets
+
+
+def _refuse_commas_between_targets(part: str) -> None:
+    """'CPU:0,GPU:0', every comma-separated piece a target of its own: ConfigError suggesting 'CPU:0;GPU:0'."""
+    pieces = [piece.strip() for piece in part.split(",")]
+    if len(pieces) < 2 or not all(pieces):
+        return
+    try:
+        for piece in pieces:
+            parse_target(piece)
+    except ConfigError:
+        return
+    suggestion = ";".join(pieces)
+    raise ConfigError(
+        "targets", part, f"{suggestion!r}: targets are separated with ';' (commas list one target's devices: 'mirrored:CPU:0,CPU:1')"
+    )
 
 
 def parse_target(text: str) -> CompareTarget:

@@ -237,6 +237,17 @@ def test_parse_targets_rejects_bad_syntax_saying_what_is_allowed(text, bad):
     assert "allowed" in str(error.value) and "mirrored:" in str(error.value)
 
 
+def test_targets_separated_with_commas_are_refused_with_the_semicolons_they_meant():
+    with pytest.raises(ConfigError) as error:
+        parse_targets("CPU:0, jax:CPU:0,GPU:1")
+    assert error.value.given == "CPU:0, jax:CPU:0,GPU:1" and "allowed: 'CPU:0;jax:CPU:0;GPU:1': targets are separated with ';'" in str(
+        error.value
+    )
+    with pytest.raises(ConfigError) as error:  # a piece that is no target: no suggestion
+        parse_targets("CPU:0,GPX:1")
+    assert "separated" not in str(error.value)
+
+
 def test_config_for_moves_the_base_job_to_the_target():
     base = RunConfig(model="cnn", batch_size=128, steps=7, seed=3)
     config = CompareTarget("multi-worker:3", "multi-worker", workers=3).config_for(base)
