@@ -17,8 +17,9 @@ values for each batch (nothing computed, nothing allocated, as `core.backends.st
   (XLA's GPU compiler, run for an H100 on a CPU without a GPU, emits 0.49-0.59 as many kernels for
   the sample models' steps: benchmarks/RESULTS.md, 2026-11-29); a loop (a recurrent layer's time
   steps) counts one, and `loop_kernels` the kernels its trips launch where XLA runs them trip by
-  trip (on a GPU, Keras runs an LSTM or GRU that cuDNN takes as cuDNN's kernels instead: the
-  projection keeps the loop at one and says the difference, `core.projection.project.loop_caveats`);
+  trip (on a GPU, Keras runs an LSTM that cuDNN takes, and on TensorFlow and PyTorch such a GRU,
+  as cuDNN's kernels instead: the projection keeps the loop at one and says the difference,
+  `core.projection.project.loop_caveats`);
 - ops: the lowered step's instructions before fusion (what an eager backend dispatches one by one);
 - scattered: the elements the step's scatters go over, before fusion (a select-and-scatter's operand, the
   gradient of max pooling; a scatter's updates, the gradient of an embedding lookup): XLA's GPU
