@@ -34,6 +34,8 @@ def test_typed_targets_that_are_not_targets_turn_the_field_red_and_say_what_is_a
         if bad == "foo":
             assert TARGET_FORMS in message, "the allowed forms, as the run form's fields say them"
 
+    box.edit.setText("GPU:1, multi-worker:2")  # commas between targets: the field says the ';' it meant
+    assert box.error_label.text().startswith("“GPU:1, multi-worker:2” is not a target. Use 'GPU:1;multi-worker:2': targets are separated")
     box.edit.setText("GPU:1; multi-worker:2")
     assert box.edit.styleSheet() == "" and box.error_label.isHidden() and panel.compare_button.isEnabled()
 
