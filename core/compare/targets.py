@@ -56,9 +56,10 @@ def parse_targets(text: str) -> list[CompareTarget]:
 
 
 def _refuse_commas_between_targets(part: str) -> None:
-    """'CPU:0,GPU:0', every comma-separated piece a target of its own: ConfigError suggesting 'CPU:0;GPU:0'."""
+    """'CPU:0,GPU:0', every comma-separated piece a target of its own: ConfigError suggesting 'CPU:0;GPU:0'. A target whose
+    form lists devices with commas (mirrored, one-device) is left to its own refusal."""
     pieces = [piece.strip() for piece in part.split(",")]
-    if len(pieces) < 2 or not all(pieces):
+    if len(pieces) < 2 or not all(pieces) or re.search(r"mirrored|one-device", part, re.IGNORECASE):
         return
     try:
         for piece in pieces:

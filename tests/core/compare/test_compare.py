@@ -243,9 +243,10 @@ def test_targets_separated_with_commas_are_refused_with_the_semicolons_they_mean
     assert error.value.given == "CPU:0, jax:CPU:0,GPU:1" and "allowed: 'CPU:0;jax:CPU:0;GPU:1': targets are separated with ';'" in str(
         error.value
     )
-    with pytest.raises(ConfigError) as error:  # a piece that is no target: no suggestion
-        parse_targets("CPU:0,GPX:1")
-    assert "separated" not in str(error.value)
+    for text in ("CPU:0,GPX:1", "jax:mirrored:CPU:0,CPU:99999"):  # a piece that is no target; a device list's own refusal
+        with pytest.raises(ConfigError) as error:
+            parse_targets(text)
+        assert "separated" not in str(error.value), text
 
 
 def test_config_for_moves_the_base_job_to_the_target():
