@@ -22,7 +22,7 @@ from core.cli.job_options import add_job_arguments, job_config, whole_number
 from core.cli.output import format_columns
 from core.config import MAX_STEPS_PER_CALL, PRECISIONS, RunConfig
 from core.formatting import format_bytes, format_si
-from core.projection.catalogue import PRECISION_NAMES, UnknownDevice, device_names, find_device, known_devices_text
+from core.projection.catalogue import PRECISION_NAMES, UnknownDevice, device_names, find_device
 from core.tensorflow_import import tensorflow_installed
 
 MAX_SAMPLES_TO_TARGET = 10**15
@@ -61,7 +61,7 @@ def device_argument(text: str) -> str:
     try:
         return find_device(text).name
     except UnknownDevice as exc:
-        raise argparse.ArgumentTypeError(f"got {text!r}; {known_devices_text(text)}") from exc
+        raise argparse.ArgumentTypeError(f"got {text!r}; {exc.hint}") from exc
 
 
 def cmd_project(args: argparse.Namespace) -> int:

@@ -166,19 +166,15 @@ CATALOGUE: tuple[Accelerator, ...] = (
 
 
 class UnknownDevice(ValueError):
-    """A device name the catalogue does not hold; the message names the cards it could mean ("A100": two) and lists every name."""
+    """A device name the catalogue does not hold; `hint` names the cards it could mean ("A100": two) and lists every name."""
 
     def __init__(self, given: str):
         self.given = given
         self.candidates = _names_starting(given)
-        super().__init__(f"unknown device {given!r}; {known_devices_text(given)}")
-
-
-def known_devices_text(given: str) -> str:
-    """ "it names A100-80GB and A100-40GB: say which; known devices: …": what a refused name is told."""
-    candidates = _names_starting(given)
-    which = f"it names {', '.join(candidates[:-1])} and {candidates[-1]}: say which; " if len(candidates) > 1 else ""
-    return f"{which}known devices: {', '.join(device_names())}"
+        *first, last = self.candidates or [""]
+        which = f"it names {', '.join(first)} and {last}: say which; " if first else ""
+        self.hint = f"{which}known devices: {', '.join(device_names())}"
+        super().__init__(f"unknown device {given!r}; {self.hint}")
 
 
 def _names_starting(given: str) -> list[str]:

@@ -96,7 +96,7 @@ class BatchCosts:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BatchCosts:
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
