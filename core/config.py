@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from core.errors import ExplainedError
+
 STRATEGIES = ("default", "one-device", "mirrored", "multi-worker", "tpu")
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 MODEL_FILE_SUFFIXES = (".keras", ".h5", ".hdf5", ".py")
@@ -50,7 +52,7 @@ MAX_TPU_TIMEOUT_S = 600
 PROFILE_FIELD = "profile_steps"
 
 
-class ConfigError(ValueError):
+class ConfigError(ExplainedError, ValueError):
     """A run setting is invalid; the message names the field, the value and what is allowed."""
 
     def __init__(self, field_name: str, given: Any, allowed: str):

@@ -12,7 +12,7 @@ Every task the window runs off the GUI thread goes through here:
 `Worker` has one signal set (`started`, `returned(result)`, `errored(reason)`,
 `finished`) and one body (`Worker.run`): an exception in `work()` becomes `errored`
 with a readable reason (`core.training.failures.explain_failure`; the traceback goes
-to the log unless it is the user's ConfigError), never lost in the thread, and
+to the log unless it is an ExplainedError, worded for the user), never lost in the thread, and
 `finished` always fires (`finally`). Stop is a `threading.Event` the task checks,
 never a Qt call into its thread.
 
@@ -57,7 +57,7 @@ from typing import Any
 import shiboken6
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from core.config import ConfigError
+from core.errors import ExplainedError
 
 _keepers: set[_ThreadKeeper] = set()
 _POLL_S = 0.005
@@ -90,7 +90,7 @@ class Worker(QObject):
             result = self.work()
         except Exception as exc:  # reported to the GUI, never lost in the thread
             self.errored.emit(readable_reason(exc))
-            if not isinstance(exc, ConfigError):  # the user's input is said as it is; anything else goes to the log too
+            if not isinstance(exc, ExplainedError):  # a failure worded for the user is said as it is; anything else goes to the log too
                 traceback.print_exc()
         else:
             self.returned.emit(result)

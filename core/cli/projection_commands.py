@@ -5,8 +5,9 @@ in one line, before anything starts); the model and settings as every job comman
 (`job_config`: a model file is described in a child first); then XLA counts the step's costs in
 a child process on this machine's CPU (JAX, no TensorFlow, no GPU) and the calibrated model
 projects them. The answer is always labelled a projection; nothing is recorded in the history.
-Exit codes: 0 projected, 1 the step's costs could not be counted, 2 bad input (an unknown device,
-a precision the device lacks, PyTorch on a TPU, a model or setting refused).
+Exit codes: 0 projected, 1 the step's costs could not be counted (JAX, whose XLA counts them, not installed
+here is said before anything starts), 2 bad input (an unknown device, a precision the device lacks, PyTorch
+on a TPU, a model or setting refused).
 """
 
 from __future__ import annotations
@@ -66,11 +67,16 @@ def device_argument(text: str) -> str:
 
 def cmd_project(args: argparse.Namespace) -> int:
     from core.projection.project import ProjectionRefused, check_request, project, projected_batches
-    from core.projection.step_costs import CostsUnavailable, measure_step_costs
+    from core.projection.step_costs import CostsUnavailable, measure_step_costs, require_jax
     from core.tensorflow_import import installed_keras_backend
     from core.workloads.workload import model_title
 
     device = find_device(args.device)
+    try:
+        require_jax()  # before a model file is described (a child, Keras and its backend starting)
+    except CostsUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     if not tensorflow_installed():  # a model file is described by Keras in a child: on the backend that is here
         os.environ.setdefault("KERAS_BACKEND", installed_keras_backend())
     config = job_config(args)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.errors import ExplainedError
 from core.machine.peak_estimates import gpu_peak
 
 GB = 10**9
@@ -165,7 +166,7 @@ CATALOGUE: tuple[Accelerator, ...] = (
 """Every device `main.py project --device` knows, by name (aliases and case, spaces, dashes aside)."""
 
 
-class UnknownDevice(ValueError):
+class UnknownDevice(ExplainedError, ValueError):
     """A device name the catalogue does not hold; `hint` names the cards it could mean ("A100": two) and lists every name."""
 
     def __init__(self, given: str):

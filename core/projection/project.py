@@ -13,6 +13,7 @@ from typing import Any
 
 from core.backends.job_data import batches_per_epoch
 from core.config import MAX_BATCH_SIZE, RunConfig
+from core.errors import ExplainedError
 from core.formatting import format_bytes
 from core.projection import calibration
 from core.projection.catalogue import PRECISION_NAMES, Accelerator
@@ -31,7 +32,7 @@ COVERAGE_FACTOR = 2.0
 """A step's FLOPs, kernels, layers or scattered elements beyond this factor of the calibration points' span is outside what they cover (said)."""
 
 
-class ProjectionRefused(ValueError):
+class ProjectionRefused(ExplainedError, ValueError):
     """A projection that cannot be made for these settings (a precision the device lacks, PyTorch on a TPU); the message says why."""
 
 

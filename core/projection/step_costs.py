@@ -42,10 +42,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.backends.available import is_installed
 from core.backends.loop_flops import skipped_trips, xla_cost_analysis
 from core.backends.step_flops import traced_train_step
 from core.child_process import STOPPED, TIMEOUT, Child, reply, stage
 from core.config import RunConfig
+from core.errors import ExplainedError
 
 DEFAULT_TIMEOUT_S = 300.0
 WHAT = "counting the step's costs with XLA"
@@ -68,8 +70,20 @@ _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 _MAX_LOOP_DEPTH = 16
 
 
-class CostsUnavailable(RuntimeError):
+class CostsUnavailable(ExplainedError, RuntimeError):
     """The step's costs could not be counted (the model cannot be lowered, the child crashed or ran out of time)."""
+
+
+JAX_MISSING = (
+    "counting the step's costs needs JAX (XLA's cost analysis of the train step, on this machine's CPU; no GPU), and JAX is "
+    "not installed here: pip install jax (Device Lab's install brings it: pip install -e . in the checkout), then project again"
+)
+
+
+def require_jax() -> None:
+    """CostsUnavailable (JAX_MISSING) where JAX, whose XLA counts the step, is not installed here; checked before any child starts."""
+    if not is_installed("jax"):
+        raise CostsUnavailable(JAX_MISSING)
 
 
 @dataclass(frozen=True)
@@ -134,8 +148,9 @@ def measure_step_costs(config: RunConfig, batches: list[int], timeout_s: float =
     """The step costs of `config`'s model (its precision, optimizer, data) at each of `batches`, counted in a child process.
 
     The child runs on JAX whatever `config.backend` says (XLA's cost analysis is JAX's) and sees no
-    GPU; a batch XLA cannot lower is left out with a note. Raises CostsUnavailable.
+    GPU; a batch XLA cannot lower is left out with a note. Raises CostsUnavailable (JAX_MISSING first where JAX is not installed).
     """
+    require_jax()
     child_config = config.with_changes(backend="jax", strategy="default", devices=(), steps_per_call=1)
     args = [json.dumps(child_config.to_dict()), ",".join(str(batch) for batch in batches)]
     child = Child.start("core.projection.step_costs", args, what=WHAT, hide_gpus=True, limit_s=timeout_s, env={"JAX_PLATFORMS": "cpu"})

@@ -11,15 +11,13 @@ import re
 import sys
 from collections.abc import Sequence
 
-from core.config import ConfigError, RunConfig
+from core.config import RunConfig
+from core.errors import ExplainedError
 from core.results import StepRecord
-from core.training.strategies import TpuUnavailable
-from core.workloads import data as data_module
 from core.workloads import model_data
-from core.workloads.model_file import ModelFileError
 
 
-class NonFiniteLoss(RuntimeError):
+class NonFiniteLoss(ExplainedError, RuntimeError):
     """The loss became NaN or infinite."""
 
 
@@ -46,7 +44,7 @@ def divergence_message(records: Sequence[StepRecord], config: RunConfig, notes: 
 def explain_failure(exc: BaseException) -> str:
     """One readable paragraph: what happened and the likely fix."""
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-    if isinstance(exc, (ConfigError, data_module.DataUnavailable, NonFiniteLoss, TpuUnavailable, ModelFileError)):
+    if isinstance(exc, ExplainedError):
         return str(exc)
     tf = sys.modules.get("tensorflow")  # a TensorFlow error comes from a loaded TensorFlow: a JAX or PyTorch job's app may have none
     if tf is None or not hasattr(tf, "errors"):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.config import ConfigError, RunConfig
+from core.errors import ExplainedError
 from core.machine.tpu import probe_tpu
 from core.machine.types import DeviceInfo, short_name
 
@@ -26,7 +27,7 @@ MIRRORED_NEEDS = (
 )
 
 
-class TpuUnavailable(RuntimeError):
+class TpuUnavailable(ExplainedError, RuntimeError):
     """The time-boxed TPU probe found no TPU that answers; the message is the probe's."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from core.config import RunConfig
+from core.errors import ExplainedError
 from core.formatting import format_value
 from core.workloads.models import IMAGE, TEXT, TEXT_SEQUENCE_LENGTH, TEXT_VOCAB_SIZE, ModelSpec
 
@@ -24,7 +25,7 @@ SYNTHETIC_EXAMPLES = 4096
 SYNTHETIC_EPOCH_EXAMPLES = 60_000
 
 
-class DataUnavailable(RuntimeError):
+class DataUnavailable(ExplainedError, RuntimeError):
     """A data set could not be loaded; the message says which file to place where."""
 
 

@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from core.config import MODEL_FILE_SUFFIXES
+from core.errors import ExplainedError
 from core.files import NotARegularFile, open_regular, os_error_words, regular_file
 from core.workloads import legacy_compat
 from core.workloads.archive import ArchiveLimitError, check_archive, read_json_member
@@ -50,7 +51,7 @@ PACKAGE_EXTRAS = {"keras_hub": ("keras-hub", "hub"), "keras_nlp": ("keras-nlp", 
 _modules: dict[tuple[str, str], ModuleType] = {}
 
 
-class ModelFileError(ValueError):
+class ModelFileError(ExplainedError, ValueError):
     """A model (or data) file that cannot be used: the message names the path and the reason.
 
     `needs_trust` is True when the file would open if the user trusts it to run its code;

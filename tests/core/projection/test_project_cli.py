@@ -1,7 +1,8 @@
 """`main.py project`: real CLI processes, XLA counting the step in a real child; the answer labelled a projection, never recorded.
 
 An unknown device is refused in one line before anything starts; a .keras file saved here is
-projected like a sample; with TensorFlow hidden (`tests/hidden_packages.py`) a JAX job projects.
+projected like a sample; with TensorFlow hidden (`tests/hidden_packages.py`) a JAX job projects; with
+JAX hidden, one line says what to install.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from core.projection.catalogue import device_names
 from core.projection.model import COMPUTE, FIXED, MEMORY
 from core.projection.project import LABEL
-from tests.hidden_packages import env_without_tensorflow_and_qt
+from tests.hidden_packages import JAX, env_without, env_without_tensorflow_and_qt
 
 ROOT = Path(__file__).resolve().parents[3]
 REGIMES = {FIXED, COMPUTE, MEMORY}
@@ -68,6 +69,19 @@ def test_the_cnn_on_an_h100_per_batch_a_range_a_regime_a_memory_fit_flops_and_by
     assert jax_rows[4096]["terms_s"]["scatter"] == pytest.approx(64 * jax_rows[64]["terms_s"]["scatter"])
     assert "elements scattered" in jax_rows[4096]["why"] and not any("without XLA" in caveat for caveat in on_jax["caveats"])
     assert not (tmp_path / "history.sqlite").exists()
+
+
+def test_without_jax_it_says_what_to_install_before_any_model_is_opened(tmp_path: Path) -> None:
+    """JAX's XLA counts the step: where JAX is missing (an install from before it came with Device Lab), one line says so."""
+    model_file = tmp_path / "never-opened.keras"  # not a model: the refusal comes before a model file is described
+    model_file.write_text("not a model")
+    began = time.monotonic()
+    done = project(["--model", str(model_file), "--device", "H100", "--json"], tmp_path, env_without(JAX))
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: counting the step's costs needs JAX") and "pip install jax" in line, done.stderr
+    assert "Traceback" not in done.stderr and "never-opened" not in done.stderr
+    assert time.monotonic() - began < 60  # said before TensorFlow, Keras or any child starts (seconds on a busy machine)
 
 
 @pytest.mark.slow

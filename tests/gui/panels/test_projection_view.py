@@ -7,6 +7,8 @@ import html
 import pytest
 from PySide6.QtCore import Qt
 
+from tests.gui.helpers import choose
+
 pytestmark = pytest.mark.slow
 
 PROJECTION_TIMEOUT_MS = 180_000
@@ -40,3 +42,17 @@ def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measure
     assert all(html.escape(caveat) in box.informativeText() for caveat in caveats)
     assert any("hosts differ" in caveat for caveat in caveats)  # the points' own machines, computed from them
     box.close()
+
+
+def test_a_refused_projection_says_why_in_words_and_keeps_the_table_empty(ready_window, qtbot):
+    """A TPU has no float16 units: the refusal is said as the CLI says it, with no exception's class name."""
+    choose(ready_window.run_panel.precision_combo, "float16")
+    view = ready_window.compare_panel.projection
+    view.device_combo.setCurrentText("TPU-v4")
+    qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
+    text = view.label.text()
+    assert text.startswith("No projection: TPU-v4 cannot run --precision float16:") and "bfloat16" in text, text
+    assert "Refused" not in text and "Error" not in text
+    assert view.document is None and view.table.rowCount() == 0 and not view.caveats_button.isEnabled()
+    assert view.project_button.isEnabled()  # another device can be tried at once
