@@ -261,14 +261,7 @@ def caveats(
                 f"the points all ran 1 step per call: the host's per-call cost is taken as shared by the {config.steps_per_call} "
                 "steps of a call"
             )
-    batches = sorted({point.batch for point in points})
-    other = [row["batch"] for row in rows if row["batch"] not in batches]
-    if other:
-        said.append(
-            f"the points all ran at batch {', '.join(map(str, batches))}: at batch {', '.join(f'{b:,}' for b in other)} the efficiency is held "
-            "at its fit, while a larger batch usually fills the device better (a smaller one less), so a projection above their batch "
-            "is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, the host aside)"
-        )
+    said += batch_caveats(rows, points)
     said += coverage_caveats(config, rows, costs.layers, points)
     said += loop_caveats(config, rows)
     said += _epoch_caveats(rows, constants)
@@ -290,6 +283,27 @@ def host_caveats(points: list[calibration.MeasuredPoint]) -> list[str]:
         f"{fast.device}'s ({fast.date}), {slow.step_s / fast.step_s:.2f}x; the machine driving the device may set a fixed-cost-bound step "
         "as far from this projection"
     ]
+
+
+def batch_caveats(rows: list[dict[str, Any]], points: list[calibration.MeasuredPoint]) -> list[str]:
+    """Where a projected batch lies above or below every point's batch: the efficiency, one fitted figure, is held there while a
+    device's own rate rises with the batch, so the projection is likely low above the points and high below them."""
+    batches = sorted({point.batch for point in points})
+    ran = f"the points ran at batch {', '.join(f'{b:,}' for b in batches)}, and the efficiency is one figure fitted to them all"
+    said = []
+    above = [row["batch"] for row in rows if row["batch"] > batches[-1]]
+    if above:
+        said.append(
+            f"{ran}: at batch {', '.join(f'{b:,}' for b in above)}, above theirs, a larger batch usually fills the device better, so "
+            "the projection there is likely low (device_bound_samples_per_s is the most its launches, ceiling and bandwidth allow, "
+            "the host aside)"
+        )
+    below = [row["batch"] for row in rows if row["batch"] < batches[0]]
+    if below:
+        said.append(
+            f"{ran}: at batch {', '.join(f'{b:,}' for b in below)}, below theirs, a smaller batch fills the device less, so the projection there is likely high"
+        )
+    return said
 
 
 def coverage_caveats(config: RunConfig, rows: list[dict[str, Any]], layers: int, points: list[calibration.MeasuredPoint]) -> list[str]:

@@ -1,12 +1,13 @@
 """A projection's caveats: a job on real data hears how far the points on real data fell; a step beyond the points' span, that it
-extrapolates; every projection, how far the points' own machines set the same job apart."""
+extrapolates; every projection, how far the points' own machines set the same job apart; a batch beyond the points' batches, which
+way the projection likely errs."""
 
 from __future__ import annotations
 
 from core.config import RunConfig
 from core.projection import calibration
 from core.projection.catalogue import find_device
-from core.projection.project import coverage_caveats, host_caveats, input_pipeline_caveats, project
+from core.projection.project import batch_caveats, coverage_caveats, host_caveats, input_pipeline_caveats, project
 from core.projection.step_costs import BatchCosts, StepCosts
 
 
@@ -85,3 +86,15 @@ def test_steps_per_call_are_said_as_shared_by_a_compiled_step_and_as_taking_noth
         one = project(config.with_changes(steps_per_call=1), device, _cnn_costs())
         host, host_one = document["rows"][0]["terms_s"]["host"], one["rows"][0]["terms_s"]["host"]
         assert (host < host_one) if backend == "jax" else host == host_one
+
+
+def test_a_batch_above_every_point_s_is_likely_low_below_likely_high_and_between_them_nothing_is_said() -> None:
+    points = calibration.points_for("jax")
+    batches = sorted({point.batch for point in points})
+    between = next(b for b in range(batches[0] + 1, batches[-1]) if b not in batches)
+    rows = [{"batch": b} for b in (batches[0] // 4, batches[0], between, batches[-1], batches[-1] * 2)]
+    low, high = batch_caveats(rows, points)
+    assert f"at batch {batches[-1] * 2:,}, above theirs" in low and "likely low" in low
+    assert f"at batch {batches[0] // 4:,}, below theirs" in high and "likely high" in high
+    assert all(f"batch {between:,}" not in caveat for caveat in (low, high))
+    assert batch_caveats([{"batch": b} for b in (batches[0], between, batches[-1])], points) == []
