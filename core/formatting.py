@@ -80,6 +80,15 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def format_seconds(seconds: float) -> str:
+    """'0.214 s', '3.5 min', '2.1 h': a span of any size in three significant digits."""
+    if seconds < 120:
+        return f"{seconds:,.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.3g} min"
+    return f"{seconds / 3600:,.3g} h"
+
+
 def format_elapsed(seconds: float) -> str:
     """'42 s', '1 min 12 s', '1 h 3 min': a wait as it is said."""
     seconds = max(0, int(seconds))

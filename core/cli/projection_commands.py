@@ -22,7 +22,7 @@ from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
 from core.cli.job_options import add_job_arguments, job_config, whole_number
 from core.cli.output import format_columns
 from core.config import MAX_STEPS_PER_CALL, PRECISIONS, RunConfig
-from core.formatting import format_bytes, format_si
+from core.formatting import format_bytes, format_seconds, format_si
 from core.projection.catalogue import PRECISION_NAMES, UnknownDevice, device_names, find_device
 from core.tensorflow_import import tensorflow_installed
 
@@ -142,7 +142,7 @@ def projection_text(document: dict[str, Any]) -> str:
             target = row["time_to_target_s"]
             lines.append(
                 f"time to the loss target ({document['samples_to_target']:,} samples at batch {row['batch']:,}): "
-                f"{_seconds(target['low'])} to {_seconds(target['high'])} (projected)"
+                f"{format_seconds(target['low'])} to {format_seconds(target['high'])} (projected)"
             )
     calibration = document["calibration"]
     constants = calibration["constants"]
@@ -183,11 +183,3 @@ def _point_setting(point: dict[str, Any]) -> str:
 def _figure(value: float) -> str:
     """Three significant digits, never in exponent form: 0.744, 5.26, 44.8, 1,672."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def _seconds(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:,.3g} s"
-    if seconds < 7200:
-        return f"{seconds / 60:,.3g} min"
-    return f"{seconds / 3600:,.3g} h"

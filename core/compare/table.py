@@ -16,8 +16,9 @@ evidence about each other).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,7 +32,7 @@ from core.compare.significance import (
     noise_warnings,
     speedup_interval,
 )
-from core.config import ConfigError, hooks_in_words, recorded_hooks
+from core.config import ConfigError, RunConfig, hooks_in_words, recorded_hooks
 from core.diagnosis.ceilings import known_peaks
 from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
 from core.diagnosis.readout import measured_ceiling
@@ -114,6 +115,36 @@ class CompareRow:
         return frozenset(d.split(":")[0] for d in self.devices)
 
 
+LEARNING_SETTINGS = (
+    "model",
+    "dataset",
+    "batch_size",
+    "learning_rate",
+    "optimizer",
+    "precision",
+    "seed",
+    "vocab",
+    "vocab_by_input",
+    "custom_objects",
+)
+"""The settings that decide how many samples a job needs to reach a loss (the device, strategy, backend and length do not)."""
+
+
+def same_training(recorded: Mapping[str, Any], config: RunConfig) -> bool:
+    """A run's recorded config (`RunResult.config`) learns as `config` does: every one of LEARNING_SETTINGS is the same."""
+    wanted = config.to_dict()
+    return all(json.dumps(recorded.get(name)) == json.dumps(wanted.get(name)) for name in LEARNING_SETTINGS)
+
+
+@dataclass(frozen=True)
+class SamplesToTarget:
+    """The samples one compared run needed to reach the comparison's target loss (smoothed), and which run it was."""
+
+    samples: int
+    target_loss: float
+    label: str
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Rows in target order, the baseline row's index, and fairness warnings in plain words."""
@@ -139,6 +170,19 @@ class Comparison:
     def target_decision(self) -> TargetDecision:
         """The rows' target loss, each row's judged time to it, and whether that time compares them (`core.training.to_target.decide`)."""
         return decide([row.result for row in self.rows], self.target_loss, [row.label for row in self.rows])
+
+    def samples_to_target(self, config: RunConfig) -> SamplesToTarget | None:
+        """The samples a row needed to reach the rows' target loss, where one ran `config`'s training (`same_training`) and the
+        target decides (`target_decision`): the baseline's, else the first such row's; None otherwise."""
+        decision = self.target_decision()
+        if not decision.decides or decision.target_loss is None:
+            return None
+        order = [self.baseline_index, *(index for index in range(len(self.rows)) if index != self.baseline_index)]
+        for index in order:
+            row, reached = self.rows[index], decision.reached[index]
+            if reached.samples is not None and not reached.in_warmup and same_training(row.result.config, config):
+                return SamplesToTarget(reached.samples, decision.target_loss, row.label)
+        return None
 
     def common_target(self) -> float | None:
         """The loss the rows are timed to: the given one, else the highest smoothed final loss of the rows whose loss fell beyond noise."""

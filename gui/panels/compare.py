@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.compare.export import write_comparison
-from core.compare.table import CompareRow, Comparison, compare_results
+from core.compare.table import CompareRow, Comparison, SamplesToTarget, compare_results
 from core.compare.targets import CompareTarget
 from core.config import ConfigError, RunConfig
 from core.jobs.rounds import DEFAULT_ROUNDS, MAX_ROUNDS
@@ -304,7 +304,7 @@ class ComparePanel(QWidget):
         charts_layout.addWidget(self.throughput_chart, 1)
         charts_layout.addWidget(self.efficiency_chart, 1)
         charts_layout.addWidget(self.energy_chart, 1)
-        self.projection = ProjectionView(self._base_config)
+        self.projection = ProjectionView(self._base_config, self._samples_to_target)
         lower = QTabWidget()
         lower.setObjectName("compareLowerTabs")
         lower.addTab(charts, "Measured")
@@ -340,6 +340,10 @@ class ComparePanel(QWidget):
             errors = self._errors_source() or ["the run form is not complete."]
             self._show_problem("Fix the run form on the left first: " + " ".join(errors))
         return None if config is None else config.with_hooks()  # compared runs get no TensorBoard or profiler hooks
+
+    def _samples_to_target(self, config: RunConfig) -> SamplesToTarget | None:
+        """What the comparison in the table says of `config`'s samples to its target loss (the projection's time to target)."""
+        return self._comparison.samples_to_target(config) if self._comparison else None
 
     def _start(self, job: CompareJob, baseline: int) -> bool:
         if self._blocked or self.controller.is_running():

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.compare.table import SamplesToTarget
 from core.config import RunConfig
-from core.formatting import format_bytes
+from core.formatting import format_bytes, format_seconds
 from core.projection.catalogue import device_names
 from core.projection.project import projection_of
 from gui.qt_threads import run_in_background
@@ -38,16 +39,25 @@ def _named(widget: Any, name: str) -> Any:
     return widget
 
 
-COLUMNS = ("Batch", "Samples/s (projected)", "Step ms (projected)", "Regime", "Memory")
+COLUMNS = ("Batch", "Samples/s (projected)", "Step ms (projected)", "Regime", "Memory", "Time to target (projected)")
+TARGET_COLUMN = COLUMNS.index("Time to target (projected)")
 
 
 class ProjectionView(QWidget):
     """A device to project on, Project, and the projected rows with what they rest on."""
 
-    def __init__(self, config_source: Callable[[], RunConfig | None], parent: QWidget | None = None):
+    def __init__(
+        self,
+        config_source: Callable[[], RunConfig | None],
+        target_source: Callable[[RunConfig], SamplesToTarget | None] = lambda config: None,
+        parent: QWidget | None = None,
+    ):
+        """`target_source` gives the samples a measured run of the job needed to reach its loss target (the comparison's), if any."""
         super().__init__(parent)
         self.setObjectName("projectionView")
         self._config_source = config_source
+        self._target_source = target_source
+        self._target: SamplesToTarget | None = None
         self._projecting = False
         self.document: dict[str, Any] | None = None
         self.device_combo = _named(QComboBox(), "projectionDeviceCombo")
@@ -97,7 +107,9 @@ class ProjectionView(QWidget):
         self.label.setText(f"Counting the step's costs and projecting on {html.escape(device)}…")
         self.project_button.setEnabled(False)
         self._projecting = True
-        run_in_background(projection_of, config.with_hooks(), device, on_result=self._show, on_error=self._fail, name="projection")
+        self._target = self._target_source(config)
+        samples = self._target.samples if self._target else None
+        run_in_background(projection_of, config.with_hooks(), device, samples, on_result=self._show, on_error=self._fail, name="projection")
 
     def _finished(self) -> None:
         self._projecting = False
@@ -116,7 +128,13 @@ class ProjectionView(QWidget):
         points = calibrated_on(document["calibration"]["points"])
         caveats = document["caveats"]
         said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: press Caveats or hover here." if caveats else ""
-        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{said}")
+        target = ""
+        if self._target is not None:
+            target = (
+                f" Time to target: {self._target.samples:,} samples, as {html.escape(self._target.label)} needed them to reach the "
+                f"comparison's loss {self._target.target_loss:.4g}, at the projected rate."
+            )
+        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{target}{said}")
         self._set_caveats(caveats)
         self.table.setRowCount(len(document["rows"]))
         italic = QFont(self.table.font())
@@ -129,12 +147,15 @@ class ProjectionView(QWidget):
                 f"{row['step_s']['low'] * 1e3:.3g} – {row['step_s']['high'] * 1e3:.3g}",
                 row["regime"],
                 f"{'fits' if fits['fits'] else 'does not fit'}: {format_bytes(fits['need_bytes'])}",
+                _seconds_range(row["time_to_target_s"]),
             )
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setFont(italic)  # projected, not measured: drawn apart from the measured table
                 item.setToolTip(row["why"])
                 self.table.setItem(index, column, item)
+
+        self.table.setColumnHidden(TARGET_COLUMN, self._target is None)
 
     def _set_caveats(self, caveats: list[str]) -> None:
         self.label.setToolTip("\n".join(f"• {text}" for text in caveats))
@@ -164,3 +185,8 @@ def calibrated_on(points: list[dict[str, Any]]) -> str:
     batches = sorted({point["batch"] for point in points})
     span = f"batch {batches[0]:,}" if len(batches) == 1 else f"batches {batches[0]:,}–{batches[-1]:,}"
     return f"runs on {devices} ({models}; {span})"
+
+
+def _seconds_range(span: dict[str, float] | None) -> str:
+    """ "0.21 s – 0.42 s" from a row's time_to_target_s ("" where the row has none: only the run's batch does)."""
+    return f"{format_seconds(span['low'])} – {format_seconds(span['high'])}" if span else ""

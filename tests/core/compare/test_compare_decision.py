@@ -1,5 +1,6 @@
 """What a comparison claims, on the runs given (issue 38): an interval and its "beyond noise" say the same thing or
-name why not, and time to a target compares runs only where getting there took learning after the warm-up."""
+name why not, and time to a target compares runs only where getting there took learning after the warm-up (and only then gives
+a projection the samples to it)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,21 @@ def test_time_to_a_loss_that_did_not_fall_beyond_noise_compares_nothing(two_cpus
         assert row["target_decides"] is False and row["target_undecided"] == NO_FALL and row["target_undecided_why"]
         assert row["time_to_target_speedup"] is None and row["time_to_target_s"] is None and row["target_reason"]
     assert "time to the target compares nothing here" in format_table(comparison)
+    assert comparison.samples_to_target(base) is None  # a projection gets no time to a target that decides nothing
+
+
+def test_the_samples_to_the_target_come_from_the_baseline_for_the_same_training_on_any_device(two_cpus):
+    """What a projection's time to the target rests on: the samples a compared run of the same training needed."""
+    base = RunConfig(model="mlp", dataset="digits", steps=80, batch_size=64)
+    comparison = run_comparison(base, parse_targets(f"{two_cpus[0]}; {two_cpus[1]}"))
+    rows = comparison.to_rows_dict()
+    assert comparison.target_decision().decides, comparison.target_decision().why
+    for baseline in (0, 1):
+        reached = comparison.with_baseline(baseline).samples_to_target(base)
+        assert reached is not None and reached.target_loss == comparison.common_target()
+        assert (reached.label, reached.samples) == (rows[baseline]["label"], rows[baseline]["samples_to_target"])
+    # the device, strategy and length learn nothing different; the batch and the learning rate do
+    elsewhere = base.with_changes(strategy="one-device", devices=(two_cpus[1],), steps=500)
+    assert comparison.samples_to_target(elsewhere) is not None
+    assert comparison.samples_to_target(base.with_changes(batch_size=32)) is None
+    assert comparison.samples_to_target(base.with_changes(learning_rate=0.01)) is None

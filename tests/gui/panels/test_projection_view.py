@@ -56,3 +56,41 @@ def test_a_refused_projection_says_why_in_words_and_keeps_the_table_empty(ready_
     assert "Refused" not in text and "Error" not in text
     assert view.document is None and view.table.rowCount() == 0 and not view.caveats_button.isEnabled()
     assert view.project_button.isEnabled()  # another device can be tried at once
+
+
+def test_after_a_comparison_of_the_same_training_the_projection_adds_the_time_to_its_target_loss(ready_window, qtbot):
+    """The MLP learns the digits within 80 steps: the comparison's target decides, and the projection of that job turns the
+    samples its run needed into a projected time to the target; a job that learns otherwise (another learning rate) gets none."""
+    window, panel, view = ready_window, ready_window.compare_panel, ready_window.compare_panel.projection
+    choose(window.run_panel.model_combo, "mlp")
+    choose(window.run_panel.dataset_combo, "digits")
+    window.run_panel.batch_edit.setText("64")
+    window.run_panel.steps_edit.setText("80")
+    panel.set_targets(["CPU:0"])
+    panel.rounds_spin.setValue(1)
+    with qtbot.waitSignal(panel.comparison_changed, timeout=PROJECTION_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(panel.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=PROJECTION_TIMEOUT_MS)
+    comparison = blocker.args[0]
+    config = window.run_panel.config()
+    reached = comparison.samples_to_target(config)
+    assert reached is not None, comparison.target_decision().why
+    [row] = comparison.to_rows_dict()
+    assert reached.samples == row["samples_to_target"] and reached.label == row["label"]
+
+    view.device_combo.setCurrentText("H100-SXM")
+    qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
+    assert view.document is not None, view.label.text()
+    assert f"Time to target: {reached.samples:,} samples, as {reached.label} needed them" in view.label.text()
+    column = view.table.columnCount() - 1
+    assert not view.table.isColumnHidden(column)
+    first, *others = view.document["rows"]
+    assert first["batch"] == 64 and first["time_to_target_s"]["low"] == pytest.approx(reached.samples / first["samples_per_s"]["high"])
+    assert view.table.item(0, column).text().endswith(" s") and all(not view.table.item(i + 1, column).text() for i in range(len(others)))
+
+    window.run_panel.lr_edit.setText("0.01")  # another training: the comparison says nothing of its samples to the target
+    qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
+    assert view.document is not None and view.document["samples_to_target"] is None
+    assert "Time to target" not in view.label.text() and view.table.isColumnHidden(column)
