@@ -2,7 +2,9 @@
 
 A projection is never a measurement: it sits in a tab of its own beside the measured charts, its
 title and every row say so, and nothing is stored. The step's costs are counted in a child process
-(`core.projection.project.projection_of`, seconds) off the GUI thread.
+(`core.projection.project.projection_of`, seconds) off the GUI thread. Where the comparison in the
+table ran the same training and its loss target decides, the run's batch also gets a projected time
+to that target (`core.compare.table.Comparison.samples_to_target`).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class ProjectionView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setColumnHidden(TARGET_COLUMN, True)  # shown once a comparison of the job gives its samples to a target
         row = QHBoxLayout()
         row.addWidget(QLabel("What would"))
         row.addWidget(self.device_combo)
@@ -154,7 +157,6 @@ class ProjectionView(QWidget):
                 item.setFont(italic)  # projected, not measured: drawn apart from the measured table
                 item.setToolTip(row["why"])
                 self.table.setItem(index, column, item)
-
         self.table.setColumnHidden(TARGET_COLUMN, self._target is None)
 
     def _set_caveats(self, caveats: list[str]) -> None:

@@ -33,6 +33,7 @@ def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measure
         assert view.table.item(index, 0).font().italic()  # drawn apart from the measured rows
         assert view.table.item(index, 3).text() in ("fixed-cost-bound", "compute-bound", "memory-bound")
     assert panel.table.rowCount() == measured_rows  # nothing measured was added
+    assert view.table.isColumnHidden(view.table.columnCount() - 1) and "Time to target" not in view.label.text()  # nothing compared
     # its caveats, a button away (not only a tooltip): each one said in a box that leaves the table in view
     caveats = view.document["caveats"]
     assert caveats and view.caveats_button.isEnabled() and view.caveats_button.text() == f"Caveats ({len(caveats)})…"
