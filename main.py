@@ -7,6 +7,7 @@ python main.py devices | models | run | compare | history | export | worker ...
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import sys
 import time
@@ -40,12 +41,29 @@ XCB_LIBRARIES = {
     "libdbus-1.so.3": "libdbus-1-3",
 }
 HEADLESS_HINT = "the CLI needs no display: python main.py --help"
+# pyproject.toml's dependencies each entry imports, by import name, with the distribution pip installs. TensorFlow and JAX are
+# left out: a job on another backend runs without them, and a command that needs one says so (a test holds this to pyproject).
+CLI_PACKAGES = {
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "psutil": "psutil",
+    "cpuinfo": "py-cpuinfo",
+    "platformdirs": "platformdirs",
+    "keras": "keras",
+}
+WINDOW_PACKAGES = {**CLI_PACKAGES, "PySide6": "PySide6-Essentials", "pyqtgraph": "pyqtgraph", "psygnal": "psygnal"}
+INSTALL = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/python main.py"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Start the GUI, or run the CLI subcommand named in `argv`."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv and not argv[0].startswith("-platform"):
+    headless = bool(argv) and not argv[0].startswith("-platform")
+    problem = packages_problem(CLI_PACKAGES if headless else WINDOW_PACKAGES)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    if headless:
         from core.cli import main as cli_main
 
         return cli_main(argv)
@@ -56,6 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     from gui.app import run_app
 
     return run_app([sys.argv[0], *argv])
+
+
+def packages_problem(packages: Mapping[str, str]) -> str:
+    """Which of `packages` (import name: distribution) this Python lacks and how to install Device Lab, in one line; "" when none.
+
+    Checked before anything is imported: Python's own answer is a traceback ("No module named 'psutil'").
+    """
+    missing = [distribution for module, distribution in packages.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        return ""
+    verb = "is" if len(missing) == 1 else "are"
+    return (
+        f"Device Lab: {', '.join(missing)} {verb} not installed for this Python ({sys.executable}). Install Device Lab into a "
+        f"virtual environment and start it from there: {INSTALL} (README: Install and start)"
+    )
 
 
 def window_problem(argv: list[str], environ: Mapping[str, str], libraries: Mapping[str, str] = XCB_LIBRARIES) -> str:

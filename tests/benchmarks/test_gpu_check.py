@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks import gpu_check
+from main import CLI_PACKAGES, WINDOW_PACKAGES
 from tests.hidden_packages import env_without_tensorflow_and_qt
+from tests.project_metadata import runtime_dependencies
 
 ROOT = Path(__file__).resolve().parents[2]
 DRY = gpu_check.Plan(dry_run=True, device="CPU:0", torch=False)
@@ -89,17 +91,14 @@ GPU_MACHINE_HAS = {
     "packaging",
 }
 """What the lent GPU machines have installed (benchmarks/gpu_wheels.sh's docstring; scipy comes with JAX)."""
-WINDOW_ONLY = {"tensorflow", "PySide6-Essentials", "pyqtgraph", "psygnal"}
-"""Runtime dependencies the CLI's TensorFlow-free path never imports (the dry run hides the first three; psygnal is the run form's)."""
+WINDOW_ONLY = {"tensorflow", *(set(WINDOW_PACKAGES.values()) - set(CLI_PACKAGES.values()))}
+"""Runtime dependencies the CLI's TensorFlow-free path never imports (TensorFlow and Qt, which the dry run hides; the run form's
+psygnal): TensorFlow and the packages only `main.py`'s window checks for."""
 
 
 def test_every_runtime_dependency_the_cli_needs_is_on_the_gpu_machine_or_among_the_carried_wheels() -> None:
     """On an H200 (2026-11-28) every command failed at once: platformdirs was neither installed there nor carried."""
-    import re
-
-    block = re.search(r"^dependencies = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M)[1]  # type: ignore[index]
-    declared = re.findall(r'^\s*"([^"]+)"', block, re.M)
-    names = {re.split(r"[<>=!~\[ ;(]", requirement, maxsplit=1)[0] for requirement in declared}
+    names = runtime_dependencies()
     wheels_line = next(line for line in (ROOT / "benchmarks/gpu_wheels.sh").read_text().splitlines() if line.startswith("WHEELS=("))
     carried = {wheel.split("==")[0] for wheel in wheels_line.removeprefix("WHEELS=(").removesuffix(")").split()}
     missing = names - GPU_MACHINE_HAS - carried - WINDOW_ONLY
