@@ -18,6 +18,7 @@ from core.formatting import format_bytes
 from core.projection import calibration
 from core.projection.catalogue import PRECISION_NAMES, Accelerator
 from core.projection.catalogue import ceiling as device_ceiling
+from core.projection.measured_here import MeasuredHere, latest_measured
 from core.projection.model import EAGER_BACKENDS, KERNEL_S, KERNEL_SOURCE, Constants, Costs, Target, spread, step_parts
 from core.projection.step_costs import BatchCosts, StepCosts
 
@@ -67,9 +68,17 @@ def usable_memory(device: Accelerator, backend: str) -> tuple[int, str]:
 
 
 def project(
-    config: RunConfig, device: Accelerator, costs: StepCosts, model_title: str = "", samples_to_target: int | None = None
+    config: RunConfig,
+    device: Accelerator,
+    costs: StepCosts,
+    model_title: str = "",
+    samples_to_target: int | None = None,
+    measured: MeasuredHere | None = None,
 ) -> dict[str, Any]:
-    """The projection of `config`'s job (its backend, precision, steps per call, batch) on `device`, as one JSON-ready document."""
+    """The projection of `config`'s job (its backend, precision, steps per call, batch) on `device`, as one JSON-ready document.
+
+    `measured`: this machine's run of the job (`measured_here.latest_measured`), which the run's batch is set against
+    (`speedup_vs_measured`: projected samples/s over its samples/s)."""
     check_request(config, device)
     backend = config.backend
     constants = calibration.constants(backend)
@@ -88,6 +97,10 @@ def project(
             )
             continue
         rows.append(_row(config, counted, costs, target, constants, band.factor, usable, samples_to_target))
+    for row in rows:
+        rate = row["samples_per_s"]
+        at_run_batch = measured is not None and row["batch"] == config.batch_size
+        row["speedup_vs_measured"] = {key: rate[key] / measured.samples_per_s for key in rate} if at_run_batch and measured else None
     points = calibration.points_for(backend)
     document: dict[str, Any] = {
         "projection": True,
@@ -103,6 +116,7 @@ def project(
         "range": band.to_dict(),
         "memory": {"usable_bytes": usable, "usable_how": usable_how, "how": MEMORY_HOW},
         "samples_to_target": samples_to_target,
+        "measured_here": measured.to_dict() if measured else None,
         "calibration": {
             "backend": calibration.calibration_backend(backend),
             "points": [point.to_dict() for point in points],
@@ -399,7 +413,8 @@ def _count(value: float) -> str:
 
 def projection_of(config: RunConfig, device_name: str, samples_to_target: int | None = None) -> dict[str, Any]:
     """The whole projection of `config`'s job on the catalogue device named: checked, its step's costs counted (a child
-    process, seconds), projected. Raises UnknownDevice, ProjectionRefused or CostsUnavailable with the reason."""
+    process, seconds), projected and set against this machine's newest run of the job in the history, if any. Raises
+    UnknownDevice, ProjectionRefused or CostsUnavailable with the reason."""
     from core.projection.catalogue import find_device
     from core.projection.step_costs import measure_step_costs
     from core.workloads.workload import model_title
@@ -407,4 +422,4 @@ def projection_of(config: RunConfig, device_name: str, samples_to_target: int | 
     device = find_device(device_name)
     check_request(config, device)
     costs = measure_step_costs(config, projected_batches(config.batch_size))
-    return project(config, device, costs, model_title(config.model), samples_to_target)
+    return project(config, device, costs, model_title(config.model), samples_to_target, latest_measured(config))

@@ -4,7 +4,8 @@ A projection is never a measurement: it sits in a tab of its own beside the meas
 title and every row say so, and nothing is stored. The step's costs are counted in a child process
 (`core.projection.project.projection_of`, seconds) off the GUI thread. Where the comparison in the
 table ran the same training and its loss target decides, the run's batch also gets a projected time
-to that target (`core.compare.table.Comparison.samples_to_target`).
+to that target (`core.compare.table.Comparison.samples_to_target`); where the history holds a run of the
+same job on this machine, it is set against that run's samples/s (`core.projection.measured_here`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def _named(widget: Any, name: str) -> Any:
     return widget
 
 
-COLUMNS = ("Batch", "Samples/s (projected)", "Step ms (projected)", "Regime", "Memory", "Time to target (projected)")
+COLUMNS = ("Batch", "Samples/s (projected)", "Step ms (projected)", "Regime", "Memory", "Time to target (projected)", "× measured here")
 TARGET_COLUMN = COLUMNS.index("Time to target (projected)")
+MEASURED_COLUMN = COLUMNS.index("× measured here")
 
 
 class ProjectionView(QWidget):
@@ -82,6 +84,7 @@ class ProjectionView(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setColumnHidden(TARGET_COLUMN, True)  # shown once a comparison of the job gives its samples to a target
+        self.table.setColumnHidden(MEASURED_COLUMN, True)  # shown where the history holds a run of the job
         row = QHBoxLayout()
         row.addWidget(QLabel("What would"))
         row.addWidget(self.device_combo)
@@ -137,7 +140,8 @@ class ProjectionView(QWidget):
                 f" Time to target: {self._target.samples:,} samples, as {html.escape(self._target.label)} needed them to reach the "
                 f"comparison's loss {self._target.target_loss:.4g}, at the projected rate."
             )
-        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{target}{said}")
+        measured = _measured_sentence(document)
+        self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{measured}{target}{said}")
         self._set_caveats(caveats)
         self.table.setRowCount(len(document["rows"]))
         italic = QFont(self.table.font())
@@ -151,6 +155,7 @@ class ProjectionView(QWidget):
                 row["regime"],
                 f"{'fits' if fits['fits'] else 'does not fit'}: {format_bytes(fits['need_bytes'])}",
                 _seconds_range(row["time_to_target_s"]),
+                _ratio_range(row["speedup_vs_measured"]),
             )
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -158,6 +163,7 @@ class ProjectionView(QWidget):
                 item.setToolTip(row["why"])
                 self.table.setItem(index, column, item)
         self.table.setColumnHidden(TARGET_COLUMN, self._target is None)
+        self.table.setColumnHidden(MEASURED_COLUMN, document["measured_here"] is None)
 
     def _set_caveats(self, caveats: list[str]) -> None:
         self.label.setToolTip("\n".join(f"• {text}" for text in caveats))
@@ -192,3 +198,21 @@ def calibrated_on(points: list[dict[str, Any]]) -> str:
 def _seconds_range(span: dict[str, float] | None) -> str:
     """ "0.21 s – 0.42 s" from a row's time_to_target_s ("" where the row has none: only the run's batch does)."""
     return f"{format_seconds(span['low'])} – {format_seconds(span['high'])}" if span else ""
+
+
+def _ratio_range(ratio: dict[str, float] | None) -> str:
+    """ "×0.35 – ×0.70" from a row's speedup_vs_measured ("" where the row has none: only the run's batch does)."""
+    return f"×{ratio['low']:.2g} – ×{ratio['high']:.2g}" if ratio else ""
+
+
+def _measured_sentence(document: dict[str, Any]) -> str:
+    """ " Against run #12 here (CPU:0, 100,858 samples/s), at batch 64: ×0.35 – ×0.70." (HTML-escaped; "" without a run)."""
+    measured = document["measured_here"]
+    row = next((row for row in document["rows"] if row["speedup_vs_measured"]), None)
+    if measured is None or row is None:
+        return ""
+    where = html.escape(measured["where"])
+    return (
+        f" Against run #{measured['run_id']} of this job here ({where}, {measured['samples_per_s']:,.0f} samples/s), at batch "
+        f"{row['batch']:,}: {_ratio_range(row['speedup_vs_measured'])}."
+    )

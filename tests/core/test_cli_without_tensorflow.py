@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from core.history.store import FILE_NAME
 from tests.hidden_packages import env_without_tensorflow_and_qt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def test_a_tensorflow_job_is_refused_in_one_line_naming_what_to_install(tmp_path
     [line] = done.stderr.strip().splitlines()
     assert "needs TensorFlow" in line and "pip install tensorflow" in line and "--backend jax" in line
     assert time.monotonic() - began < 30  # refused before anything trains (a few seconds to start Python)
-    assert not (tmp_path / "history.sqlite").exists() or cli(["history", "--json"], tmp_path).stdout.strip() == "[]"
+    assert not (tmp_path / FILE_NAME).exists() or cli(["history", "--json"], tmp_path).stdout.strip() == "[]"
 
 
 def test_a_comparison_with_one_tensorflow_target_is_refused_before_any_target_runs(tmp_path: Path) -> None:

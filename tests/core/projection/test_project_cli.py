@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from core.history.store import FILE_NAME
 from core.projection.catalogue import device_names
 from core.projection.model import COMPUTE, FIXED, MEMORY
 from core.projection.project import LABEL
@@ -68,7 +69,7 @@ def test_the_cnn_on_an_h100_per_batch_a_range_a_regime_a_memory_fit_flops_and_by
     assert jax_rows[64]["terms_s"]["scatter"] > 0
     assert jax_rows[4096]["terms_s"]["scatter"] == pytest.approx(64 * jax_rows[64]["terms_s"]["scatter"])
     assert "elements scattered" in jax_rows[4096]["why"] and not any("without XLA" in caveat for caveat in on_jax["caveats"])
-    assert not (tmp_path / "history.sqlite").exists()
+    assert not (tmp_path / FILE_NAME).exists()
 
 
 def test_without_jax_it_says_what_to_install_before_any_model_is_opened(tmp_path: Path) -> None:

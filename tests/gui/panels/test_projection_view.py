@@ -7,6 +7,7 @@ import html
 import pytest
 from PySide6.QtCore import Qt
 
+from gui.panels.projection import COLUMNS
 from tests.gui.helpers import choose
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ def test_a_projection_fills_its_own_table_labelled_as_one_and_leaves_the_measure
         assert view.table.item(index, 0).font().italic()  # drawn apart from the measured rows
         assert view.table.item(index, 3).text() in ("fixed-cost-bound", "compute-bound", "memory-bound")
     assert panel.table.rowCount() == measured_rows  # nothing measured was added
-    assert view.table.isColumnHidden(view.table.columnCount() - 1) and "Time to target" not in view.label.text()  # nothing compared
+    assert view.table.isColumnHidden(COLUMNS.index("Time to target (projected)")) and "Time to target" not in view.label.text()
     # its caveats, a button away (not only a tooltip): each one said in a box that leaves the table in view
     caveats = view.document["caveats"]
     assert caveats and view.caveats_button.isEnabled() and view.caveats_button.text() == f"Caveats ({len(caveats)})…"
@@ -84,14 +85,25 @@ def test_after_a_comparison_of_the_same_training_the_projection_adds_the_time_to
     qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
     assert view.document is not None, view.label.text()
     assert f"Time to target: {reached.samples:,} samples, as {reached.label} needed them" in view.label.text()
-    column = view.table.columnCount() - 1
+    column = COLUMNS.index("Time to target (projected)")
     assert not view.table.isColumnHidden(column)
     first, *others = view.document["rows"]
     assert first["batch"] == 64 and first["time_to_target_s"]["low"] == pytest.approx(reached.samples / first["samples_per_s"]["high"])
-    assert view.table.item(0, column).text().endswith(" s") and all(not view.table.item(i + 1, column).text() for i in range(len(others)))
+    assert view.table.item(0, column).text().endswith(" s")
+    assert all(not view.table.item(i + 1, column).text() for i in range(len(others)))
+    # and set against this machine's newest quiet run of the job: the comparison's, unless the machine was busy meanwhile
+    measured, measured_column = view.document["measured_here"], COLUMNS.index("× measured here")
+    if not comparison.rows[0].result.contended:
+        assert measured is not None and measured["samples_per_s"] == pytest.approx(row["samples_per_s"])
+    if measured is None:
+        assert view.table.isColumnHidden(measured_column) and "Against run" not in view.label.text()
+    else:
+        assert f"Against run #{measured['run_id']} of this job here" in view.label.text() and not view.table.isColumnHidden(measured_column)
+        assert view.table.item(0, measured_column).text().startswith("×") and not view.table.item(1, measured_column).text()
 
     window.run_panel.lr_edit.setText("0.01")  # another training: the comparison says nothing of its samples to the target
     qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
     assert view.document is not None and view.document["samples_to_target"] is None
     assert "Time to target" not in view.label.text() and view.table.isColumnHidden(column)
+    assert view.document["measured_here"] == measured  # the learning rate sets no speed: the same run is still the job's
