@@ -85,6 +85,13 @@ class ProjectionView(QWidget):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.setColumnHidden(TARGET_COLUMN, True)  # shown once a comparison of the job gives its samples to a target
         self.table.setColumnHidden(MEASURED_COLUMN, True)  # shown where the history holds a run of the job
+        self.table.horizontalHeaderItem(TARGET_COLUMN).setToolTip(
+            "The samples the comparison's baseline needed to reach its loss target (smoothed), at the projected samples/s"
+        )
+        self.table.horizontalHeaderItem(MEASURED_COLUMN).setToolTip(
+            "The projected samples/s over this machine's newest completed run of the same job on a quiet machine (History): "
+            "below ×1 the device would train it no faster"
+        )
         row = QHBoxLayout()
         row.addWidget(QLabel("What would"))
         row.addWidget(self.device_combo)
@@ -133,13 +140,11 @@ class ProjectionView(QWidget):
         self.document = document
         points = calibrated_on(document["calibration"]["points"])
         caveats = document["caveats"]
-        said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: press Caveats or hover here." if caveats else ""
+        said = f" {len(caveats)} caveat{'s' * (len(caveats) != 1)}: press Caveats." if caveats else ""
         target = ""
         if self._target is not None:
-            target = (
-                f" Time to target: {self._target.samples:,} samples, as {html.escape(self._target.label)} needed them to reach the "
-                f"comparison's loss {self._target.target_loss:.4g}, at the projected rate."
-            )
+            reached = self._target
+            target = f" Time to target: {reached.samples:,} samples ({html.escape(reached.label)}'s, to loss {reached.target_loss:.4g})."
         measured = _measured_sentence(document)
         self.label.setText(f"<b>{html.escape(document['label'])}</b> (not stored): {html.escape(points)}.{measured}{target}{said}")
         self._set_caveats(caveats)
@@ -206,13 +211,11 @@ def _ratio_range(ratio: dict[str, float] | None) -> str:
 
 
 def _measured_sentence(document: dict[str, Any]) -> str:
-    """ " Against run #12 here (CPU:0, 100,858 samples/s), at batch 64: ×0.35 – ×0.70." (HTML-escaped; "" without a run)."""
+    """ " At batch 64: ×0.35 – ×0.70 of run #12 here (CPU:0, 100,858 samples/s)." (HTML-escaped; "" without a run)."""
     measured = document["measured_here"]
     row = next((row for row in document["rows"] if row["speedup_vs_measured"]), None)
     if measured is None or row is None:
         return ""
     where = html.escape(measured["where"])
-    return (
-        f" Against run #{measured['run_id']} of this job here ({where}, {measured['samples_per_s']:,.0f} samples/s), at batch "
-        f"{row['batch']:,}: {_ratio_range(row['speedup_vs_measured'])}."
-    )
+    ratio = _ratio_range(row["speedup_vs_measured"])
+    return f" At batch {row['batch']:,}: {ratio} of run #{measured['run_id']} here ({where}, {measured['samples_per_s']:,.0f} samples/s)."

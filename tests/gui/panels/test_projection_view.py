@@ -84,7 +84,7 @@ def test_after_a_comparison_of_the_same_training_the_projection_adds_the_time_to
     qtbot.mouseClick(view.project_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not view.is_running(), timeout=PROJECTION_TIMEOUT_MS)
     assert view.document is not None, view.label.text()
-    assert f"Time to target: {reached.samples:,} samples, as {reached.label} needed them" in view.label.text()
+    assert f"Time to target: {reached.samples:,} samples ({reached.label}'s, to loss {reached.target_loss:.4g})." in view.label.text()
     column = COLUMNS.index("Time to target (projected)")
     assert not view.table.isColumnHidden(column)
     first, *others = view.document["rows"]
@@ -96,9 +96,10 @@ def test_after_a_comparison_of_the_same_training_the_projection_adds_the_time_to
     if not comparison.rows[0].result.contended:
         assert measured is not None and measured["samples_per_s"] == pytest.approx(row["samples_per_s"])
     if measured is None:
-        assert view.table.isColumnHidden(measured_column) and "Against run" not in view.label.text()
+        assert view.table.isColumnHidden(measured_column) and " here (" not in view.label.text()
     else:
-        assert f"Against run #{measured['run_id']} of this job here" in view.label.text() and not view.table.isColumnHidden(measured_column)
+        assert f"of run #{measured['run_id']} here ({measured['where']}, " in view.label.text()
+        assert not view.table.isColumnHidden(measured_column)
         assert view.table.item(0, measured_column).text().startswith("×") and not view.table.item(1, measured_column).text()
 
     window.run_panel.lr_edit.setText("0.01")  # another training: the comparison says nothing of its samples to the target
