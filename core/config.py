@@ -19,6 +19,7 @@ form and `run_job` call.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -296,6 +297,42 @@ class RunConfig:
         if self.strategy == "mirrored" and len(self.devices) == 1:
             notes.append("Mirrored over a single device is a one-replica run: pick two or more devices to compare scaling.")
         return notes
+
+
+SPEED_SETTINGS = (
+    "model",
+    "dataset",
+    "batch_size",
+    "precision",
+    "steps_per_call",
+    "xla",
+    "backend",
+    "optimizer",
+    "vocab",
+    "vocab_by_input",
+    "custom_objects",
+)
+"""The settings besides the device that decide a step's speed (the learning rate, the seed and the length do not)."""
+LEARNING_SETTINGS = (
+    "model",
+    "dataset",
+    "batch_size",
+    "learning_rate",
+    "optimizer",
+    "precision",
+    "seed",
+    "vocab",
+    "vocab_by_input",
+    "custom_objects",
+)
+"""The settings that decide how many samples a job needs to reach a loss (the device, strategy, backend and length do not)."""
+
+
+def same_settings(recorded: Mapping[str, Any], config: RunConfig, names: Sequence[str]) -> bool:
+    """A run's recorded config (`RunResult.config`, a dict) has `config`'s value for every one of `names`
+    (SPEED_SETTINGS: it ran the same job; LEARNING_SETTINGS: it learns alike)."""
+    wanted = config.to_dict()
+    return all(json.dumps(recorded.get(name)) == json.dumps(wanted.get(name)) for name in names)
 
 
 def normalize_device_name(name: str) -> str:

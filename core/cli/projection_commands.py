@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import add_job_arguments, job_config, whole_number
+from core.cli.job_options import add_job_arguments, finite_number, job_config, whole_number
 from core.cli.output import format_columns
 from core.config import MAX_STEPS_PER_CALL, PRECISIONS, RunConfig
 from core.formatting import format_bytes, format_seconds, format_si
@@ -48,12 +48,21 @@ def add_project_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="steps per compiled call (default %(default)s)",
     )
-    parser.add_argument(
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument(
         "--samples-to-target",
         type=whole_number("--samples-to-target", 1, MAX_SAMPLES_TO_TARGET, "a whole number of samples, at least 1"),
         default=None,
         metavar="N",
         help="samples a run needed to reach its loss target (`run`'s time to target): adds the projected time to reach it",
+    )
+    target.add_argument(
+        "--target-loss",
+        type=finite_number("--target-loss", "a finite number (a loss the job's runs reached)"),
+        default=None,
+        metavar="L",
+        help="adds the projected time to this smoothed loss, from the samples the newest run of the same job and training "
+        "in the history needed to reach it",
     )
 
 
@@ -66,7 +75,7 @@ def device_argument(text: str) -> str:
 
 
 def cmd_project(args: argparse.Namespace) -> int:
-    from core.projection.measured_here import latest_measured
+    from core.projection.measured_here import SamplesToLoss, latest_measured, samples_to_loss
     from core.projection.project import ProjectionRefused, check_request, project, projected_batches
     from core.projection.step_costs import CostsUnavailable, measure_step_costs, require_jax
     from core.tensorflow_import import installed_keras_backend
@@ -98,7 +107,11 @@ def cmd_project(args: argparse.Namespace) -> int:
     except CostsUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_RUN_FAILED
-    document = project(config, device, costs, model_title(config.model), args.samples_to_target, latest_measured(config))
+    samples, how = args.samples_to_target, "given (--samples-to-target)" if args.samples_to_target else ""
+    if args.target_loss is not None:
+        found = samples_to_loss(config, args.target_loss)
+        samples, how = (found.samples, found.how()) if isinstance(found, SamplesToLoss) else (None, found)
+    document = project(config, device, costs, model_title(config.model), samples, latest_measured(config), how)
     if args.json:
         print(json.dumps(document, indent=2))
     else:
@@ -142,9 +155,11 @@ def projection_text(document: dict[str, Any]) -> str:
         if row["time_to_target_s"]:
             target = row["time_to_target_s"]
             lines.append(
-                f"time to the loss target ({document['samples_to_target']:,} samples at batch {row['batch']:,}): "
-                f"{format_seconds(target['low'])} to {format_seconds(target['high'])} (projected)"
+                f"time to the loss target ({document['samples_to_target']:,} samples at batch {row['batch']:,}; "
+                f"{document['samples_to_target_how']}): {format_seconds(target['low'])} to {format_seconds(target['high'])} (projected)"
             )
+    if document["samples_to_target"] is None and document["samples_to_target_how"]:
+        lines.append(f"time to the loss target: not projected: {document['samples_to_target_how']}")
     lines += measured_text(document)
     calibration = document["calibration"]
     constants = calibration["constants"]

@@ -16,9 +16,8 @@ evidence about each other).
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +31,7 @@ from core.compare.significance import (
     noise_warnings,
     speedup_interval,
 )
-from core.config import ConfigError, RunConfig, hooks_in_words, recorded_hooks
+from core.config import LEARNING_SETTINGS, ConfigError, RunConfig, hooks_in_words, recorded_hooks, same_settings
 from core.diagnosis.ceilings import known_peaks
 from core.diagnosis.evidence import NOT_MEASURED, device_names, evidence_from_runs
 from core.diagnosis.readout import measured_ceiling
@@ -115,27 +114,6 @@ class CompareRow:
         return frozenset(d.split(":")[0] for d in self.devices)
 
 
-LEARNING_SETTINGS = (
-    "model",
-    "dataset",
-    "batch_size",
-    "learning_rate",
-    "optimizer",
-    "precision",
-    "seed",
-    "vocab",
-    "vocab_by_input",
-    "custom_objects",
-)
-"""The settings that decide how many samples a job needs to reach a loss (the device, strategy, backend and length do not)."""
-
-
-def same_training(recorded: Mapping[str, Any], config: RunConfig) -> bool:
-    """A run's recorded config (`RunResult.config`) learns as `config` does: every one of LEARNING_SETTINGS is the same."""
-    wanted = config.to_dict()
-    return all(json.dumps(recorded.get(name)) == json.dumps(wanted.get(name)) for name in LEARNING_SETTINGS)
-
-
 @dataclass(frozen=True)
 class SamplesToTarget:
     """The samples one compared run needed to reach the comparison's target loss (smoothed), and which run it was."""
@@ -172,7 +150,7 @@ class Comparison:
         return decide([row.result for row in self.rows], self.target_loss, [row.label for row in self.rows])
 
     def samples_to_target(self, config: RunConfig) -> SamplesToTarget | None:
-        """The samples a row needed to reach the rows' target loss, where one ran `config`'s training (`same_training`) and the
+        """The samples a row needed to reach the rows' target loss, where one ran `config`'s training (LEARNING_SETTINGS) and the
         target decides (`target_decision`): the baseline's, else the first such row's; None otherwise."""
         decision = self.target_decision()
         if not decision.decides or decision.target_loss is None:
@@ -180,7 +158,7 @@ class Comparison:
         order = [self.baseline_index, *(index for index in range(len(self.rows)) if index != self.baseline_index)]
         for index in order:
             row, reached = self.rows[index], decision.reached[index]
-            if reached.samples is not None and not reached.in_warmup and same_training(row.result.config, config):
+            if reached.samples is not None and not reached.in_warmup and same_settings(row.result.config, config, LEARNING_SETTINGS):
                 return SamplesToTarget(reached.samples, decision.target_loss, row.label)
         return None
 

@@ -1,38 +1,32 @@
-"""The newest run of the same job this machine measured (the run history): what a projection's speed-up is against.
+"""The newest run of the same job this machine measured (the run history): what a projection's speed-up is against,
+and the samples it needed to reach a loss, which a projection turns into a time to that loss.
 
 A projection answers "would that device help, and by how much": by how much is the projected rate
 over the rate this machine trained the same job at. The same job is every setting that decides a
-step's speed but the device (SPEED_SETTINGS); a run whose machine was busy meanwhile (`contended`)
-is passed over, its figures low and noisy. Read only where a history exists: a projection never
-creates one.
+step's speed but the device (`core.config.SPEED_SETTINGS`); a run whose machine was busy meanwhile (`contended`)
+is passed over, its figures low and noisy. The samples to a loss come from the newest run that
+also learns alike (`core.config.LEARNING_SETTINGS`; busy or not, a loss falls the same), judged as
+compare judges a time to a target (`core.training.to_target.decide`: reached after the warm-up, by
+a loss that fell beyond noise). Read only where a history exists: a projection never creates one.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from core.config import BACKEND_TITLES, RunConfig
+from core.config import BACKEND_TITLES, LEARNING_SETTINGS, SPEED_SETTINGS, RunConfig, same_settings
 from core.history.store import RunStore, StoreError, default_path
+from core.results import RunResult
+from core.training.to_target import IN_WARMUP, NO_FALL, decide
 
-SPEED_SETTINGS = (
-    "model",
-    "dataset",
-    "batch_size",
-    "precision",
-    "steps_per_call",
-    "xla",
-    "backend",
-    "optimizer",
-    "vocab",
-    "vocab_by_input",
-    "custom_objects",
+NO_RUN = (
+    "no completed run of this job and training (its model, data, batch, learning rate, optimizer, precision, seed) in the "
+    "history: run it first (main.py run with the same settings) or give --samples-to-target"
 )
-"""The settings besides the device that decide a step's speed (the learning rate, the seed and the length do not)."""
 LOOK_AT = 50
 """Completed runs of the model, newest first, that are read for a match at most."""
 
@@ -51,13 +45,10 @@ class MeasuredHere:
 
 
 def same_job(recorded: Mapping[str, Any], config: RunConfig) -> bool:
-    """A run's recorded config (`RunResult.config`) runs `config`'s job: every one of SPEED_SETTINGS alike, and the same
-    model file content where both know it."""
-    wanted = config.to_dict()
-    if not all(json.dumps(recorded.get(name)) == json.dumps(wanted.get(name)) for name in SPEED_SETTINGS):
-        return False
+    """A run's recorded config (`RunResult.config`) runs `config`'s job: SPEED_SETTINGS alike, and the same model file
+    content where both know it."""
     ours, theirs = config.model_sha256, recorded.get("model_sha256") or ""
-    return not (ours and theirs and ours != theirs)
+    return same_settings(recorded, config, SPEED_SETTINGS) and not (ours and theirs and ours != theirs)
 
 
 def latest_measured(config: RunConfig, path: str | Path | None = None) -> MeasuredHere | None:
@@ -78,3 +69,46 @@ def latest_measured(config: RunConfig, path: str | Path | None = None) -> Measur
     except (StoreError, sqlite3.Error, OSError):
         return None
     return None
+
+
+@dataclass(frozen=True)
+class SamplesToLoss:
+    """The samples run `run_id` needed for its smoothed loss to reach `target_loss`."""
+
+    run_id: int
+    target_loss: float
+    samples: int
+
+    def how(self) -> str:
+        return f"run #{self.run_id} of this job reached loss {self.target_loss:.4g} after {self.samples:,} samples"
+
+
+def samples_to_loss(config: RunConfig, target_loss: float, path: str | Path | None = None) -> SamplesToLoss | str:
+    """The samples the newest completed run of `config`'s job and training needed to reach `target_loss`, or why there are
+    none, in words (no such run; not reached; reached in the warm-up or by luck)."""
+    path = Path(path) if path is not None else default_path()
+    if not path.is_file():
+        return NO_RUN
+    try:
+        with RunStore.open(path) as store:
+            for summary in store.list_runs(model=config.model, status="completed")[:LOOK_AT]:
+                result = store.load(summary.id, with_steps=False)
+                if same_job(result.config, config) and same_settings(result.config, config, LEARNING_SETTINGS):
+                    return _judged(summary.id, store.load(summary.id), target_loss)
+    except (StoreError, sqlite3.Error, OSError) as exc:
+        return f"the history could not be read: {exc}"
+    return NO_RUN
+
+
+def _judged(run_id: int, result: RunResult, target_loss: float) -> SamplesToLoss | str:
+    decision = decide([result], target_loss)
+    [reached] = decision.reached
+    if decision.decides and reached.samples is not None:
+        return SamplesToLoss(run_id, target_loss, reached.samples)
+    if decision.reason == IN_WARMUP:
+        return (
+            f"run #{run_id} reached loss {target_loss:.4g} within its warm-up (step {reached.steps}): too early to time; give a lower loss"
+        )
+    if decision.reason == NO_FALL:
+        return f"run #{run_id}'s loss did not fall beyond noise to {target_loss:.4g} (random labels, or too few steps): reaching it is luck"
+    return f"run #{run_id} did not reach loss {target_loss:.4g} in its {len(result.losses):,} steps: train longer, or give a higher loss"

@@ -74,11 +74,13 @@ def project(
     model_title: str = "",
     samples_to_target: int | None = None,
     measured: MeasuredHere | None = None,
+    samples_to_target_how: str = "",
 ) -> dict[str, Any]:
     """The projection of `config`'s job (its backend, precision, steps per call, batch) on `device`, as one JSON-ready document.
 
     `measured`: this machine's run of the job (`measured_here.latest_measured`), which the run's batch is set against
-    (`speedup_vs_measured`: projected samples/s over its samples/s)."""
+    (`speedup_vs_measured`: projected samples/s over its samples/s); `samples_to_target_how`: where `samples_to_target`
+    came from, or why there are none."""
     check_request(config, device)
     backend = config.backend
     constants = calibration.constants(backend)
@@ -116,6 +118,7 @@ def project(
         "range": band.to_dict(),
         "memory": {"usable_bytes": usable, "usable_how": usable_how, "how": MEMORY_HOW},
         "samples_to_target": samples_to_target,
+        "samples_to_target_how": samples_to_target_how,
         "measured_here": measured.to_dict() if measured else None,
         "calibration": {
             "backend": calibration.calibration_backend(backend),

@@ -1,5 +1,6 @@
 """A projection set against this machine's own run of the job: the newest completed, uncontended run with the same speed
-settings, read from a real history (a real `main.py run` in a child, then copies of it with other conditions and settings)."""
+settings, read from a real history (a real `main.py run` in a child, then copies of it with other conditions and settings);
+and a loss target turned into the samples the newest run of the same training needed to reach it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from core.config import RunConfig
 from core.history.store import FILE_NAME, RunStore
-from core.projection.measured_here import latest_measured
+from core.projection.measured_here import NO_RUN, SamplesToLoss, latest_measured, samples_to_loss
+from core.training.to_target import smoothed_losses
 
 pytestmark = pytest.mark.slow
 
@@ -58,3 +61,27 @@ def test_the_newest_quiet_run_of_the_same_job_is_what_the_projection_is_set_agai
         assert first["speedup_vs_measured"][key] == pytest.approx(first["samples_per_s"][key] / rate)
     text = main_py(["project", "--model", "mlp", "--device", "H100"], tmp_path).stdout
     assert f"against this machine: run #{quiet} (" in text and f"trained this job at {rate:,.0f} samples/s: at batch 64" in text
+
+
+def test_a_loss_target_becomes_the_samples_the_newest_run_of_the_same_training_needed_and_a_projected_time(tmp_path: Path) -> None:
+    """`project --target-loss L` after `run` on the digits: the samples come from that run's own smoothed losses."""
+    digits = RunConfig(model="mlp", dataset="digits")
+    assert samples_to_loss(digits, 0.5, tmp_path / FILE_NAME) == NO_RUN
+    ran = main_py(["run", "--model", "mlp", "--data", "digits", "--steps", "120", "--no-verdict"], tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    with RunStore.open(tmp_path / FILE_NAME) as store:
+        result = store.load(1)
+    smoothed = smoothed_losses(result)
+    target = float(smoothed[79])  # the loss the run's smoothed loss had come down to at step 80, past its warm-up
+    first = int(np.flatnonzero(smoothed <= target)[0]) + 1
+    found = samples_to_loss(digits, target, tmp_path / FILE_NAME)
+    assert isinstance(found, SamplesToLoss) and (found.run_id, found.samples) == (1, first * 64)
+    assert "did not reach loss" in str(samples_to_loss(digits, float(smoothed.min()) / 2, tmp_path / FILE_NAME))
+    assert samples_to_loss(digits.with_changes(learning_rate=0.01), target, tmp_path / FILE_NAME) == NO_RUN  # learns otherwise
+
+    done = main_py(["project", "--model", "mlp", "--data", "digits", "--device", "L4", "--target-loss", repr(target), "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(done.stdout)
+    assert document["samples_to_target"] == first * 64 and document["samples_to_target_how"].startswith("run #1 of this job reached")
+    row = document["rows"][0]
+    assert row["time_to_target_s"]["mid"] == pytest.approx(first * 64 / row["samples_per_s"]["mid"])
