@@ -61,7 +61,7 @@ def add_project_arguments(parser: argparse.ArgumentParser) -> None:
         type=finite_number("--target-loss", "a finite number (a loss the job's runs reached)"),
         default=None,
         metavar="L",
-        help="adds the projected time to this smoothed loss, from the samples the newest run of the same job and training "
+        help="adds the projected time to this smoothed loss, from the samples the newest run of the same training "
         "in the history needed to reach it",
     )
 

@@ -5,7 +5,7 @@ A projection answers "would that device help, and by how much": by how much is t
 over the rate this machine trained the same job at. The same job is every setting that decides a
 step's speed but the device (`core.config.SPEED_SETTINGS`); a run whose machine was busy meanwhile (`contended`)
 is passed over, its figures low and noisy. The samples to a loss come from the newest run that
-also learns alike (`core.config.LEARNING_SETTINGS`; busy or not, a loss falls the same), judged as
+learns alike (`core.config.LEARNING_SETTINGS`; on any device or backend, busy or not, its loss falls about the same), judged as
 compare judges a time to a target (`core.training.to_target.decide`: reached after the warm-up, by
 a loss that fell beyond noise). Read only where a history exists: a projection never creates one.
 """
@@ -13,7 +13,7 @@ a loss that fell beyond noise). Read only where a history exists: a projection n
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from core.results import RunResult
 from core.training.to_target import IN_WARMUP, NO_FALL, decide
 
 NO_RUN = (
-    "no completed run of this job and training (its model, data, batch, learning rate, optimizer, precision, seed) in the "
+    "no completed run of this training (its model, data, batch, learning rate, optimizer, precision, seed) in the "
     "history: run it first (main.py run with the same settings) or give --samples-to-target"
 )
 LOOK_AT = 50
@@ -44,11 +44,11 @@ class MeasuredHere:
         return asdict(self)
 
 
-def same_job(recorded: Mapping[str, Any], config: RunConfig) -> bool:
-    """A run's recorded config (`RunResult.config`) runs `config`'s job: SPEED_SETTINGS alike, and the same model file
-    content where both know it."""
+def same_job(recorded: Mapping[str, Any], config: RunConfig, settings: Sequence[str] = SPEED_SETTINGS) -> bool:
+    """A run's recorded config (`RunResult.config`) has `config`'s `settings` (SPEED_SETTINGS: it ran the same job; LEARNING_SETTINGS:
+    it learns alike) and the same model file content where both know it."""
     ours, theirs = config.model_sha256, recorded.get("model_sha256") or ""
-    return same_settings(recorded, config, SPEED_SETTINGS) and not (ours and theirs and ours != theirs)
+    return same_settings(recorded, config, settings) and not (ours and theirs and ours != theirs)
 
 
 def latest_measured(config: RunConfig, path: str | Path | None = None) -> MeasuredHere | None:
@@ -80,12 +80,12 @@ class SamplesToLoss:
     samples: int
 
     def how(self) -> str:
-        return f"run #{self.run_id} of this job reached loss {self.target_loss:.4g} after {self.samples:,} samples"
+        return f"run #{self.run_id} of this training reached loss {self.target_loss:.4g} after {self.samples:,} samples"
 
 
 def samples_to_loss(config: RunConfig, target_loss: float, path: str | Path | None = None) -> SamplesToLoss | str:
-    """The samples the newest completed run of `config`'s job and training needed to reach `target_loss`, or why there are
-    none, in words (no such run; not reached; reached in the warm-up or by luck)."""
+    """The samples the newest completed run of `config`'s training (on any device or backend) needed to reach `target_loss`, or
+    why there are none, in words (no such run; not reached; reached in the warm-up or by luck)."""
     path = Path(path) if path is not None else default_path()
     if not path.is_file():
         return NO_RUN
@@ -93,7 +93,7 @@ def samples_to_loss(config: RunConfig, target_loss: float, path: str | Path | No
         with RunStore.open(path) as store:
             for summary in store.list_runs(model=config.model, status="completed")[:LOOK_AT]:
                 result = store.load(summary.id, with_steps=False)
-                if same_job(result.config, config) and same_settings(result.config, config, LEARNING_SETTINGS):
+                if same_job(result.config, config, LEARNING_SETTINGS):
                     return _judged(summary.id, store.load(summary.id), target_loss)
     except (StoreError, sqlite3.Error, OSError) as exc:
         return f"the history could not be read: {exc}"
@@ -101,6 +101,7 @@ def samples_to_loss(config: RunConfig, target_loss: float, path: str | Path | No
 
 
 def _judged(run_id: int, result: RunResult, target_loss: float) -> SamplesToLoss | str:
+    """The run's samples to `target_loss` where its time to it decides (`decide`), else why not."""
     decision = decide([result], target_loss)
     [reached] = decision.reached
     if decision.decides and reached.samples is not None:

@@ -78,10 +78,11 @@ def test_a_loss_target_becomes_the_samples_the_newest_run_of_the_same_training_n
     assert isinstance(found, SamplesToLoss) and (found.run_id, found.samples) == (1, first * 64)
     assert "did not reach loss" in str(samples_to_loss(digits, float(smoothed.min()) / 2, tmp_path / FILE_NAME))
     assert samples_to_loss(digits.with_changes(learning_rate=0.01), target, tmp_path / FILE_NAME) == NO_RUN  # learns otherwise
+    assert samples_to_loss(digits.with_changes(backend="jax", steps_per_call=4), target, tmp_path / FILE_NAME) == found  # learns alike
 
     done = main_py(["project", "--model", "mlp", "--data", "digits", "--device", "L4", "--target-loss", repr(target), "--json"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
-    assert document["samples_to_target"] == first * 64 and document["samples_to_target_how"].startswith("run #1 of this job reached")
+    assert document["samples_to_target"] == first * 64 and document["samples_to_target_how"].startswith("run #1 of this training reached")
     row = document["rows"][0]
     assert row["time_to_target_s"]["mid"] == pytest.approx(first * 64 / row["samples_per_s"]["mid"])
