@@ -73,15 +73,21 @@ def add_rounds_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_target_loss_argument(parser: argparse.ArgumentParser) -> None:
-    """`--target-loss L`: the loss each run is timed to (`core.training.to_target`); without it, the runs' common one."""
+TARGET_LOSS_HELP = (
+    "time each run to this smoothed loss (steps, samples and seconds to reach it); "
+    "default: the highest of the runs' smoothed final losses, which every run reached"
+)
+
+
+def add_target_loss_argument(parser: argparse._ActionsContainer, help_text: str = TARGET_LOSS_HELP) -> None:
+    """`--target-loss L`: the loss each run is timed to (`core.training.to_target`); without it, the runs' common one
+    (`help_text` says what another command does with it). `parser`: a parser or one of its groups."""
     parser.add_argument(
         "--target-loss",
         type=finite_number("--target-loss", "a finite number (a loss the runs should reach)"),
         default=None,
         metavar="L",
-        help="time each run to this smoothed loss (steps, samples and seconds to reach it); "
-        "default: the highest of the runs' smoothed final losses, which every run reached",
+        help=help_text,
     )
 
 

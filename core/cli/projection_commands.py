@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from core.cli.exits import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED
-from core.cli.job_options import add_job_arguments, finite_number, job_config, whole_number
+from core.cli.job_options import add_job_arguments, add_target_loss_argument, job_config, whole_number
 from core.cli.output import format_columns
 from core.config import MAX_STEPS_PER_CALL, PRECISIONS, RunConfig
 from core.formatting import format_bytes, format_seconds, format_si
@@ -56,12 +56,9 @@ def add_project_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="samples a run needed to reach its loss target (`run`'s time to target): adds the projected time to reach it",
     )
-    target.add_argument(
-        "--target-loss",
-        type=finite_number("--target-loss", "a finite number (a loss the job's runs reached)"),
-        default=None,
-        metavar="L",
-        help="adds the projected time to this smoothed loss, from the samples the newest run of the same training "
+    add_target_loss_argument(
+        target,
+        "adds the projected time to this smoothed loss, from the samples the newest run of the same training "
         "in the history needed to reach it",
     )
 

@@ -13,13 +13,13 @@ a loss that fell beyond noise). Read only where a history exists: a projection n
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from core.config import BACKEND_TITLES, LEARNING_SETTINGS, SPEED_SETTINGS, RunConfig, same_settings
-from core.history.store import RunStore, StoreError, default_path
+from core.history.store import RunStore, RunSummary, StoreError, default_path
 from core.results import RunResult
 from core.training.to_target import IN_WARMUP, NO_FALL, decide
 
@@ -54,20 +54,38 @@ def same_job(recorded: Mapping[str, Any], config: RunConfig, settings: Sequence[
 def latest_measured(config: RunConfig, path: str | Path | None = None) -> MeasuredHere | None:
     """The newest completed, uncontended run of `config`'s job in the history at `path` (default: the app's); None where
     there is none, no history, or a history that cannot be read (a projection goes on without it)."""
+    try:
+        found = _newest(config, path, SPEED_SETTINGS, _quiet_with_a_rate, with_steps=False)
+    except (StoreError, sqlite3.Error, OSError):
+        return None
+    if found is None:
+        return None
+    summary, _ = found
+    where = ", ".join(summary.devices) or f"{BACKEND_TITLES.get(config.backend, config.backend)}'s default device"
+    return MeasuredHere(summary.id, where, float(summary.figures["samples_per_s"]), summary.started_at)
+
+
+def _quiet_with_a_rate(summary: RunSummary) -> bool:
+    """The run's machine was not busy meanwhile and it has a samples/s to be set against."""
+    return not summary.contended and bool(summary.figures.get("samples_per_s"))
+
+
+def _newest(
+    config: RunConfig, path: str | Path | None, settings: Sequence[str], usable: Callable[[RunSummary], bool], with_steps: bool
+) -> tuple[RunSummary, RunResult] | None:
+    """The newest of the model's last LOOK_AT completed runs in the history at `path` (default: the app's) that is `usable` and
+    has `config`'s `settings` (`same_job`), with its result (and its steps `with_steps`); None where there is none or no history. Raises
+    StoreError, sqlite3.Error or OSError where the history cannot be read."""
     path = Path(path) if path is not None else default_path()
     if not path.is_file():
         return None
-    try:
-        with RunStore.open(path) as store:
-            for summary in store.list_runs(model=config.model, status="completed")[:LOOK_AT]:
-                rate = summary.figures.get("samples_per_s")
-                if summary.contended or not rate:
-                    continue
-                if same_job(store.load(summary.id, with_steps=False).config, config):
-                    where = ", ".join(summary.devices) or f"{BACKEND_TITLES.get(config.backend, config.backend)}'s default device"
-                    return MeasuredHere(summary.id, where, float(rate), summary.started_at)
-    except (StoreError, sqlite3.Error, OSError):
-        return None
+    with RunStore.open(path) as store:
+        for summary in store.list_runs(model=config.model, status="completed")[:LOOK_AT]:
+            if not usable(summary):
+                continue
+            result = store.load(summary.id, with_steps=False)
+            if same_job(result.config, config, settings):
+                return summary, store.load(summary.id) if with_steps else result
     return None
 
 
@@ -86,18 +104,14 @@ class SamplesToLoss:
 def samples_to_loss(config: RunConfig, target_loss: float, path: str | Path | None = None) -> SamplesToLoss | str:
     """The samples the newest completed run of `config`'s training (on any device or backend) needed to reach `target_loss`, or
     why there are none, in words (no such run; not reached; reached in the warm-up or by luck)."""
-    path = Path(path) if path is not None else default_path()
-    if not path.is_file():
-        return NO_RUN
     try:
-        with RunStore.open(path) as store:
-            for summary in store.list_runs(model=config.model, status="completed")[:LOOK_AT]:
-                result = store.load(summary.id, with_steps=False)
-                if same_job(result.config, config, LEARNING_SETTINGS):
-                    return _judged(summary.id, store.load(summary.id), target_loss)
+        found = _newest(config, path, LEARNING_SETTINGS, lambda summary: True, with_steps=True)
     except (StoreError, sqlite3.Error, OSError) as exc:
         return f"the history could not be read: {exc}"
-    return NO_RUN
+    if found is None:
+        return NO_RUN
+    summary, result = found
+    return _judged(summary.id, result, target_loss)
 
 
 def _judged(run_id: int, result: RunResult, target_loss: float) -> SamplesToLoss | str:

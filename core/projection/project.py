@@ -98,11 +98,7 @@ def project(
                 f"batch {counted.batch:,}: needs {format_bytes(counted.memory_bytes)}, more than the {format_bytes(usable)} usable on {device.name}"
             )
             continue
-        rows.append(_row(config, counted, costs, target, constants, band.factor, usable, samples_to_target))
-    for row in rows:
-        rate = row["samples_per_s"]
-        at_run_batch = measured is not None and row["batch"] == config.batch_size
-        row["speedup_vs_measured"] = {key: rate[key] / measured.samples_per_s for key in rate} if at_run_batch and measured else None
+        rows.append(_row(config, counted, costs, target, constants, band.factor, usable, samples_to_target, measured))
     points = calibration.points_for(backend)
     document: dict[str, Any] = {
         "projection": True,
@@ -177,6 +173,7 @@ def _row(
     factor: float,
     usable: int,
     samples_to_target: int | None,
+    measured: MeasuredHere | None,
 ) -> dict[str, Any]:
     epoch = epoch_batches(config, step_costs.examples, counted.batch)
     scattered = counted.scattered if scatters_in_xla(config) else 0
@@ -217,11 +214,16 @@ def _row(
         },
         "device_bound_samples_per_s": counted.batch / bound,
         "time_to_target_s": None,
+        "speedup_vs_measured": None,
     }
-    if samples_to_target is not None and counted.batch == config.batch_size:
+    if counted.batch != config.batch_size:
+        return row
+    if samples_to_target is not None:
         row["time_to_target_s"] = {
             key: samples_to_target / rate[other] for key, other in (("low", "high"), ("mid", "mid"), ("high", "low"))
         }
+    if measured is not None:
+        row["speedup_vs_measured"] = {key: rate[key] / measured.samples_per_s for key in rate}
     return row
 
 
