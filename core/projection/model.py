@@ -155,6 +155,20 @@ class StepParts:
 def step_parts(backend: str, costs: Costs, target: Target, constants: Constants, steps_per_call: int = 1) -> StepParts:
     """The projected step of `costs` on `target` with a backend's `constants` (see the module docstring)."""
     eager = backend in EAGER_BACKENDS
+    step, host, epoch, launch, compute, memory, scatter = _terms(eager, costs, target, constants, steps_per_call)
+    regime, why = _regime(eager, costs, host, (launch, compute, memory, scatter), constants, target, steps_per_call)
+    return StepParts(step, host, epoch, launch, compute, memory, scatter, regime, why)
+
+
+def step_time(backend: str, costs: Costs, target: Target, constants: Constants, steps_per_call: int = 1) -> float:
+    """`step_parts(...).step_s` without the regime's words: what a fit evaluates a few hundred thousand times."""
+    return _terms(backend in EAGER_BACKENDS, costs, target, constants, steps_per_call)[0]
+
+
+def _terms(
+    eager: bool, costs: Costs, target: Target, constants: Constants, steps_per_call: int
+) -> tuple[float, float, float, float, float, float, float]:
+    """(step, host, epoch, launch, compute, memory, scatter) seconds: the module docstring's formulas."""
     epoch = constants.epoch_s / costs.batches_per_epoch if costs.batches_per_epoch else 0.0
     host = (constants.host_s + constants.per_layer_s * costs.layers if eager else constants.host_s / max(1, steps_per_call)) + epoch
     launch = (costs.ops if eager else costs.kernels) * KERNEL_S
@@ -162,8 +176,7 @@ def step_parts(backend: str, costs: Costs, target: Target, constants: Constants,
     memory = constants.byte_share * costs.bytes / target.bandwidth_bytes_s
     scatter = costs.scattered * constants.scatter_s
     device = launch + max(compute, memory) + scatter
-    regime, why = _regime(eager, costs, host, (launch, compute, memory, scatter), constants, target, steps_per_call)
-    return StepParts(max(host, device) if eager else host + device, host, epoch, launch, compute, memory, scatter, regime, why)
+    return (max(host, device) if eager else host + device), host, epoch, launch, compute, memory, scatter
 
 
 def _regime(
@@ -285,7 +298,7 @@ def fit(
     def residuals(params: Sequence[float]) -> list[float]:
         constants = constants_of(params)
         return [
-            math.log(step_parts(backend, o.costs, o.target, constants, o.steps_per_call).step_s) - log_step
+            math.log(step_time(backend, o.costs, o.target, constants, o.steps_per_call)) - log_step
             for o, log_step in zip(observations, measured, strict=True)
         ]
 
