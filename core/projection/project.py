@@ -418,13 +418,14 @@ def _count(value: float) -> str:
 
 def projection_of(config: RunConfig, device_name: str, samples_to_target: int | None = None) -> dict[str, Any]:
     """The whole projection of `config`'s job on the catalogue device named: checked, its step's costs counted (a child
-    process, seconds), projected and set against this machine's newest run of the job in the history, if any. Raises
-    UnknownDevice, ProjectionRefused or CostsUnavailable with the reason."""
+    process, seconds; reused for the same job within this process: `counted_step_costs`), projected and set against this
+    machine's newest run of the job in the history, if any. Raises UnknownDevice, ProjectionRefused or CostsUnavailable
+    with the reason."""
     from core.projection.catalogue import find_device
-    from core.projection.step_costs import measure_step_costs
+    from core.projection.step_costs import counted_step_costs
     from core.workloads.workload import model_title
 
     device = find_device(device_name)
     check_request(config, device)
-    costs = measure_step_costs(config, projected_batches(config.batch_size))
+    costs = counted_step_costs(config, projected_batches(config.batch_size))
     return project(config, device, costs, model_title(config.model), samples_to_target, latest_measured(config))

@@ -39,6 +39,7 @@ import json
 import math
 import re
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,8 +152,7 @@ def measure_step_costs(config: RunConfig, batches: list[int], timeout_s: float =
     GPU; a batch XLA cannot lower is left out with a note. Raises CostsUnavailable (JAX_MISSING first where JAX is not installed).
     """
     require_jax()
-    child_config = config.with_changes(backend="jax", strategy="default", devices=(), steps_per_call=1)
-    args = [json.dumps(child_config.to_dict()), ",".join(str(batch) for batch in batches)]
+    args = [json.dumps(_counted_config(config).to_dict()), ",".join(str(batch) for batch in batches)]
     child = Child.start("core.projection.step_costs", args, what=WHAT, hide_gpus=True, limit_s=timeout_s, env={"JAX_PLATFORMS": "cpu"})
     end = child.wait()
     answer = child.result
@@ -175,6 +175,54 @@ def measure_step_costs(config: RunConfig, batches: list[int], timeout_s: float =
         versions=answer.get("versions", {}),
         notes=tuple(answer.get("notes", [])),
     )
+
+
+REUSED_KEPT = 16
+"""How many jobs' counts `counted_step_costs` keeps in a process, the least recently used dropped first."""
+_REUSED: OrderedDict[tuple[Any, ...], StepCosts] = OrderedDict()
+
+
+def counted_step_costs(config: RunConfig, batches: list[int]) -> StepCosts:
+    """`measure_step_costs`, reused within this process for the same job and batches: the window projecting one job on
+    device after device counts its step once (seconds each time: a child process, JAX, XLA compiling every batch).
+
+    The costs depend on the job, not on the device projected on. A sample model is reused as it is; a `.keras`/`.h5` file
+    and `.npz` data while their content (sha256) is the same; a `.py` model, custom objects or a SavedModel folder are
+    counted every time, since what they import or hold may have changed without their own bytes changing.
+    """
+    key = _reuse_key(config, batches)
+    if key is None:
+        return measure_step_costs(config, batches)
+    if key not in _REUSED:
+        _REUSED[key] = measure_step_costs(config, batches)
+        while len(_REUSED) > REUSED_KEPT:
+            _REUSED.popitem(last=False)
+    _REUSED.move_to_end(key)
+    return _REUSED[key]
+
+
+def _reuse_key(config: RunConfig, batches: list[int]) -> tuple[Any, ...] | None:
+    """The job as the child counts it, the batches and the content of its files; None where it may not be reused."""
+    from core.config import names_a_file
+    from core.workloads.model_file import file_sha256
+
+    files = []
+    if names_a_file(config.model):
+        if config.custom_objects or not config.model.lower().endswith((".keras", ".h5", ".hdf5")):
+            return None
+        files.append(config.model)
+    if config.dataset.lower().endswith(".npz"):
+        files.append(config.dataset)
+    try:
+        contents = tuple((path, file_sha256(path)) for path in files)
+    except OSError:
+        return None  # the count says what is wrong with the file
+    return (_counted_config(config), tuple(batches), contents)
+
+
+def _counted_config(config: RunConfig) -> RunConfig:
+    """The job the child counts: on JAX, one device, one step per call, whatever `config` trains with."""
+    return config.with_changes(backend="jax", strategy="default", devices=(), steps_per_call=1)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ class ProjectionView(QWidget):
         self.device_combo.addItems(device_names())
         self.device_combo.setToolTip("A GPU or TPU from the catalogue (datasheet peaks, memory and bandwidth, each with its source)")
         self.project_button = _named(QPushButton("Project"), "projectButton")
-        self.project_button.setToolTip("Count the step's costs here (XLA on this CPU, a few seconds) and project them on that device")
+        self.project_button.setToolTip(
+            "Count the step's costs here (XLA on this CPU: seconds, once per job) and project them on that device"
+        )
         self.project_button.clicked.connect(self.start)
         self.caveats_button = _named(QPushButton("Caveats"), "projectionCaveatsButton")
         self.caveats_button.setToolTip("Where this projection leans on more than its measured points show")
