@@ -47,7 +47,7 @@ from core.backends.available import is_installed
 from core.backends.loop_flops import skipped_trips, xla_cost_analysis
 from core.backends.step_flops import traced_train_step
 from core.child_process import STOPPED, TIMEOUT, Child, reply, stage
-from core.config import RunConfig
+from core.config import RunConfig, names_a_file
 from core.errors import ExplainedError
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -203,7 +203,6 @@ def counted_step_costs(config: RunConfig, batches: list[int]) -> StepCosts:
 
 def _reuse_key(config: RunConfig, batches: list[int]) -> tuple[Any, ...] | None:
     """The job as the child counts it, the batches and the content of its files; None where it may not be reused."""
-    from core.config import names_a_file
     from core.workloads.model_file import file_sha256
 
     files = []
