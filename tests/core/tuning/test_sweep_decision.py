@@ -21,7 +21,6 @@ from core.tuning.sweep_plan import plan_sweep
 pytestmark = pytest.mark.slow
 
 BATCH_BY_CALLS = {"batch_size": (32, 64), "steps_per_call": (1, 8)}
-FASTEST = 3  # batch 64 · 8 steps/call: twice the batch of 32 and 8 steps a call, in the plan's order the last point
 
 
 def _sweep(dataset: str, steps: int, values: dict, rounds: int = 6, **base):
@@ -30,16 +29,19 @@ def _sweep(dataset: str, steps: int, values: dict, rounds: int = 6, **base):
 
 
 @pytest.mark.parametrize(("dataset", "steps"), [("synthetic", 40), ("digits", 200)])
-def test_the_issue_s_sweep_stars_batch_64_at_8_steps_per_call_or_says_it_is_tied(dataset, steps) -> None:
-    """`sweep --model mlp --batch-sizes 32,64 --steps-per-call 1,8 --steps 40` starred batch 32 · 1 step/call.
+def test_the_issue_s_sweep_stars_a_point_at_8_steps_per_call_or_says_it_is_tied(dataset, steps) -> None:
+    """`sweep --model mlp --batch-sizes 32,64 --steps-per-call 1,8 --steps 40` starred batch 32 · 1 step/call, its slowest row.
 
     On the random labels at 40 steps every batch-32 point "reached" the common target (2.384, above where its loss
-    began) at step 1, inside its warm-up: three points tied at 0.0 steady seconds and the lowest index won.
+    began) at step 1, inside its warm-up: three points tied at 0.0 steady seconds and the lowest index won. Which batch
+    at 8 steps a call is fastest depends on the CPU: on the digits an AVX2-only EPYC ran batch 64 only 1.24x batch 32's
+    samples/s, and batch 32, needing 185 steps to the target against 137, got there first (0.087 s against 0.105).
     """
     data = _sweep(dataset, steps, BATCH_BY_CALLS).to_dict()
     rows = data["rows"]
     assert [row["status"] for row in rows] == ["completed"] * 4
-    assert data["best"] == FASTEST or FASTEST in data["tied_with_best"], data
+    at_8 = [index for index, row in enumerate(rows) if row["settings"]["steps_per_call"] == 8]
+    assert data["best"] in at_8 or set(at_8) & set(data["tied_with_best"]), data
     if dataset == "synthetic":  # batch 32's loss did not fall beyond noise in 40 steps: it reached nothing, by luck at most
         assert all(row["time_to_target_s"] is None for row in rows[:2])
         if data["best_by"] == BY_TIME:  # by samples/s, batch 32 · 8 may tie with 64 · 8 and be starred (busy.sh did)
